@@ -1,0 +1,41 @@
+# Two entry points on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+PYTHON312 ?= python3.12
+VENV := .venv
+VENV312 := .venv312
+UV := $(VENV)/bin/uv
+
+.PHONY: demo test install install-python install-npm install-system install-py312 bench clean
+
+demo: install-python
+	$(VENV)/bin/python examples/demo.py
+
+test: install
+	bash scripts/run-tests.sh
+
+install: install-system install-python install-npm install-py312
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip uv
+
+install-python: $(VENV)/bin/python
+	$(UV) pip install --python $(VENV)/bin/python -q -e '.[dev]'
+
+# Pinned agent programs (Codex, ACP agents) from npm, into ./node_modules.
+install-npm:
+	npm install --no-audit --no-fund --loglevel=error
+
+# bubblewrap + socat: Claude Code's OS sandbox needs them (tests prove both with and without).
+install-system:
+	bash scripts/install-system-deps.sh
+
+# openhands-sdk needs Python >= 3.12: its tests run in a second environment.
+install-py312: $(VENV)/bin/python
+	bash scripts/install-py312.sh
+
+bench: install-python
+	$(VENV)/bin/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) $(VENV312) node_modules .pytest_cache

@@ -1,0 +1,115 @@
+"""Request, budget, usage and result models: the data that crosses the public API."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class Budget(BaseModel):
+    """Hard limits for one coding session. Every limit is checked before, during and after a turn."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_tokens: int = Field(500_000, gt=0, description="Input + output tokens across all iterations.")
+    max_cost_usd: float = Field(10.0, gt=0, description="Estimated cost in US dollars.")
+    max_time_seconds: float = Field(3600.0, gt=0, description="Wall clock from session start.")
+    max_iterations: int = Field(5, gt=0, description="Backend turns (first attempt plus retries).")
+
+
+class CodingRequest(BaseModel):
+    """What to do and where. `cwd` is the repository the agent may edit."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    prompt: str = Field(min_length=1)
+    cwd: Path
+    system_prompt: str | None = None
+    budget: Budget | None = None
+    allowed_write_paths: list[str] | None = Field(
+        None, description="Gitignore-style patterns, relative to cwd, that writes must match."
+    )
+    output_type: type[BaseModel] | None = Field(
+        None, description="A pydantic model the agent must return as structured output."
+    )
+    require_changes: bool = Field(
+        True,
+        description=(
+            "A run that changed no file and that no validator really checked is not a success "
+            "unless this is False (question-answering or structured-output-only tasks)."
+        ),
+    )
+
+    @field_validator("cwd", mode="before")
+    @classmethod
+    def _expand_cwd(cls, value: Any) -> Any:
+        if isinstance(value, str | Path):
+            return Path(value).expanduser()
+        return value
+
+
+class CodingStatus(str, Enum):
+    COMPLETED = "completed"
+    COMPLETED_WITH_LIMIT_EXCEEDED = "completed_with_limit_exceeded"
+    BUDGET_EXCEEDED = "budget_exceeded"
+    REFUSED = "refused"
+    FAILED = "failed"
+    ERROR = "error"
+
+
+class Usage(BaseModel):
+    """Token counts and cost. Backends report cumulative usage for their whole session."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        # Cache reads and writes are input tokens billed at other rates; count them once here.
+        return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+        )
+
+
+class CodingResult(BaseModel):
+    """The truthful outcome of a session: what status, what changed, what it cost."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    status: CodingStatus
+    files: dict[str, str | None] = Field(
+        default_factory=dict, description="Path relative to cwd -> new content (None when deleted)."
+    )
+    summary: str = ""
+    iterations: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    total_tokens: int = 0
+    total_cost_usd: float = 0.0
+    duration_seconds: float = 0.0
+    output: Any = None
+    error: str | None = None
+    exceeded_limit: str | None = Field(None, description="tokens, cost, time or iterations")
+    refusal_reason: str | None = None
+    validation_errors: list[str] = Field(default_factory=list)
+    backend: str = ""
+    model: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is CodingStatus.COMPLETED

@@ -1,0 +1,1 @@
+"""Framework adapters (optional extras): agenter.adapters.langgraph, agenter.adapters.pydantic_ai."""

@@ -1,0 +1,1 @@
+"""Sandbox helpers shared by backends: path confinement and workspace change detection."""

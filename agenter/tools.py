@@ -1,0 +1,99 @@
+"""Custom tools: plain Python functions the agent may call, with a JSON schema from type hints."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
+
+ToolFunction = Callable[..., Any] | Callable[..., Awaitable[Any]]
+
+
+class Tool:
+    """A named function with a description and a JSON schema for its arguments.
+
+    Backends expose tools in their own way (an Anthropic tool, an SDK MCP server, a stdio MCP
+    server); `run` is the one way to call it.
+    """
+
+    def __init__(self, function: ToolFunction, *, name: str | None = None,
+                 description: str | None = None, input_schema: dict[str, Any] | None = None):
+        self.function = function
+        self.name = name or function.__name__
+        self.description = (description or inspect.getdoc(function) or self.name).strip()
+        self._arguments_model = _arguments_model(function, self.name)
+        self.input_schema = input_schema or _clean_schema(self._arguments_model.model_json_schema())
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.function)
+
+    async def run(self, arguments: dict[str, Any]) -> str:
+        """Validate the arguments, call the function (sync ones off the event loop), return text."""
+        parsed = self._arguments_model.model_validate(arguments or {})
+        kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
+        if self.is_async:
+            value = await self.function(**kwargs)
+        else:
+            value = await asyncio.to_thread(self.function, **kwargs)
+        return _to_text(value)
+
+    def __repr__(self) -> str:
+        return f"Tool(name={self.name!r})"
+
+
+def tool(function: ToolFunction | None = None, *, name: str | None = None,
+         description: str | None = None) -> Any:
+    """Decorator: `@tool` or `@tool(name=..., description=...)` turns a function into a Tool."""
+
+    def wrap(fn: ToolFunction) -> Tool:
+        return Tool(fn, name=name, description=description)
+
+    return wrap(function) if function is not None else wrap
+
+
+def as_tool(value: Tool | ToolFunction) -> Tool:
+    return value if isinstance(value, Tool) else Tool(value)
+
+
+def _arguments_model(function: ToolFunction, name: str) -> type[BaseModel]:
+    signature = inspect.signature(function)
+    try:
+        hints = get_type_hints(function)
+    except Exception:  # unresolvable forward references: fall back to Any
+        hints = {}
+    fields: dict[str, Any] = {}
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        annotation = hints.get(param.name, Any)
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (annotation, default)
+    model_name = "".join(part.capitalize() for part in name.replace("-", "_").split("_")) + "Arguments"
+    return create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    schema = dict(schema)
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        if isinstance(prop, dict):
+            prop.pop("title", None)
+    schema.setdefault("type", "object")
+    schema.setdefault("properties", {})
+    return schema
+
+
+def _to_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    try:
+        return json.dumps(TypeAdapter(Any).dump_python(value, mode="json"))
+    except Exception:
+        return str(value)

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# System packages the tests need. Idempotent; skips apt when everything is present.
+set -euo pipefail
+need=()
+command -v bwrap >/dev/null || need+=(bubblewrap)
+command -v socat >/dev/null || need+=(socat)
+command -v git >/dev/null || need+=(git)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    echo "install-system-deps: please install: ${need[*]}" >&2
+  fi
+fi

@@ -1,0 +1,282 @@
+"""The session loop and the facade, driven by an in-test backend (pure logic, no agent program)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from pydantic import BaseModel
+
+from agenter import (
+    AutonomousCodingAgent,
+    BackendError,
+    Budget,
+    BudgetExceededError,
+    CodingEventType,
+    CodingRequest,
+    CodingStatus,
+    ConfigurationError,
+    Usage,
+)
+from agenter.backends import register_backend
+from agenter.backends._protocol import (
+    BackendCapabilities,
+    BackendMessage,
+    BackendOptions,
+    BaseBackend,
+    MessageType,
+    Refusal,
+)
+from agenter.sandbox.workspace import WorkspaceSnapshot
+
+
+class FakeOptions(BackendOptions):
+    turns: list[Any] = []
+    resume: bool = True
+
+
+class FakeBackend(BaseBackend):
+    """Each turn is a callable(backend, cwd, prompt) -> list of messages (may be async, may raise)."""
+
+    name: ClassVar[str] = "fake"
+    capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
+        custom_tools=True, structured_output=True, resume=True, sandbox=True)
+    options_model: ClassVar[type[BackendOptions]] = FakeOptions
+    instances: ClassVar[list[FakeBackend]] = []
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.prompts: list[str] = []
+        self.connected = False
+        self.disconnected = False
+        FakeBackend.instances.append(self)
+
+    async def connect(self, spec):
+        self.cwd = spec.cwd
+        self.connected = True
+
+    async def execute(self, prompt):
+        self._start_turn()
+        self.prompts.append(prompt)
+        before = WorkspaceSnapshot.take(self.cwd)
+        turn = self.options.turns[len(self.prompts) - 1]
+        try:
+            messages = turn(self, self.cwd, prompt)
+            if asyncio.iscoroutine(messages):
+                messages = await messages
+            for message in messages or []:
+                yield message
+        finally:
+            self._modified = before.changes_since()
+
+    async def disconnect(self):
+        self.disconnected = True
+
+
+register_backend("fake", FakeBackend)
+
+
+def write(path: str, content: str, tokens: int = 100):
+    def turn(backend, cwd: Path, prompt: str):
+        (cwd / path).parent.mkdir(parents=True, exist_ok=True)
+        (cwd / path).write_text(content)
+        backend._usage = backend._usage + Usage(input_tokens=tokens, output_tokens=10, cost_usd=0.01)
+        return [BackendMessage(MessageType.TOOL_CALL, tool_name="write", tool_input={"path": path}),
+                BackendMessage(MessageType.TEXT, content=f"wrote {path}")]
+    return turn
+
+
+def agent(*turns, **kwargs) -> AutonomousCodingAgent:
+    FakeBackend.instances.clear()
+    return AutonomousCodingAgent(backend="fake", turns=list(turns), **kwargs)
+
+
+async def collect(a: AutonomousCodingAgent, request: CodingRequest):
+    return [event async for event in a.stream_execute(request)]
+
+
+async def test_completed_first_try(tmp_path):
+    a = agent(write("ok.py", "x = 1\n"))
+    result = await a.execute(CodingRequest(prompt="add x", cwd=tmp_path))
+    assert result.status is CodingStatus.COMPLETED
+    assert result.files == {"ok.py": "x = 1\n"}
+    assert result.iterations == 1
+    assert result.summary == "wrote ok.py"
+    assert result.input_tokens == 100 and result.total_cost_usd == pytest.approx(0.01)
+    assert FakeBackend.instances[0].disconnected
+
+
+async def test_retry_after_syntax_error_carries_errors_and_files(tmp_path):
+    a = agent(write("bad.py", "def f(:\n"), write("bad.py", "def f():\n    return 1\n"))
+    events = await collect(a, CodingRequest(prompt="write f", cwd=tmp_path))
+    end = events[-1]
+    assert end.type is CodingEventType.SESSION_END
+    assert end.data["status"] == "completed" and end.data["iterations"] == 2
+    retry_prompt = FakeBackend.instances[0].prompts[1]
+    assert "SyntaxError" in retry_prompt and "bad.py" in retry_prompt
+    assert "write f" not in retry_prompt  # resume: the task is not sent again
+    kinds = [e.type for e in events]
+    assert kinds[0] is CodingEventType.SESSION_START
+    assert kinds.count(CodingEventType.ITERATION_START) == 2
+    assert kinds[-2] is CodingEventType.COMPLETED
+    first_validation = next(e for e in events if e.type is CodingEventType.VALIDATION_RESULT)
+    assert first_validation.data["passed"] is False and first_validation.data["validator"] == "syntax"
+
+
+async def test_event_order(tmp_path):
+    events = await collect(agent(write("a.py", "a = 1\n")), CodingRequest(prompt="p", cwd=tmp_path))
+    assert [e.type for e in events] == [
+        CodingEventType.SESSION_START, CodingEventType.ITERATION_START,
+        CodingEventType.BACKEND_MESSAGE, CodingEventType.BACKEND_MESSAGE,
+        CodingEventType.VALIDATION_START, CodingEventType.VALIDATION_RESULT,
+        CodingEventType.ITERATION_END, CodingEventType.COMPLETED, CodingEventType.SESSION_END]
+    start = events[0].data
+    assert start["cwd"] == str(tmp_path.resolve()) and start["max_iterations"] == 5
+    message = events[2].data
+    assert message["message_type"] == "tool_call" and message["tool_name"] == "write"
+    end_iter = events[6].data
+    assert end_iter["files_modified"] == ["a.py"] and end_iter["passed"] is True
+    assert "tokens" in end_iter and "cost" in end_iter
+
+
+async def test_validation_never_passes_is_failed(tmp_path):
+    bad = write("bad.py", "def (:\n")
+    result = await agent(bad, bad, max_iterations=2).execute(CodingRequest(prompt="p", cwd=tmp_path))
+    assert result.status is CodingStatus.FAILED
+    assert result.iterations == 2
+    assert any("SyntaxError" in e for e in result.validation_errors)
+
+
+async def test_refusal(tmp_path):
+    def refuse(backend, cwd, prompt):
+        backend._refusal = Refusal("not doing that", "harmful")
+        return [BackendMessage(MessageType.TEXT, content="I won't")]
+    events = await collect(agent(refuse), CodingRequest(prompt="p", cwd=tmp_path))
+    assert events[-2].type is CodingEventType.REFUSED
+    assert events[-2].data["reason"] == "not doing that" and events[-2].data["category"] == "harmful"
+    assert events[-1].data["status"] == "refused"
+
+
+async def test_backend_error_is_error_status_with_cause(tmp_path):
+    def crash(backend, cwd, prompt):
+        raise BackendError("agent program crashed", stderr_tail="boom")
+    a = agent(crash)
+    result = await a.execute(CodingRequest(prompt="p", cwd=tmp_path))
+    assert result.status is CodingStatus.ERROR
+    assert "crashed" in result.error and "boom" in result.error
+    assert FakeBackend.instances[0].disconnected
+
+
+async def test_time_budget_cancels_a_hung_turn(tmp_path):
+    cancelled = asyncio.Event()
+
+    async def hang(backend, cwd, prompt):
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+    a = agent(hang)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    events = await collect(a, CodingRequest(prompt="p", cwd=tmp_path, budget=Budget(max_time_seconds=0.5)))
+    assert loop.time() - started < 2.0
+    assert cancelled.is_set()
+    assert events[-1].type is CodingEventType.SESSION_END
+    assert events[-1].data["status"] == "budget_exceeded"
+    assert events[-1].data["result"]["exceeded_limit"] == "time"
+
+
+async def test_token_budget_checked_while_streaming(tmp_path):
+    seen = []
+
+    async def chatty(backend, cwd, prompt):
+        out = []
+        for i in range(10):
+            backend._usage = backend._usage + Usage(input_tokens=400)
+            out.append(BackendMessage(MessageType.TEXT, content=f"m{i}"))
+        return out
+
+    a = agent(chatty)
+    async for event in a.stream_execute(CodingRequest(prompt="p", cwd=tmp_path, budget=Budget(max_tokens=1000))):
+        seen.append(event)
+    messages = [e for e in seen if e.type is CodingEventType.BACKEND_MESSAGE]
+    assert len(messages) < 10
+    assert seen[-1].data["result"]["exceeded_limit"] == "tokens"
+
+
+async def test_raise_on_budget_exceeded(tmp_path):
+    async def expensive(backend, cwd, prompt):
+        backend._usage = Usage(input_tokens=10, cost_usd=5.0)
+        return [BackendMessage(MessageType.TEXT, content="spent")]
+    a = agent(expensive, raise_on_budget_exceeded=True)
+    with pytest.raises(BudgetExceededError) as info:
+        await a.execute(CodingRequest(prompt="p", cwd=tmp_path, budget=Budget(max_cost_usd=1.0)))
+    assert info.value.limit == "cost" and info.value.result.status is CodingStatus.BUDGET_EXCEEDED
+
+
+async def test_no_change_is_not_success(tmp_path):
+    def idle(backend, cwd, prompt):
+        return [BackendMessage(MessageType.TEXT, content="All good, nothing to do.")]
+    a = agent(idle, idle, max_iterations=2)
+    result = await a.execute(CodingRequest(prompt="p", cwd=tmp_path))
+    assert result.status is CodingStatus.FAILED
+    assert "without changing any file" in FakeBackend.instances[0].prompts[1]
+    relaxed = await agent(idle).execute(CodingRequest(prompt="p", cwd=tmp_path, require_changes=False))
+    assert relaxed.status is CodingStatus.COMPLETED
+
+
+async def test_structured_output_required(tmp_path):
+    class Answer(BaseModel):
+        value: int
+
+    def no_output(backend, cwd, prompt):
+        return [BackendMessage(MessageType.TEXT, content="forgot")]
+
+    def output(backend, cwd, prompt):
+        backend._structured = Answer(value=3)
+        return []
+
+    result = await agent(no_output, output).execute(
+        CodingRequest(prompt="p", cwd=tmp_path, output_type=Answer))
+    assert result.status is CodingStatus.COMPLETED and result.output == Answer(value=3)
+    assert result.iterations == 2
+
+
+async def test_deleted_files_are_reported(tmp_path):
+    (tmp_path / "old.py").write_text("x = 1\n")
+
+    def delete(backend, cwd, prompt):
+        (cwd / "old.py").unlink()
+        (cwd / "new.py").write_text("y = 2\n")
+        return []
+    result = await agent(delete).execute(CodingRequest(prompt="p", cwd=tmp_path))
+    assert result.files == {"new.py": "y = 2\n", "old.py": None}
+
+
+def test_configuration_errors(tmp_path):
+    with pytest.raises(ConfigurationError, match="anthropic-sdk"):
+        AutonomousCodingAgent(backend="nope")
+    with pytest.raises(ConfigurationError, match="turns"):
+        AutonomousCodingAgent(backend="fake", bogus_option=1)
+    with pytest.raises(ConfigurationError, match="max_iterations"):
+        AutonomousCodingAgent(backend="fake", max_iterations=0)
+    with pytest.raises(ConfigurationError, match="cwd"):
+        agent().execute_sync(CodingRequest(prompt="p", cwd=tmp_path / "missing"))
+
+
+def test_execute_sync(tmp_path):
+    result = agent(write("s.py", "s = 1\n")).execute_sync("do it", cwd=tmp_path)
+    assert result.status is CodingStatus.COMPLETED
+
+
+async def test_secret_never_in_events(tmp_path, monkeypatch):
+    monkeypatch.setenv("MY_SERVICE_API_KEY", "supersecretvalue123")
+
+    def leak(backend, cwd, prompt):
+        raise BackendError("failed with key supersecretvalue123 and sk-ant-abcdef123456789")
+    events = await collect(agent(leak), CodingRequest(prompt="p", cwd=tmp_path))
+    dumped = "".join(e.to_json() for e in events)
+    assert "supersecretvalue123" not in dumped and "sk-ant-abcdef123456789" not in dumped
