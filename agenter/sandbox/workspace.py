@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agenter.backends._protocol import ModifiedFiles
@@ -15,16 +17,34 @@ IGNORED_DIRS = frozenset({
 })
 
 
+#: File timestamps tick coarsely (a few ms on Linux): a file written this close to a snapshot
+#: could be rewritten with the same size and timestamp, so its content is hashed too (as git
+#: does for "racy" index entries).
+RACY_WINDOW_NS = 100_000_000
+_HASH_LIMIT = 8 * 1024 * 1024
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.blake2b(handle.read(_HASH_LIMIT), digest_size=16).hexdigest()
+    except OSError:
+        return None
+
+
 @dataclass(frozen=True)
 class WorkspaceSnapshot:
-    """Path -> (mtime_ns, ctime_ns, size) for every file under root, minus IGNORED_DIRS."""
+    """Path -> (mtime_ns, size, inode) for every file under root, minus IGNORED_DIRS, plus
+    content digests of files modified just before the snapshot."""
 
     root: Path
     entries: dict[str, tuple[int, int, int]]
+    racy_digests: dict[str, str | None] = field(default_factory=dict)
 
     @classmethod
     def take(cls, root: str | Path) -> WorkspaceSnapshot:
         root = Path(root)
+        taken_ns = time.time_ns()
         entries: dict[str, tuple[int, int, int]] = {}
         stack = [("", str(root))]
         while stack:
@@ -45,14 +65,22 @@ class WorkspaceSnapshot:
                             stack.append((rel + "/", entry.path))
                         else:
                             st = entry.stat(follow_symlinks=False)
-                            entries[rel] = (st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+                            entries[rel] = (st.st_mtime_ns, st.st_size, st.st_ino)
                     except OSError:
                         continue
-        return cls(root, entries)
+        racy_after = taken_ns - RACY_WINDOW_NS
+        racy = {path: _digest(root / path) for path, (mtime, _, _) in entries.items()
+                if mtime >= racy_after}
+        return cls(root, entries, racy)
 
     def diff(self, after: WorkspaceSnapshot) -> ModifiedFiles:
         before_entries, after_entries = self.entries, after.entries
         written = {path for path, stat in after_entries.items() if before_entries.get(path) != stat}
+        for path, digest in self.racy_digests.items():
+            if path in after_entries and path not in written:
+                now = after.racy_digests.get(path) or _digest(after.root / path)
+                if now != digest:
+                    written.add(path)
         deleted = {path for path in before_entries if path not in after_entries}
         return ModifiedFiles(written=written, deleted=deleted)
 
