@@ -1,0 +1,65 @@
+"""resolve_validators: turn the facade's `validators=` argument into validator objects."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from agenter._errors import ConfigurationError
+from agenter.validators._base import Validator
+from agenter.validators.command import CommandValidator
+from agenter.validators.security import SecurityValidator
+from agenter.validators.syntax import SyntaxValidator
+
+VALID_NAMES = ["syntax", "security", "command:<shell command>"]
+
+
+def _is_validator(item: Any) -> bool:
+    return (not isinstance(item, type) and callable(getattr(item, "validate", None))
+            and isinstance(getattr(item, "name", None), str) and hasattr(item, "blocking"))
+
+
+def _from_name(name: str) -> Validator:
+    key = name.strip()
+    lowered = key.lower()
+    if lowered == "syntax":
+        return SyntaxValidator()
+    if lowered == "security":
+        return SecurityValidator()
+    if lowered.startswith("command:"):
+        command = key[len("command:"):].strip()
+        if command:
+            return CommandValidator(command)
+        raise ConfigurationError("'command:' needs a command after the colon, e.g. 'command:pytest -q'",
+                                 parameter="validators", valid=VALID_NAMES)
+    raise ConfigurationError(f"unknown validator {name!r}", parameter="validators", valid=VALID_NAMES)
+
+
+def resolve_validators(spec: None | str | Validator | Iterable[str | Validator]) -> list[Validator]:
+    """None -> [SyntaxValidator()]; names and validator objects -> validator objects, in order.
+
+    Names: "syntax", "security", "command:<shell command>" (e.g. "command:pytest -q").
+    An empty list means no validators at all.
+    """
+    if spec is None:
+        return [SyntaxValidator()]
+    if isinstance(spec, str) or _is_validator(spec) or isinstance(spec, type):
+        spec = [spec]  # type: ignore[list-item]
+    resolved: list[Validator] = []
+    for item in spec:  # type: ignore[union-attr]
+        if isinstance(item, str):
+            resolved.append(_from_name(item))
+        elif isinstance(item, type) and _is_validator_class(item):
+            resolved.append(item())
+        elif _is_validator(item):
+            resolved.append(item)
+        else:
+            raise ConfigurationError(
+                f"{item!r} is not a validator (it needs name, blocking and async validate(files, cwd))",
+                parameter="validators", valid=VALID_NAMES,
+            )
+    return resolved
+
+
+def _is_validator_class(cls: type) -> bool:
+    return callable(getattr(cls, "validate", None))
