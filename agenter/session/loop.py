@@ -189,7 +189,7 @@ class CodingSession:
                           iterations=self.result.iterations, tokens=self.result.total_tokens,
                           cost=self.result.total_cost_usd,
                           duration=self.result.duration_seconds,
-                          result=self.result.model_dump(mode="json", exclude={"output"}))
+                          result=self._result_json(self.result))
 
     # ------------------------------------------------------------------ turn
     async def _connect_within(self, tracker: BudgetTracker) -> None:
@@ -369,6 +369,15 @@ class CodingSession:
                                category=refusal.category if refusal else None, **common)
         return self._event(CodingEventType.FAILED, status=result.status.value, error=result.error,
                            exceeded_limit=result.exceeded_limit, **common)
+
+    @staticmethod
+    def _result_json(result: CodingResult) -> dict[str, Any]:
+        try:
+            return result.model_dump(mode="json")
+        except Exception:  # noqa: BLE001 - an output that is not JSON-safe is sent as text
+            data = result.model_dump(mode="json", exclude={"output"})
+            data["output"] = repr(result.output)
+            return data
 
     def _redact_data(self, data: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -1,0 +1,185 @@
+"""LangGraph adapter: an agenter coding run as a node of a StateGraph.
+
+    from langgraph.graph import StateGraph, START, END
+    from agenter.adapters.langgraph import CodingState, create_coding_node
+
+    graph = StateGraph(CodingState)
+    graph.add_node("coder", create_coding_node(backend="anthropic-sdk"))
+    graph.add_edge(START, "coder")
+    graph.add_edge("coder", END)
+    state = await graph.compile().ainvoke({"prompt": "Add a README", "cwd": "/path/to/repo"})
+    state["coding_result"]["status"]   # "completed"
+
+The node adds no model calls of its own: it runs AutonomousCodingAgent.stream_execute, writes
+every agenter event to LangGraph's custom stream (``graph.astream(..., stream_mode="custom")``)
+and stores the result as a JSON-safe dict, so graphs can branch on it and checkpointers can
+save it. Needs the optional extra: ``pip install 'agenter[langgraph]'``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any, TypedDict
+
+try:
+    from langgraph.config import get_config, get_stream_writer
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
+    raise ImportError(
+        "agenter.adapters.langgraph needs LangGraph, which is not installed: "
+        "pip install 'agenter[langgraph]'"
+    ) from exc
+
+from agenter._errors import ConfigurationError
+from agenter._events import CodingEvent, CodingEventType
+from agenter._types import CodingStatus
+from agenter.facade.agent import AutonomousCodingAgent
+
+__all__ = ["STREAM_SOURCE", "CodingState", "coding_completed", "create_coding_node"]
+
+#: Value of the ``source`` key in every chunk this adapter writes to the custom stream, so a
+#: graph that streams its own custom data can tell agenter's events apart.
+STREAM_SOURCE = "agenter"
+
+#: CodingRequest fields a node reads from the state when present (besides prompt and cwd).
+_STATE_REQUEST_FIELDS = ("system_prompt", "allowed_write_paths", "require_changes")
+
+
+class CodingState(TypedDict, total=False):
+    """Graph state for a coding node. Use it as is or copy its keys into your own state.
+
+    ``prompt`` (required at run time) is the task; ``cwd`` the repository to edit (falls back
+    to the node's ``cwd``); ``coding_result`` is written by the node: the CodingResult fields
+    as a JSON-safe dict (``status`` is a string such as ``"completed"``).
+    """
+
+    prompt: str
+    cwd: str
+    system_prompt: str
+    allowed_write_paths: list[str]
+    require_changes: bool
+    coding_result: dict[str, Any]
+
+
+CodingNode = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
+
+
+def create_coding_node(
+    cwd: str | Path | None = None,
+    backend: str | None = None,
+    *,
+    agent: AutonomousCodingAgent | None = None,
+    name: str | None = None,
+    prompt_key: str = "prompt",
+    cwd_key: str = "cwd",
+    result_key: str = "coding_result",
+    request_options: Mapping[str, Any] | None = None,
+    **agent_options: Any,
+) -> CodingNode:
+    """Build an async LangGraph node that runs one agenter coding session.
+
+    ``backend`` names the coding agent (see ``agenter.backends.backend_names()``) and
+    ``agent_options`` are AutonomousCodingAgent's arguments (model, validators, max_iterations,
+    budget, sandbox, and the backend's own options such as ``base_url``). Or pass a ready
+    ``agent``. Options are checked here, when the graph is built, not when it runs.
+    ``request_options`` are extra CodingRequest fields for every run (e.g. ``budget``,
+    ``output_type``); the state's ``system_prompt``, ``allowed_write_paths`` and
+    ``require_changes`` override them. Returns ``{result_key: <CodingResult as dict>}``.
+    """
+    if agent is not None:
+        if backend is not None or agent_options:
+            raise ConfigurationError(
+                "pass either agent= or backend= with its options, not both", parameter="agent")
+        if not isinstance(agent, AutonomousCodingAgent):
+            raise ConfigurationError("agent must be an AutonomousCodingAgent", parameter="agent")
+        coding_agent = agent
+    else:
+        if not backend:
+            from agenter.backends import backend_names
+
+            raise ConfigurationError(
+                "create_coding_node needs backend= (the coding agent to run) or agent=",
+                parameter="backend", valid=backend_names())
+        coding_agent = AutonomousCodingAgent(backend=backend, **agent_options)
+
+    default_cwd = _check_cwd(cwd) if cwd is not None else None
+    fixed_fields = dict(request_options or {})
+    for reserved in ("prompt", "cwd"):
+        if reserved in fixed_fields:
+            raise ConfigurationError(
+                f"request_options must not set {reserved!r}: it comes from the state "
+                f"(or the node's cwd)", parameter="request_options")
+
+    async def coding_node(state: Mapping[str, Any]) -> dict[str, Any]:
+        prompt = state.get(prompt_key)
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ConfigurationError(
+                f"the graph state has no task for the coding node: set state[{prompt_key!r}] "
+                "to a non-empty string", parameter=prompt_key)
+        run_cwd = state.get(cwd_key) or default_cwd
+        if run_cwd is None:
+            raise ConfigurationError(
+                f"no working directory for the coding node: set state[{cwd_key!r}] or pass "
+                "cwd= to create_coding_node()", parameter=cwd_key)
+        fields = dict(fixed_fields)
+        for key in _STATE_REQUEST_FIELDS:
+            if state.get(key) is not None:
+                fields[key] = state[key]
+
+        write = _stream_writer()
+        node_name = _current_node_name() or coding_node.__name__
+        result: dict[str, Any] | None = None
+        events = coding_agent.stream_execute(prompt, cwd=_check_cwd(run_cwd), **fields)
+        async with contextlib.aclosing(events):  # the session disconnects even on cancellation
+            async for event in events:
+                if write is not None:
+                    write(_stream_chunk(event, node_name))
+                if event.type is CodingEventType.SESSION_END:
+                    result = dict(event.data["result"])
+        if result is None:  # the facade always ends with SESSION_END; never report success without it
+            result = {"status": CodingStatus.ERROR.value, "error": "the coding session ended without a result"}
+        return {result_key: result}
+
+    coding_node.__name__ = name or "coding_node"
+    coding_node.__qualname__ = coding_node.__name__
+    coding_node.agent = coding_agent  # type: ignore[attr-defined]  # for inspection and tests
+    return coding_node
+
+
+def coding_completed(state: Mapping[str, Any], result_key: str = "coding_result") -> bool:
+    """True when the last coding run in the state completed (for conditional edges)."""
+    result = state.get(result_key) or {}
+    return result.get("status") in (CodingStatus.COMPLETED.value,
+                                    CodingStatus.COMPLETED_WITH_LIMIT_EXCEEDED.value)
+
+
+# ---------------------------------------------------------------------------------- internals
+def _check_cwd(cwd: str | Path) -> str:
+    if not isinstance(cwd, str | Path):
+        raise ConfigurationError(f"cwd must be a path, got {type(cwd).__name__}", parameter="cwd")
+    path = Path(cwd).expanduser()
+    if not path.is_dir():
+        raise ConfigurationError(f"cwd {str(path)!r} is not a directory", parameter="cwd")
+    return str(path.resolve())
+
+
+def _stream_writer() -> Callable[[Any], None] | None:
+    """LangGraph's custom-stream writer, or None when the node is called outside a graph."""
+    try:
+        return get_stream_writer()
+    except (RuntimeError, KeyError, LookupError):
+        return None
+
+
+def _current_node_name() -> str | None:
+    try:
+        return get_config().get("metadata", {}).get("langgraph_node")
+    except (RuntimeError, KeyError, LookupError):
+        return None
+
+
+def _stream_chunk(event: CodingEvent, node: str) -> dict[str, Any]:
+    payload = event.model_dump(mode="json")
+    return {"source": STREAM_SOURCE, "node": node, "type": payload["type"],
+            "data": payload["data"], "timestamp": payload["timestamp"]}
