@@ -1,0 +1,1 @@
+pytest_plugins = ["agenter.testing.pytest_plugin"]
