@@ -74,7 +74,7 @@ def _candidates(model: str, provider: str | None) -> list[tuple[str, str | None]
     candidates: list[tuple[str, str | None]] = []
     if provider:
         candidates.append((model, provider))
-    if "/" in model:  # "anthropic/claude-sonnet-4-5" (litellm style)
+    if "/" in model:  # "anthropic/claude-sonnet-5-5" (litellm style)
         prefix, _, rest = model.partition("/")
         candidates.append((rest, provider or prefix))
         candidates.append((rest, None))

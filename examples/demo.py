@@ -80,7 +80,7 @@ def main() -> int:
         with ScriptedModelServer(handler=scripted_model) as server:
             code = cli.main([
                 "run", "Fix the failing test in test_calc.py", "--cwd", str(repo),
-                "--backend", "anthropic-sdk", "--model", "claude-sonnet-4-5",
+                "--backend", "anthropic-sdk", "--model", "claude-sonnet-5-5",
                 "--option", f"base_url={server.base_url}", "--option", "api_key=sk-demo-not-a-real-key",
                 "--validator", "syntax", "--validator", f"command:{sys.executable} -m pytest -q",
                 "--max-cost", "1.0", "--max-time", "120",

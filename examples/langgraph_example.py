@@ -58,7 +58,7 @@ def describe(data: dict) -> str:
 def build_graph(primary_url: str, fallback_url: str):
     graph = StateGraph(State)
     # max_retries=0: fail fast on the first HTTP error instead of retrying the request.
-    graph.add_node("primary", create_coding_node(backend="anthropic-sdk", model="claude-sonnet-4-5",
+    graph.add_node("primary", create_coding_node(backend="anthropic-sdk", model="claude-sonnet-5-5",
                                                  base_url=primary_url, api_key="sk-example",
                                                  max_retries=0))
     graph.add_node("fallback", create_coding_node(backend="anthropic-sdk", model="claude-haiku-4-5",

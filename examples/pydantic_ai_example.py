@@ -8,7 +8,7 @@ leaves 127.0.0.1.
     pip install 'agenter[pydantic-ai]'
     python examples/pydantic_ai_example.py
 
-With real models: Agent("anthropic:claude-sonnet-4-5", tools=[coding_tool(cwd=repo,
+With real models: Agent("anthropic:claude-sonnet-5-5", tools=[coding_tool(cwd=repo,
 backend="anthropic-sdk")]) and no base_url/api_key (ANTHROPIC_API_KEY is used).
 """
 

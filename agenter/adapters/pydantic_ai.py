@@ -6,7 +6,7 @@
     coder = CodingAgent(backend="anthropic-sdk")
     result = await coder.run("Add a README", cwd="/path/to/repo")     # a CodingResult
 
-    planner = Agent("anthropic:claude-sonnet-4-5",
+    planner = Agent("anthropic:claude-sonnet-5-5",
                     tools=[coding_tool(cwd="/path/to/repo", backend="anthropic-sdk")])
     await planner.run("Add a CLI to this project")   # the planner delegates the edit to agenter
 

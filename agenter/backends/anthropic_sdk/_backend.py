@@ -8,8 +8,10 @@ refuses, or returns its final_result). The conversation is kept for the next exe
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import os
+import ssl
 import random
 import re
 import uuid
@@ -223,7 +225,9 @@ class AnthropicSDKBackend(BaseBackend):
             raise ConfigurationError(
                 "no Anthropic API key: set ANTHROPIC_API_KEY or pass api_key=...", parameter="api_key")
         self._api_key = api_key
-        return anthropic.AsyncAnthropic(api_key=api_key, **common)
+        # Loading the trust store costs ~150 ms; build it once per process, not per session.
+        http_client = anthropic.DefaultAsyncHttpxClient(verify=_shared_ssl_context())
+        return anthropic.AsyncAnthropic(api_key=api_key, http_client=http_client, **common)
 
     def _system_prompt(self, spec: SessionSpec) -> str:
         parts = [SYSTEM_PROMPT.format(cwd=spec.cwd, contract=AUTONOMOUS_CONTRACT)]
@@ -582,3 +586,9 @@ def _is_transport_error(exc: BaseException) -> bool:
             return True
         current = current.__cause__ or current.__context__
     return False
+
+
+@functools.lru_cache(maxsize=1)
+def _shared_ssl_context() -> ssl.SSLContext:
+    """The system trust store (honours SSL_CERT_FILE / SSL_CERT_DIR), shared by all sessions."""
+    return ssl.create_default_context()

@@ -26,7 +26,7 @@ ERROR_TYPES = {
     529: "overloaded_error",
 }
 
-MODEL_IDS = ("claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-1")
+MODEL_IDS = ("claude-sonnet-5-5", "claude-haiku-5-5", "claude-opus-5")
 
 
 def signature_for(thinking: str) -> str:
