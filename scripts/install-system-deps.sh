@@ -5,6 +5,7 @@ need=()
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v socat >/dev/null || need+=(socat)
 command -v git >/dev/null || need+=(git)
+command -v tmux >/dev/null || need+=(tmux)  # openhands backend, terminal_type='tmux'
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null

@@ -1,0 +1,115 @@
+"""agenter tools (custom tools and the refusal tool) as OpenHands tools.
+
+Imported only when the openhands backend connects (it imports openhands-sdk). One registered
+ToolDefinition class, "AgenterTools", resolves a session's tools from a process-wide table keyed
+by session id, so nothing about a session outlives its disconnect in OpenHands' global registry.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from openhands.sdk.mcp.definition import MCPToolAction, MCPToolObservation
+from openhands.sdk.tool import Action, Observation, ToolAnnotations, ToolDefinition, ToolExecutor, register_tool
+from pydantic import Field
+
+if TYPE_CHECKING:
+    from openhands.sdk.conversation.state import ConversationState
+
+#: Name of the OpenHands tool spec that resolves a session's agenter tools.
+TOOL_SPEC_NAME = "AgenterTools"
+
+#: A handler runs in an OpenHands tool thread: arguments -> (text for the model, is_error).
+ToolHandler = Callable[[dict[str, Any]], tuple[str, bool]]
+
+
+@dataclass(frozen=True)
+class SessionTool:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    handler: ToolHandler
+    read_only: bool = False
+
+
+_SESSIONS: dict[str, list[SessionTool]] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
+def add_session_tools(session_key: str, tools: list[SessionTool]) -> None:
+    with _SESSIONS_LOCK:
+        _SESSIONS[session_key] = list(tools)
+
+
+def remove_session_tools(session_key: str) -> None:
+    with _SESSIONS_LOCK:
+        _SESSIONS.pop(session_key, None)
+
+
+class _HandlerExecutor(ToolExecutor):
+    def __init__(self, tool: SessionTool):
+        self.tool = tool
+
+    def __call__(self, action: Action, conversation: Any = None) -> Observation:  # noqa: ARG002
+        arguments = dict(getattr(action, "data", {}) or {})
+        try:
+            text, is_error = self.tool.handler(arguments)
+        except Exception as exc:  # the model reads the failure and may try again
+            text, is_error = f"Tool {self.tool.name!r} failed: {type(exc).__name__}: {exc}", True
+        return MCPToolObservation.from_text(text=text, is_error=is_error, tool_name=self.tool.name)
+
+
+class AgenterToolDefinition(ToolDefinition[MCPToolAction, MCPToolObservation]):
+    """One agenter tool: the model sees its JSON schema; arguments pass through as a dict."""
+
+    tool_name: str = Field(description="The tool's name as the model sees it.")
+    input_schema: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.tool_name
+
+    @classmethod
+    def create(cls, conv_state: ConversationState | None = None,  # noqa: ARG003
+               session: str = "", **_: Any) -> Sequence[AgenterToolDefinition]:
+        with _SESSIONS_LOCK:
+            tools = list(_SESSIONS.get(session, []))
+        return [
+            cls(
+                tool_name=tool.name,
+                input_schema=tool.input_schema,
+                description=tool.description,
+                action_type=MCPToolAction,
+                observation_type=MCPToolObservation,
+                annotations=ToolAnnotations(title=tool.name, readOnlyHint=tool.read_only),
+                executor=_HandlerExecutor(tool),
+            )
+            for tool in tools
+        ]
+
+    def action_from_arguments(self, arguments: dict[str, Any]) -> MCPToolAction:
+        # agenter's Tool.run validates against the function signature; drop explicit nulls the
+        # way OpenHands does for MCP tools so optional parameters take their defaults.
+        return MCPToolAction(data={k: v for k, v in arguments.items() if v is not None})
+
+    def _get_tool_schema(self, add_security_risk_prediction: bool = False,
+                         action_type: Any = None) -> dict[str, Any]:  # noqa: ARG002
+        schema = copy.deepcopy(self.input_schema) or {"type": "object", "properties": {}}
+        schema.setdefault("type", "object")
+        schema.setdefault("properties", {})
+        return schema
+
+
+_registered = False
+
+
+def register_agenter_tools() -> None:
+    """Register the resolver class once per process."""
+    global _registered
+    if not _registered:
+        register_tool(TOOL_SPEC_NAME, AgenterToolDefinition)
+        _registered = True

@@ -1,0 +1,406 @@
+"""The real OpenHands agent (openhands-sdk) against agenter's scripted model server.
+
+Every test runs OpenHands' own file editor / terminal tools and checks files it really wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import tempfile
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from agenter import AutonomousCodingAgent, Budget, CodingStatus
+from agenter.backends._protocol import BackendSettings, MessageType, SessionSpec
+from agenter.backends.openhands import OpenHandsBackend, OpenHandsOptions, runtime_problem
+from agenter.testing import ScriptedModelServer, hang, http_error, reply, text, tool_call
+from agenter.tools import tool
+from agenter.validators import SyntaxValidator
+
+pytestmark = [
+    pytest.mark.agent,
+    pytest.mark.py312,
+    pytest.mark.skipif(runtime_problem() is not None, reason=str(runtime_problem())),
+    pytest.mark.usefixtures("openhands_imported"),
+    pytest.mark.timeout(180),
+]
+
+MODEL = "openai/gpt-4o"  # LiteLLM's bundled price map knows it: cost comes from LiteLLM
+API_KEY = "sk-test-openhands-0123456789"
+
+
+def usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
+    return {"input_tokens": input_tokens, "output_tokens": output_tokens,
+            "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
+
+
+def options(server: ScriptedModelServer, **overrides) -> dict:
+    values = {"base_url": server.base_url + "/v1", "api_key": API_KEY, "num_retries": 0,
+              "retry_min_wait": 0, "retry_max_wait": 0}
+    values.update(overrides)
+    return values
+
+
+def make_backend(server: ScriptedModelServer, tools=(), model: str = MODEL, **overrides) -> OpenHandsBackend:
+    settings = BackendSettings(model=model, tools=list(tools), sandbox=False,
+                               options=OpenHandsOptions(**options(server, **overrides)))
+    OpenHandsBackend.check_settings(settings)
+    return OpenHandsBackend(settings)
+
+
+def child_processes() -> list[tuple[int, str]]:
+    """(pid, command line) of this process's live (non-zombie) children."""
+    me = os.getpid()
+    children = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            after_name = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(after_name[1]) != me or after_name[0] == "Z":
+                continue
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue
+        children.append((int(entry.name), cmdline.strip()))
+    return children
+
+
+def processes_running(needle: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if needle in cmdline and state != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+def backend_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("agenter-openhands") and t.is_alive()]
+
+
+def wait_until(condition, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return bool(condition())
+
+
+@pytest.fixture
+def no_leftovers():
+    """After the test: no backend loop thread and no child process (bash) may survive."""
+    yield
+    assert wait_until(lambda: not backend_threads()), backend_threads()
+    assert wait_until(lambda: not child_processes()), child_processes()
+
+
+@tool
+def multiply(a: int, b: int) -> int:
+    """Multiply two integers."""
+    return a * b
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+async def test_editor_terminal_and_custom_tool(tmp_path: Path, stream: bool, no_leftovers) -> None:
+    script = [
+        reply(text("I'll create the module."),
+              tool_call("file_editor", {"command": "create", "path": str(tmp_path / "hello.py"),
+                                        "file_text": "def greet():\n    return 'hi'\n"}),
+              usage=usage(1000, 40)),
+        reply(tool_call("terminal", {"command": "printf 'from the shell\\n' > shell.txt"}), usage=usage(1100, 20)),
+        reply(tool_call("terminal", {"command": "ls does-not-exist"}), usage=usage(1200, 10)),
+        reply(tool_call("multiply", {"a": 6, "b": 7}), usage=usage(1300, 10)),
+        reply(tool_call("finish", {"message": "Created hello.py and shell.txt."}), usage=usage(1400, 15)),
+    ]
+    with ScriptedModelServer(script) as server:
+        backend = make_backend(server, tools=[multiply], stream=stream)
+        try:
+            await backend.connect(SessionSpec(cwd=tmp_path))
+            messages = [m async for m in backend.execute("Create hello.py and shell.txt")]
+        finally:
+            await backend.disconnect()
+
+        # the real tools wrote the files
+        assert (tmp_path / "hello.py").read_text() == "def greet():\n    return 'hi'\n"
+        assert (tmp_path / "shell.txt").read_text() == "from the shell\n"
+        assert backend.modified_files().written == {"hello.py", "shell.txt"}
+
+        # events as OpenHands emitted them, tool failures reported as failures
+        calls = [m for m in messages if m.type is MessageType.TOOL_CALL]
+        results = [m for m in messages if m.type is MessageType.TOOL_RESULT]
+        assert [c.tool_name for c in calls] == ["file_editor", "terminal", "terminal", "multiply", "finish"]
+        assert calls[0].tool_input["command"] == "create"
+        by_call = {r.tool_call_id: r for r in results}
+        assert [by_call[c.tool_call_id].is_error for c in calls[:4]] == [False, False, True, False]
+        assert by_call[calls[3].tool_call_id].content == "42"
+        texts = [m.content for m in messages if m.type is MessageType.TEXT]
+        assert texts[0] == "I'll create the module." and texts[-1] == "Created hello.py and shell.txt."
+
+        # what reached the model: our tool schema, the contract, the API key only in the header
+        first = server.model_requests[0].model_request
+        assert {"file_editor", "terminal", "finish", "multiply", "refuse_task"} <= set(first.tool_names)
+        assert "headless" in str(first.messages[0]["content"])  # agenter's contract in the system prompt
+        assert server.model_requests[0].headers["authorization"] == f"Bearer {API_KEY}"
+        assert all(r.model_request.stream is stream for r in server.model_requests)
+        # the tool result the model got back for multiply
+        assert any(r["output"].endswith("42") for r in server.model_requests[4].model_request.tool_results)
+        assert not any(API_KEY in m.content for m in messages)
+
+        # tokens read from OpenHands' metrics, cost priced (LiteLLM knows gpt-4o)
+        total = backend.usage()
+        assert (total.input_tokens, total.output_tokens) == (6000, 95)
+        assert total.cost_usd > 0
+
+
+async def test_retry_reaches_the_same_conversation(tmp_path: Path, no_leftovers) -> None:
+    """A syntax error fails validation; the retry prompt lands in the same OpenHands conversation."""
+    bad = "def area(w, h):\n    return w * h +\n"
+    script = [
+        reply(tool_call("file_editor", {"command": "create", "path": str(tmp_path / "area.py"), "file_text": bad}),
+              usage=usage(2000, 50)),
+        reply(tool_call("finish", {"message": "Wrote area.py"}), usage=usage(2100, 10)),
+        reply(tool_call("file_editor", {"command": "str_replace", "path": str(tmp_path / "area.py"),
+                                        "old_str": "w * h +", "new_str": "w * h"}), usage=usage(2200, 30)),
+        reply(tool_call("finish", {"message": "Fixed the syntax error."}), usage=usage(2300, 10)),
+    ]
+    with ScriptedModelServer(script) as server:
+        agent = AutonomousCodingAgent(backend="openhands", model=MODEL, sandbox=False,
+                                      validators=[SyntaxValidator()], max_iterations=3, **options(server))
+        result = await agent.execute("Write area(w, h) in area.py", cwd=tmp_path)
+
+        assert result.status is CodingStatus.COMPLETED, result.error
+        assert result.iterations == 2
+        assert result.files == {"area.py": "def area(w, h):\n    return w * h\n"}
+        assert (tmp_path / "area.py").read_text() == "def area(w, h):\n    return w * h\n"
+        assert result.summary == "Fixed the syntax error."
+        assert (result.input_tokens, result.output_tokens) == (8600, 100)
+        assert result.total_cost_usd > 0
+
+        retry = server.model_requests[2].model_request
+        assert "did not pass validation" in retry.last_user_text
+        transcript = str(retry.messages)
+        # same conversation: the first prompt and the first turn's tool calls are still there
+        assert "Write area(w, h) in area.py" in transcript and "Wrote area.py" in transcript
+
+
+async def test_time_budget_interrupts_a_running_command(tmp_path: Path, no_leftovers) -> None:
+    marker = "31.4159"
+    script = [reply(tool_call("terminal", {"command": f"sleep {marker}"}))]
+    with ScriptedModelServer(script, default=hang(60)) as server:
+        agent = AutonomousCodingAgent(backend="openhands", model=MODEL, sandbox=False, **options(server))
+        started = time.monotonic()
+        result = await agent.execute("Wait a while", cwd=tmp_path,
+                                     budget=Budget(max_time_seconds=4.0), require_changes=False)
+        elapsed = time.monotonic() - started
+    assert result.status is CodingStatus.BUDGET_EXCEEDED
+    assert result.exceeded_limit == "time"
+    assert elapsed < 15, elapsed
+    assert wait_until(lambda: not processes_running(f"sleep {marker}")), "the shell command survived"
+
+
+async def test_time_budget_interrupts_a_model_call(tmp_path: Path, no_leftovers) -> None:
+    with ScriptedModelServer([hang(60)]) as server:
+        agent = AutonomousCodingAgent(backend="openhands", model=MODEL, sandbox=False, **options(server))
+        started = time.monotonic()
+        result = await agent.execute("Do something", cwd=tmp_path, budget=Budget(max_time_seconds=3.0))
+        elapsed = time.monotonic() - started
+    assert result.status is CodingStatus.BUDGET_EXCEEDED and result.exceeded_limit == "time"
+    assert elapsed < 12, elapsed
+
+
+async def test_token_budget_stops_the_run(tmp_path: Path, no_leftovers) -> None:
+    script = [reply(tool_call("terminal", {"command": f"echo {i}"}), usage=usage(40_000, 10)) for i in range(5)]
+    with ScriptedModelServer(script) as server:
+        agent = AutonomousCodingAgent(backend="openhands", model=MODEL, sandbox=False, **options(server))
+        result = await agent.execute("Count", cwd=tmp_path, budget=Budget(max_tokens=100_000))
+    assert result.status is CodingStatus.BUDGET_EXCEEDED and result.exceeded_limit == "tokens"
+    assert 100_000 <= result.total_tokens <= 120_030
+    assert len(server.model_requests) <= 3
+
+
+async def test_model_500_is_an_error_with_the_cause(tmp_path: Path, no_leftovers) -> None:
+    with ScriptedModelServer([http_error(500, "the model server broke")]) as server:
+        agent = AutonomousCodingAgent(backend="openhands", model=MODEL, sandbox=False, **options(server))
+        result = await agent.execute("Do something", cwd=tmp_path)
+    assert result.status is CodingStatus.ERROR
+    assert "500" in result.error and "the model server broke" in result.error
+    assert API_KEY not in result.error
+
+
+async def test_model_401_is_an_error(tmp_path: Path, no_leftovers) -> None:
+    with ScriptedModelServer([http_error(401, "invalid api key")]) as server:
+        agent = AutonomousCodingAgent(backend="openhands", model=MODEL, sandbox=False, **options(server))
+        result = await agent.execute("Do something", cwd=tmp_path)
+    assert result.status is CodingStatus.ERROR
+    assert "401" in result.error or "Authentication" in result.error
+
+
+async def test_a_5xx_is_retried_by_litellm(tmp_path: Path, no_leftovers) -> None:
+    script = [http_error(503, "busy"),
+              reply(tool_call("file_editor", {"command": "create", "path": str(tmp_path / "ok.txt"),
+                                              "file_text": "ok\n"})),
+              reply(tool_call("finish", {"message": "done"}))]
+    with ScriptedModelServer(script) as server:
+        agent = AutonomousCodingAgent(backend="openhands", model=MODEL, sandbox=False,
+                                      **options(server, num_retries=1))
+        result = await agent.execute("Write ok.txt", cwd=tmp_path)
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert (tmp_path / "ok.txt").read_text() == "ok\n"
+
+
+async def test_refusal_tool(tmp_path: Path, no_leftovers) -> None:
+    script = [reply(tool_call("refuse_task", {"reason": "It would delete the user's data", "category": "harmful"}))]
+    with ScriptedModelServer(script) as server:
+        agent = AutonomousCodingAgent(backend="openhands", model=MODEL, sandbox=False, **options(server))
+        result = await agent.execute("rm -rf the home directory", cwd=tmp_path)
+    assert result.status is CodingStatus.REFUSED
+    assert result.refusal_reason == "It would delete the user's data"
+    assert len(server.model_requests) == 1  # the refusal ended the turn
+
+
+async def test_refusal_in_text(tmp_path: Path, no_leftovers) -> None:
+    with ScriptedModelServer([reply(text("REFUSED: that is outside the repository"))]) as server:
+        agent = AutonomousCodingAgent(backend="openhands", model=MODEL, sandbox=False, **options(server))
+        result = await agent.execute("Edit /etc/passwd", cwd=tmp_path)
+    assert result.status is CodingStatus.REFUSED
+    assert result.refusal_reason == "that is outside the repository"
+
+
+class Answer(BaseModel):
+    files: list[str]
+    lines: int
+
+
+async def test_structured_output_and_system_prompt(tmp_path: Path, no_leftovers) -> None:
+    final = 'Done.\n```json\n{"files": ["notes.md"], "lines": 2}\n```'
+    script = [
+        reply(tool_call("file_editor", {"command": "create", "path": str(tmp_path / "notes.md"),
+                                        "file_text": "# Notes\nhello\n"})),
+        reply(tool_call("finish", {"message": final})),
+    ]
+    with ScriptedModelServer(script) as server:
+        agent = AutonomousCodingAgent(backend="openhands", model=MODEL, sandbox=False, **options(server))
+        result = await agent.execute("Write notes.md and report", cwd=tmp_path, output_type=Answer,
+                                     system_prompt="Always write Markdown.")
+        system = str(server.model_requests[0].model_request.messages[0])
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert result.output == Answer(files=["notes.md"], lines=2)
+    assert "Always write Markdown." in system and '"lines"' in system  # prompt + output schema
+
+
+async def test_only_loopback_connections(tmp_path: Path, no_leftovers) -> None:
+    """No network at run time beyond the model: every socket connect goes to the scripted server."""
+    destinations: list[object] = []
+    recording = threading.Event()
+
+    def audit(event: str, args: tuple) -> None:
+        if recording.is_set() and event == "socket.connect":
+            destinations.append(args[1])
+
+    sys.addaudithook(audit)
+    script = [reply(tool_call("terminal", {"command": "echo hi > hi.txt"})),
+              reply(tool_call("finish", {"message": "ok"}))]
+    with ScriptedModelServer(script) as server:
+        recording.set()
+        try:
+            agent = AutonomousCodingAgent(backend="openhands", model=MODEL, sandbox=False, **options(server))
+            result = await agent.execute("Write hi.txt", cwd=tmp_path)
+        finally:
+            recording.clear()
+    assert result.status is CodingStatus.COMPLETED, result.error
+    inet = [d for d in destinations if isinstance(d, tuple)]
+    assert inet and all(d[0] in ("127.0.0.1", "::1", "localhost") and d[1] == server.port for d in inet), inet
+
+
+async def test_cancelling_execute_ends_the_run(tmp_path: Path, no_leftovers) -> None:
+    """The session cancels the consuming task on the time budget: the turn must stop at once."""
+    with ScriptedModelServer([hang(60)]) as server:
+        backend = make_backend(server)
+        try:
+            await backend.connect(SessionSpec(cwd=tmp_path))
+
+            async def consume() -> None:
+                async for _ in backend.execute("hello"):
+                    pass
+
+            task = asyncio.create_task(consume())
+            assert await asyncio.to_thread(server.wait_for_requests, 1, 20)
+            started = time.monotonic()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert time.monotonic() - started < 5
+        finally:
+            await backend.disconnect()
+
+
+async def test_cost_from_genai_prices_when_litellm_has_no_price(tmp_path: Path, no_leftovers) -> None:
+    from agenter import Usage
+    from agenter.pricing import estimate_cost
+
+    model = "openai/gpt-4.5-preview"  # in genai-prices, not in LiteLLM's bundled price map
+    script = [reply(tool_call("terminal", {"command": "echo 1 > one.txt"}), usage=usage(3000, 40)),
+              reply(tool_call("finish", {"message": "ok"}), usage=usage(3500, 10))]
+    with ScriptedModelServer(script) as server:
+        backend = make_backend(server, model=model)
+        try:
+            await backend.connect(SessionSpec(cwd=tmp_path))
+            [m async for m in backend.execute("Write one.txt")]
+        finally:
+            await backend.disconnect()
+    expected = (estimate_cost(model, Usage(input_tokens=3000, output_tokens=40))
+                + estimate_cost(model, Usage(input_tokens=3500, output_tokens=10)))
+    assert expected > 0
+    assert backend.usage().cost_usd == pytest.approx(expected)
+    assert (backend.usage().input_tokens, backend.usage().output_tokens) == (6500, 50)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+async def test_tmux_terminal(tmp_path: Path, no_leftovers) -> None:
+    script = [reply(tool_call("terminal", {"command": "echo from-tmux > tmux.txt"})),
+              reply(tool_call("finish", {"message": "ok"}))]
+    socket_dir = Path(tempfile.mkdtemp(prefix="oht-", dir="/tmp"))  # tmux socket paths must be short
+    previous = os.environ.get("TMUX_TMPDIR")
+    os.environ["TMUX_TMPDIR"] = str(socket_dir)  # this test's own tmux server, found by its socket
+    try:
+        with ScriptedModelServer(script) as server:
+            backend = make_backend(server, terminal_type="tmux")
+            try:
+                await backend.connect(SessionSpec(cwd=tmp_path))
+                messages = [m async for m in backend.execute("Write tmux.txt")]
+                sockets = [p for p in socket_dir.rglob("*") if p.is_socket()]
+                assert sockets and all(tmux_server_answers(p) for p in sockets)
+            finally:
+                await backend.disconnect()
+        # before the sockets are removed: a server still running would answer on its socket
+        assert wait_until(lambda: not any(tmux_server_answers(p) for p in sockets)), "the tmux server survived"
+    finally:
+        if previous is None:
+            os.environ.pop("TMUX_TMPDIR", None)
+        else:
+            os.environ["TMUX_TMPDIR"] = previous
+        shutil.rmtree(socket_dir, ignore_errors=True)
+    assert (tmp_path / "tmux.txt").read_text() == "from-tmux\n"
+    assert "tmux.txt" in backend.modified_files().written
+    assert not [m for m in messages if m.is_error]
+
+
+def tmux_server_answers(socket: Path) -> bool:
+    probe = subprocess.run(["tmux", "-S", str(socket), "list-sessions"], capture_output=True, timeout=10)
+    return probe.returncode == 0
