@@ -98,15 +98,13 @@ class AgentProcess:
         """SIGTERM the group, wait `grace` seconds, then SIGKILL. Safe to call twice."""
         if self.process.returncode is None:
             self._signal_group(signal.SIGTERM)
-            try:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(self.process.wait(), grace)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
-                self._signal_group(signal.SIGKILL)
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(self.process.wait(), 5)
-        else:
-            # The leader exited; children it left in the group must go too.
-            self._signal_group(signal.SIGKILL)
+        # Whether the leader went on SIGTERM or not, nothing else in its group may outlive it.
+        self._signal_group(signal.SIGKILL)
+        if self.process.returncode is None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.process.wait(), 5)
         if self._stderr_task is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(self._stderr_task, 1)
