@@ -1,0 +1,615 @@
+"""acp backend: agenter as the ACP client of real agents (claude-agent-acp, codex-acp) talking to
+the scripted model server, with files checked on disk and processes checked by pid.
+
+A tiny scripted ACP agent (tests/fixtures/fake_acp_agent.py, built on the `acp` package's agent
+side) covers protocol corners the real agents cannot be made to hit on demand: fs requests,
+refusal and max_tokens stop reasons, crashes, agents that ignore stdin and SIGTERM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agenter import AutonomousCodingAgent, Budget, CodingStatus
+from agenter._errors import BackendError, ConfigurationError
+from agenter.backends._common import AUTONOMOUS_CONTRACT
+from agenter.backends._protocol import BackendSettings, MessageType, SessionSpec
+from agenter.backends.acp import ACPBackend, ACPOptions
+from agenter.backends.acp.backend import CONTINUE_PROMPT, asks_for_confirmation
+from agenter.testing import hang, reply, text, tool_call
+
+ROOT = Path(__file__).resolve().parents[2]
+FAKE_AGENT = ROOT / "tests" / "fixtures" / "fake_acp_agent.py"
+NODE_BIN = ROOT / "node_modules" / ".bin"
+agent_test = pytest.mark.agent
+
+
+# ---------------------------------------------------------------------------------- helpers
+def live_pids_with_mark(mark: str) -> list[int]:
+    """Processes (not zombies) whose environment carries this test's marker."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                if f"AGENTER_TEST_MARK={mark}".encode() not in handle.read():
+                    continue
+            with open(f"/proc/{entry}/stat") as handle:
+                state = handle.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state not in ("Z", "X"):
+            found.append(int(entry))
+    return found
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def mark() -> Any:
+    """A marker put in the agent's environment; afterwards no process may still carry it.
+    Leftovers are killed (by pid) so a failing test never leaves processes behind."""
+    value = uuid.uuid4().hex
+    yield value
+    leftovers = live_pids_with_mark(value)
+    for pid in leftovers:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert not leftovers, f"processes outlived the session: {leftovers}"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "app.py").write_text("def greet():\n    return 'hello'\n")
+    return root
+
+
+class Fake:
+    """Options for the scripted fake agent, plus its event log."""
+
+    def __init__(self, tmp_path: Path, mark: str, turns: list[list[dict[str, Any]]], **env: str):
+        self.log_path = tmp_path / "fake-agent.log"
+        script = tmp_path / "fake-agent-script.json"
+        script.write_text(json.dumps(turns))
+        self.env = {"FAKE_ACP_SCRIPT": str(script), "FAKE_ACP_LOG": str(self.log_path),
+                    "AGENTER_TEST_MARK": mark, **env}
+
+    def options(self, **extra: Any) -> dict[str, Any]:
+        return {"acp_command": sys.executable, "acp_args": [str(FAKE_AGENT)], "acp_env": self.env, **extra}
+
+    def events(self, kind: str | None = None) -> list[dict[str, Any]]:
+        if not self.log_path.exists():
+            return []
+        events = [json.loads(line) for line in self.log_path.read_text().splitlines()]
+        return [e for e in events if kind is None or e["event"] == kind]
+
+
+def backend_for(options: dict[str, Any], *, sandbox: bool = True, model: str | None = None) -> ACPBackend:
+    return ACPBackend(BackendSettings(model=model, tools=[], sandbox=sandbox, options=ACPOptions(**options)))
+
+
+async def run_turn(backend: ACPBackend, prompt: str) -> list:
+    return [message async for message in backend.execute(prompt)]
+
+
+async def one_turn(options: dict[str, Any], cwd: Path, prompt: str = "do it", **spec: Any) -> tuple[ACPBackend, list]:
+    backend = backend_for(options)
+    await backend.connect(SessionSpec(cwd=cwd, **spec))
+    try:
+        messages = await run_turn(backend, prompt)
+    finally:
+        await backend.disconnect()
+    return backend, messages
+
+
+# ---------------------------------------------------------------------------------- options
+def test_permission_policy_is_validated_with_the_valid_values() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        ACPOptions(acp_command="x", acp_permission_policy="ask")
+    assert "deny" in str(info.value) and "allow" in str(info.value)
+    assert info.value.parameter == "acp_permission_policy"
+    with pytest.raises(ConfigurationError, match="deny, allow"):
+        AutonomousCodingAgent(backend="acp", acp_command="x", acp_permission_policy="yes")
+
+
+def test_facade_options_errors() -> None:
+    with pytest.raises(ConfigurationError, match="acp_command"):
+        AutonomousCodingAgent(backend="acp")
+    with pytest.raises(ConfigurationError, match="unknown option"):
+        AutonomousCodingAgent(backend="acp", acp_command="x", acp_wat=1)
+    with pytest.raises(ConfigurationError, match="acp_mcp_servers"):
+        AutonomousCodingAgent(backend="acp", acp_command="x", acp_mcp_servers=[{"name": "m"}])
+    agent = AutonomousCodingAgent(backend="acp", acp_command="x", acp_permission_policy="allow",
+                                  acp_mcp_servers=[{"name": "m", "command": "srv", "env": {"A": "1"}}])
+    assert agent.options.acp_autonomous is True
+
+
+def test_confirmation_heuristic() -> None:
+    assert asks_for_confirmation("I found the bug in app.py. Shall I go ahead and fix it?")
+    assert asks_for_confirmation("Here is my plan. Let me know if you want me to apply it.")
+    assert asks_for_confirmation("Would you like me to proceed")
+    assert not asks_for_confirmation("Fixed the bug in app.py and added a test.")
+    assert not asks_for_confirmation("")
+
+
+def test_module_imports_without_acp_package() -> None:
+    import subprocess
+
+    code = "import sys, agenter.backends.acp; print('acp' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+# ---------------------------------------------------------------------------------- fake agent: fs
+async def test_fs_write_inside_cwd_and_refusals_outside(tmp_path: Path, repo: Path, mark: str) -> None:
+    outside = tmp_path / "outside.txt"
+    fake = Fake(tmp_path, mark, [[
+        {"say": "Writing now."},
+        {"write": str(repo / "pkg" / "new.py"), "content": "VALUE = 1\n"},
+        {"write": "../outside.txt", "content": "escaped"},
+        {"write": str(outside), "content": "escaped"},
+        {"write": ".git/config", "content": "x"},
+        {"read": str(repo / "app.py"), "line": 2, "limit": 1},
+        {"read": "/etc/hostname"},
+        {"say": "Done."},
+    ]])
+    backend, messages = await one_turn(fake.options(), repo)
+
+    assert (repo / "pkg" / "new.py").read_text() == "VALUE = 1\n"
+    assert not outside.exists() and not (repo / ".git").exists()
+    writes = fake.events("write")
+    assert [w["ok"] for w in writes] == [True, False, False, False]
+    # the refusal is a JSON-RPC error whose message the agent relays to the model
+    assert all(w["code"] == -32602 and "Refused" in w["message"] for w in writes[1:])
+    reads = fake.events("read")
+    assert reads[0] == {"event": "read", "path": str(repo / "app.py"), "ok": True, "content": "    return 'hello'\n"}
+    assert reads[1]["ok"] is False and "outside the working directory" in reads[1]["message"]
+    assert backend.modified_files().written == {"pkg/new.py"}
+    init = fake.events("initialize")[0]
+    assert init["fs"] == {"readTextFile": True, "writeTextFile": True} and not init["terminal"]
+    failed = [m for m in messages if m.type is MessageType.TOOL_RESULT and m.is_error]
+    assert len(failed) == 3 and "Refused" in failed[0].content
+
+
+async def test_allowed_write_paths_limit_fs_writes(tmp_path: Path, repo: Path, mark: str) -> None:
+    fake = Fake(tmp_path, mark, [[
+        {"write": "src/ok.py", "content": "x = 1\n"},
+        {"write": "app.py", "content": "overwritten"},
+    ]])
+    backend, _ = await one_turn(fake.options(), repo, allowed_write_paths=["src/"])
+    assert (repo / "src" / "ok.py").exists()
+    assert (repo / "app.py").read_text().startswith("def greet")
+    assert [w["ok"] for w in fake.events("write")] == [True, False]
+    assert "writes are limited to: src/" in fake.events("write")[1]["message"]
+    assert backend.modified_files().written == {"src/ok.py"}
+    assert "Only these paths" in fake.events("prompt")[0]["text"]
+
+
+async def test_snapshot_sees_what_the_agent_changes_by_itself(tmp_path: Path, repo: Path, mark: str) -> None:
+    (repo / "old.txt").write_text("bye")
+    fake = Fake(tmp_path, mark, [[{"write_self": "direct.py", "content": "A = 1\n"}, {"delete_self": "old.txt"}]])
+    backend, _ = await one_turn(fake.options(), repo)
+    changes = backend.modified_files()
+    assert changes.written == {"direct.py"} and changes.deleted == {"old.txt"}
+
+
+# ---------------------------------------------------------------------------------- fake agent: permissions
+async def test_permission_policy_deny_and_allow(tmp_path: Path, repo: Path, mark: str) -> None:
+    ask = {"permission": {"title": "Edit app.py", "kind": "edit", "paths": [str(repo / "app.py")],
+                          "then_write_self": "granted.txt"}}
+    fake = Fake(tmp_path, mark, [[ask]])
+    _, messages = await one_turn(fake.options(), repo)  # default policy: deny
+    assert fake.events("permission")[0]["chosen"] == "reject_once"
+    assert not (repo / "granted.txt").exists()
+    assert any("permission denied" in m.content for m in messages if m.type is MessageType.STATUS)
+
+    (tmp_path / "second").mkdir()
+    fake2 = Fake(tmp_path / "second", mark, [[ask]])
+    await one_turn(fake2.options(acp_permission_policy="allow"), repo)
+    assert fake2.events("permission")[0]["chosen"] == "allow_once"  # once, never "always"
+    assert (repo / "granted.txt").exists()
+
+
+async def test_allow_policy_still_rejects_edits_outside_the_sandbox(tmp_path: Path, repo: Path, mark: str) -> None:
+    fake = Fake(tmp_path, mark, [[
+        {"permission": {"title": "Edit /etc/passwd", "kind": "edit", "paths": ["/etc/passwd"]}},
+        {"permission": {"title": "Edit app.py", "kind": "edit", "paths": [str(repo / "app.py")]}},
+        {"permission": {"title": "Run ls", "kind": "execute", "paths": []}},
+        {"permission": {"title": "Edit", "kind": "edit", "options": ["allow_once"], "paths": ["/etc/x"]}},
+    ]])
+    await one_turn(fake.options(acp_permission_policy="allow"), repo, allowed_write_paths=["app.py"])
+    assert [p["chosen"] for p in fake.events("permission")] == ["reject_once", "allow_once", "allow_once", "cancelled"]
+
+
+# ---------------------------------------------------------------------------------- fake agent: outcomes
+async def test_refusal_stop_reason_and_refused_line(tmp_path: Path, repo: Path, mark: str) -> None:
+    fake = Fake(tmp_path, mark, [[{"say": "I will not delete the production database."}, {"stop": "refusal"}],
+                                 [{"say": "REFUSED: the task asks for malware"}]])
+    backend = backend_for(fake.options())
+    await backend.connect(SessionSpec(cwd=repo))
+    try:
+        await run_turn(backend, "drop the database")
+        assert backend.refusal() is not None
+        assert "production database" in backend.refusal().reason
+        await run_turn(backend, "write malware")
+        assert backend.refusal().reason == "the task asks for malware"
+    finally:
+        await backend.disconnect()
+
+
+@pytest.mark.parametrize("stop", ["max_tokens", "max_turn_requests", "cancelled"])
+async def test_truncated_turns_are_errors_not_success(tmp_path: Path, repo: Path, mark: str, stop: str) -> None:
+    fake = Fake(tmp_path, mark, [[{"write": "half.py", "content": "x"}, {"stop": stop}]])
+    backend = backend_for(fake.options())
+    await backend.connect(SessionSpec(cwd=repo))
+    try:
+        with pytest.raises(BackendError, match=f"stop_reason={stop}"):
+            await run_turn(backend, "go")
+        assert backend.modified_files().written == {"half.py"}  # still reported truthfully
+    finally:
+        await backend.disconnect()
+
+
+async def test_usage_from_usage_update_and_prompt_response(tmp_path: Path, repo: Path, mark: str) -> None:
+    fake = Fake(tmp_path, mark, [
+        [{"usage": {"used": 5000, "cost": 0.02}}, {"say": "one"},
+         {"usage_response": {"totalTokens": 6100, "inputTokens": 5000, "outputTokens": 100,
+                             "cachedReadTokens": 1000}}],
+        [{"usage": {"used": 9000, "cost": 0.05}}, {"say": "two"}],
+        [{"usage": {"used": 9500, "cost": 0.01}}, {"say": "three (the agent restarted its count)"}],
+    ])
+    backend = backend_for(fake.options())
+    await backend.connect(SessionSpec(cwd=repo))
+    try:
+        seen: list[int] = []
+        async for message in backend.execute("one"):
+            seen.append(backend.usage().total_tokens)
+        assert seen[0] == 5000  # counted as soon as the usage_update arrives (budgets see it)
+        usage = backend.usage()
+        assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens) == (5000, 100, 1000)
+        assert usage.cost_usd == pytest.approx(0.02)
+        await run_turn(backend, "two")
+        usage = backend.usage()
+        assert usage.input_tokens == 5000 + 9000  # no response usage: the context size is the floor
+        assert usage.cost_usd == pytest.approx(0.05)  # cumulative per the ACP spec
+        await run_turn(backend, "three")
+        assert backend.usage().cost_usd == pytest.approx(0.06)
+    finally:
+        await backend.disconnect()
+
+
+async def test_messages_are_streamed_and_merged(tmp_path: Path, repo: Path, mark: str) -> None:
+    fake = Fake(tmp_path, mark, [[{"think": "Let me look."}, {"plan": ["read", "fix"]},
+                                  {"say": "I fixed the greeting in app.py."}]])
+    _, messages = await one_turn(fake.options(), repo)
+    kinds = [m.type for m in messages]
+    assert kinds == [MessageType.THINKING, MessageType.PLAN, MessageType.TEXT]
+    assert messages[2].content == "I fixed the greeting in app.py."  # chunks merged into one message
+    assert messages[1].content == "[pending] read\n[pending] fix"
+
+
+async def test_autonomous_contract_and_continue_once(tmp_path: Path, repo: Path, mark: str) -> None:
+    fake = Fake(tmp_path, mark, [
+        [{"say": "I found the problem in app.py. Shall I go ahead and fix it?"}],
+        [{"write": "app.py", "content": "def greet():\n    return 'hi'\n"}, {"say": "Fixed."}],
+    ])
+    _, messages = await one_turn(fake.options(), repo, prompt="fix greet")
+    prompts = [p["text"] for p in fake.events("prompt")]
+    assert prompts[0].startswith(AUTONOMOUS_CONTRACT) and prompts[0].endswith("Task:\nfix greet")
+    assert prompts[1] == CONTINUE_PROMPT and len(prompts) == 2
+    assert "return 'hi'" in (repo / "app.py").read_text()
+    assert any("continuing automatically" in m.content for m in messages)
+
+
+async def test_no_contract_and_no_continue_when_not_autonomous(tmp_path: Path, repo: Path, mark: str) -> None:
+    fake = Fake(tmp_path, mark, [[{"say": "Shall I fix it?"}]])
+    await one_turn(fake.options(acp_autonomous=False), repo, prompt="fix greet")
+    assert [p["text"] for p in fake.events("prompt")] == ["fix greet"]
+
+
+async def test_session_mode_and_env_var_authentication(tmp_path: Path, repo: Path, mark: str) -> None:
+    fake = Fake(tmp_path, mark, [[{"say": "ok"}]], FAKE_ACP_AUTH_VAR="FAKE_TOKEN", FAKE_TOKEN="t0k3n-value")
+    await one_turn(fake.options(acp_session_mode="yolo"), repo)
+    assert fake.events("authenticate")[0]["method"] == "env-key"
+    assert fake.events("set_mode")[0]["mode"] == "yolo"
+
+    backend = backend_for(fake.options(acp_session_mode="turbo"))
+    with pytest.raises(BackendError, match="available: default, yolo"):
+        await backend.connect(SessionSpec(cwd=repo))
+    await backend.disconnect()
+
+
+async def test_structured_output_from_the_final_text(tmp_path: Path, repo: Path, mark: str) -> None:
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        functions: list[str]
+
+    fake = Fake(tmp_path, mark, [[{"say": 'Found them. ```json {"functions": ["greet"]} ```'}]])
+    backend, _ = await one_turn(fake.options(), repo, output_type=Answer)
+    assert backend.structured_output() == Answer(functions=["greet"])
+    assert '"functions"' in fake.events("prompt")[0]["text"]  # the schema was asked for
+
+
+# ---------------------------------------------------------------------------------- fake agent: processes
+async def test_agent_crash_is_a_backend_error_with_redacted_stderr(tmp_path: Path, repo: Path, mark: str) -> None:
+    child_file = tmp_path / "child.pid"
+    fake = Fake(tmp_path, mark, [[{"say": "working"}, {"crash": 3}]], FAKE_ACP_CHILD=str(child_file))
+    backend = backend_for(fake.options())
+    await backend.connect(SessionSpec(cwd=repo))
+    agent_pid, child_pid = backend._process.pid, int(child_file.read_text())
+    try:
+        with pytest.raises(BackendError) as info:
+            await run_turn(backend, "go")
+    finally:
+        await backend.disconnect()
+    message = str(info.value)
+    assert "exited with code 3" in message and "something went badly wrong" in message
+    assert "sk-fake-secret-123456" not in message
+    assert not pid_alive(agent_pid) and not pid_alive(child_pid)
+
+
+async def test_agent_that_fails_to_start(tmp_path: Path, repo: Path, mark: str) -> None:
+    fake = Fake(tmp_path, mark, [], FAKE_ACP_CRASH_AT_START="2")
+    backend = backend_for(fake.options())
+    with pytest.raises(BackendError, match="cannot start: missing configuration"):
+        await backend.connect(SessionSpec(cwd=repo))
+    await backend.disconnect()
+    missing = backend_for({"acp_command": "no-such-acp-agent-xyz"})
+    with pytest.raises(BackendError, match="could not start ACP agent 'no-such-acp-agent-xyz'"):
+        await missing.connect(SessionSpec(cwd=repo))
+
+
+async def test_agent_ignoring_stdin_and_sigterm_is_killed_by_pid(tmp_path: Path, repo: Path, mark: str) -> None:
+    child_file = tmp_path / "child.pid"
+    fake = Fake(tmp_path, mark, [[{"say": "ok"}]], FAKE_ACP_IGNORE_EOF="1", FAKE_ACP_CHILD=str(child_file))
+    backend = backend_for(fake.options())
+    await backend.connect(SessionSpec(cwd=repo))
+    await run_turn(backend, "go")
+    agent_pid = backend._process.pid
+    started = time.monotonic()
+    await backend.disconnect()
+    assert time.monotonic() - started < 6
+    assert not pid_alive(agent_pid) and not pid_alive(int(child_file.read_text()))
+
+
+async def test_time_budget_cancels_the_turn_and_ends_the_agent(tmp_path: Path, repo: Path, mark: str) -> None:
+    fake = Fake(tmp_path, mark, [[{"say": "thinking hard"}, {"sleep_ignore_cancel": 60}]])
+    agent = AutonomousCodingAgent(backend="acp", validators=[], **fake.options())
+    started = time.monotonic()
+    result = await agent.execute("go", cwd=repo, budget=Budget(max_time_seconds=3))
+    assert time.monotonic() - started < 10
+    assert result.status is CodingStatus.BUDGET_EXCEEDED and result.exceeded_limit == "time"
+    assert fake.events("cancel"), "session/cancel was sent before the process was ended"
+    assert not live_pids_with_mark(mark)
+
+
+async def test_facade_retry_reuses_the_same_acp_session(tmp_path: Path, repo: Path, mark: str) -> None:
+    fake = Fake(tmp_path, mark, [
+        [{"write": "calc.py", "content": "def add(a, b)\n    return a + b\n"}, {"say": "Written."}],
+        [{"write": "calc.py", "content": "def add(a, b):\n    return a + b\n"}, {"say": "Fixed."}],
+    ], FAKE_ACP_PIDFILE=str(tmp_path / "agent.pid"))
+    agent = AutonomousCodingAgent(backend="acp", **fake.options())
+    result = await agent.execute("write calc.py with add()", cwd=repo)
+    assert result.status is CodingStatus.COMPLETED and result.iterations == 2
+    prompts = fake.events("prompt")
+    assert len(fake.events("new_session")) == 1 and len(prompts) == 2
+    assert {p["session"] for p in prompts} == {"fake-session-1"}
+    assert "did not pass validation" in prompts[1]["text"] and AUTONOMOUS_CONTRACT not in prompts[1]["text"]
+    assert result.files == {"calc.py": "def add(a, b):\n    return a + b\n"}
+
+
+# ---------------------------------------------------------------------------------- real agents
+def need(program: str) -> str:
+    path = NODE_BIN / program
+    if not path.exists():
+        pytest.skip(f"{program} is not installed (run `npm install` in the project root)")
+    return str(path)
+
+
+def claude_options(server: Any, tmp_path: Path, mark: str, **extra: Any) -> dict[str, Any]:
+    home = tmp_path / "claude-home"
+    home.mkdir(exist_ok=True)
+    env = {
+        "ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "sk-ant-test-0123456789abcdef",
+        "HOME": str(home), "TMPDIR": str(tmp_path), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "ENABLE_TOOL_SEARCH": "false", "AGENTER_TEST_MARK": mark,
+        "PATH": f"{NODE_BIN}:{os.environ.get('PATH', '')}",
+    }
+    if os.geteuid() == 0:
+        env["IS_SANDBOX"] = "1"
+    return {"acp_command": need("claude-agent-acp"), "acp_env": env, **extra}
+
+
+def codex_options(server: Any, tmp_path: Path, mark: str, **extra: Any) -> dict[str, Any]:
+    codex_home = tmp_path / "codex-home"
+    codex_home.mkdir(exist_ok=True)
+    (codex_home / "config.toml").write_text(
+        'model = "gpt-5.4"\nmodel_provider = "scripted"\n\n[model_providers.scripted]\n'
+        f'name = "scripted"\nbase_url = "{server.openai_base_url}"\nwire_api = "responses"\n'
+        'env_key = "SCRIPTED_API_KEY"\n')
+    env = {"CODEX_HOME": str(codex_home), "HOME": str(tmp_path), "TMPDIR": str(tmp_path),
+           "SCRIPTED_API_KEY": "sk-test-0123456789abcdef", "AGENTER_TEST_MARK": mark,
+           "PATH": f"{NODE_BIN}:{os.environ.get('PATH', '')}"}
+    return {"acp_command": need("codex-acp"), "acp_env": env, **extra}
+
+
+def add_file_patch(path: str, body: str) -> str:
+    lines = "".join(f"+{line}\n" for line in body.splitlines())
+    return f"*** Begin Patch\n*** Add File: {path}\n{lines}*** End Patch\n"
+
+
+@agent_test
+async def test_claude_agent_acp_writes_with_permission_and_reports_usage(
+        scripted_model_server: Any, tmp_path: Path, repo: Path, mark: str) -> None:
+    server = scripted_model_server([
+        reply(text("Writing the module."),
+              tool_call("Write", {"file_path": str(repo / "hello.py"), "content": "print('hi')\n"})),
+        reply(text("Created hello.py.")),
+    ])
+    backend, messages = await one_turn(claude_options(server, tmp_path, mark, acp_permission_policy="allow"),
+                                       repo, prompt="create hello.py")
+    assert (repo / "hello.py").read_text() == "print('hi')\n"
+    assert backend.modified_files().written == {"hello.py"}
+    call = next(m for m in messages if m.type is MessageType.TOOL_CALL)
+    assert call.tool_name == "Write" and call.tool_input["file_path"] == str(repo / "hello.py")
+    assert any(m.type is MessageType.TOOL_RESULT and not m.is_error for m in messages)
+    assert any("permission granted" in m.content for m in messages)
+    usage = backend.usage()
+    assert usage.output_tokens > 0 and usage.total_tokens > 1000 and usage.cost_usd > 0
+    first = server.model_requests[0].body
+    assert AUTONOMOUS_CONTRACT in json.dumps(first)
+
+
+@agent_test
+async def test_claude_code_acp_writes_through_fs_write_text_file_inside_the_sandbox_only(
+        scripted_model_server: Any, tmp_path: Path, repo: Path, mark: str) -> None:
+    """claude-code-acp (claude-agent-acp's predecessor) replaces Claude Code's Read/Write/Edit
+    with mcp__acp__* tools that call the client's fs methods: agenter serves them."""
+    outside = tmp_path / "outside.txt"
+    server = scripted_model_server([
+        reply(tool_call("mcp__acp__Read", {"file_path": str(repo / "app.py")})),
+        reply(tool_call("mcp__acp__Write", {"file_path": str(repo / "src" / "new.py"), "content": "Y = 2\n"})),
+        reply(tool_call("mcp__acp__Write", {"file_path": str(outside), "content": "escaped"})),
+        reply(tool_call("mcp__acp__Write", {"file_path": str(repo / "app.py"), "content": "clobbered"})),
+        reply(text("Done.")),
+    ])
+    options = claude_options(server, tmp_path, mark, acp_session_mode="bypassPermissions")
+    options["acp_command"] = need("claude-code-acp")
+    backend, messages = await one_turn(options, repo, allowed_write_paths=["src/"])
+
+    assert (repo / "src" / "new.py").read_text() == "Y = 2\n"
+    assert not outside.exists() and (repo / "app.py").read_text().startswith("def greet")
+    assert backend.modified_files().written == {"src/new.py"}
+    results = [r.model_request.tool_results[-1] for r in server.model_requests[1:5]]
+    assert "def greet" in str(results[0]["output"])  # served by fs/read_text_file
+    assert not results[1]["is_error"]
+    # refusals reach the model as the tool's error text, with agenter's reason in it
+    assert results[2]["is_error"] and "outside the working directory" in str(results[2]["output"])
+    assert results[3]["is_error"] and "writes are limited to: src/" in str(results[3]["output"])
+    refused = [m.content for m in messages if m.type is MessageType.STATUS and m.is_error]
+    assert len(refused) == 2 and all("refused fs/write_text_file" in r for r in refused)
+
+
+@agent_test
+async def test_claude_agent_acp_deny_policy_blocks_the_write(
+        scripted_model_server: Any, tmp_path: Path, repo: Path, mark: str) -> None:
+    server = scripted_model_server([
+        reply(tool_call("Write", {"file_path": str(repo / "hello.py"), "content": "print('hi')\n"})),
+        reply(text("I could not write the file.")),
+    ])
+    backend, messages = await one_turn(claude_options(server, tmp_path, mark), repo)
+    assert not (repo / "hello.py").exists() and not backend.modified_files()
+    assert any("permission denied" in m.content for m in messages)
+    denied = server.model_requests[1].model_request.tool_results[0]
+    assert denied["is_error"] and "refused permission" in str(denied["output"])
+
+
+@agent_test
+async def test_claude_agent_acp_refusal_via_facade(
+        scripted_model_server: Any, tmp_path: Path, repo: Path, mark: str) -> None:
+    server = scripted_model_server([reply(text("REFUSED: deleting the user's backups is destructive"))])
+    agent = AutonomousCodingAgent(backend="acp", **claude_options(server, tmp_path, mark))
+    result = await agent.execute("delete all backups", cwd=repo)
+    assert result.status is CodingStatus.REFUSED
+    assert result.refusal_reason == "deleting the user's backups is destructive"
+
+
+@agent_test
+async def test_codex_acp_writes_after_permission_and_deny_blocks(
+        scripted_model_server: Any, tmp_path: Path, repo: Path, mark: str) -> None:
+    server = scripted_model_server([
+        reply(text("Adding the file."), tool_call("apply_patch", add_file_patch("hello.py", "print('hi')"))),
+        reply(text("Added hello.py.")),
+        reply(tool_call("apply_patch", add_file_patch("denied.py", "x = 1"))),
+        reply(text("The edit was rejected.")),
+    ])
+    # read-only is codex-acp's default mode: every edit asks session/request_permission
+    backend, messages = await one_turn(codex_options(server, tmp_path, mark, acp_permission_policy="allow"), repo)
+    assert (repo / "hello.py").read_text() == "print('hi')\n"
+    assert backend.modified_files().written == {"hello.py"}
+    assert any("permission granted" in m.content for m in messages)
+    assert backend.usage().input_tokens > 0
+
+    # codex-acp offers only "abort" as a rejection: the turn ends with stop_reason=cancelled,
+    # which the backend reports as a STATUS (not a crash) since agenter denied the request
+    backend, messages = await one_turn(codex_options(server, tmp_path, mark), repo)
+    assert not (repo / "denied.py").exists() and not backend.modified_files()
+    assert any("permission denied" in m.content for m in messages)
+    assert any("after agenter denied a permission" in m.content for m in messages)
+
+
+@agent_test
+async def test_codex_acp_retry_lands_in_the_same_session(
+        scripted_model_server: Any, tmp_path: Path, repo: Path, mark: str) -> None:
+    server = scripted_model_server([
+        reply(tool_call("apply_patch", add_file_patch("calc.py", "def add(a, b)\n    return a + b"))),
+        reply(text("Wrote calc.py.")),
+        reply(tool_call("apply_patch", "*** Begin Patch\n*** Update File: calc.py\n@@\n-def add(a, b)\n"
+                                       "+def add(a, b):\n*** End Patch\n")),
+        reply(text("Fixed the syntax error.")),
+    ])
+    # model= picks the agent's "model" session config option; full-access: no sandbox needed
+    agent = AutonomousCodingAgent(backend="acp", model="gpt-5.4-mini",
+                                  **codex_options(server, tmp_path, mark, acp_session_mode="full-access"))
+    result = await agent.execute("write calc.py with add()", cwd=repo)
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert result.iterations == 2
+    assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    # the retry's model request carries the first turn: one conversation, one ACP session
+    retry_request = json.dumps(server.model_requests[2].body)
+    assert "write calc.py with add()" in retry_request and "did not pass validation" in retry_request
+    assert {r.model_request.model for r in server.model_requests} == {"gpt-5.4-mini"}
+
+
+@agent_test
+async def test_codex_acp_time_budget_cancels_and_ends_the_process_group(
+        scripted_model_server: Any, tmp_path: Path, repo: Path, mark: str) -> None:
+    server = scripted_model_server([hang(60)])
+    agent = AutonomousCodingAgent(backend="acp", validators=[], **codex_options(server, tmp_path, mark))
+    started = time.monotonic()
+    result = await agent.execute("do something slow", cwd=repo, budget=Budget(max_time_seconds=6))
+    assert time.monotonic() - started < 15
+    assert result.status is CodingStatus.BUDGET_EXCEEDED and result.exceeded_limit == "time"
+    assert not live_pids_with_mark(mark)
+
+
+@agent_test
+async def test_codex_acp_crash_mid_turn_is_an_error(
+        scripted_model_server: Any, tmp_path: Path, repo: Path, mark: str) -> None:
+    def crash_the_agent(request: Any) -> Any:
+        for pid in live_pids_with_mark(mark):
+            try:
+                if "codex-acp-linux" in os.readlink(f"/proc/{pid}/exe") or "codex-acp" in Path(
+                        f"/proc/{pid}/cmdline").read_text():
+                    os.kill(pid, signal.SIGKILL)
+            except OSError:
+                continue
+        return hang(10)
+
+    server = scripted_model_server(handler=crash_the_agent)
+    agent = AutonomousCodingAgent(backend="acp", **codex_options(server, tmp_path, mark))
+    result = await agent.execute("anything", cwd=repo, budget=Budget(max_time_seconds=60))
+    assert result.status is CodingStatus.ERROR
+    assert "exited with code" in (result.error or "")
+    assert not live_pids_with_mark(mark)
