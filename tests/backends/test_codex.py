@@ -1,0 +1,512 @@
+"""codex backend: the real Codex CLI (`codex app-server`, npm @openai/codex pinned in package.json)
+against the scripted model server's OpenAI Responses wire. Files are checked on disk, requests as
+the server saw them. Pure logic (config rendering, approval decisions, schemas) has unit tests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import stat
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from agenter import AutonomousCodingAgent, Budget, CodingStatus
+from agenter._errors import BackendError, ConfigurationError
+from agenter.backends import register_backend
+from agenter.backends._protocol import BackendSettings, MessageType, SessionSpec
+from agenter.backends.codex import CodexBackend, CodexMCPServer, CodexOptions
+from agenter.backends.codex._backend import strict_schema
+from agenter.backends.codex._setup import config_overrides, merge_dotted, native_codex_binary, render_toml
+from agenter.testing import hang, reply, text, tool_call
+from agenter.tools import tool
+
+API_KEY = "sk-test-SUPERSECRET-0123456789abcdef"
+MODEL = "gpt-5.5"  # in Codex's model catalog: it offers apply_patch as a free-form tool
+REPO_ROOT = Path(__file__).resolve().parents[2]
+agent_test = pytest.mark.agent
+
+
+def _codex_program() -> str | None:
+    local = REPO_ROOT / "node_modules" / ".bin" / "codex"
+    return str(local) if local.exists() else shutil.which("codex")
+
+
+@pytest.fixture(scope="session")
+def codex_path() -> str:
+    found = _codex_program()
+    if found is None:
+        message = "the Codex CLI is not installed: run `npm install` in the repository (package.json pins it)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return found
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "app.py").write_text("def greet():\n    return 'hello'\n")
+    return root
+
+
+def options(server: Any, codex_path: str, **extra: Any) -> dict[str, Any]:
+    """Backend options for a scripted run: no retries, so failures are quick and countable."""
+    return {"codex_path": codex_path, "base_url": server.openai_base_url, "api_key": API_KEY,
+            "max_retries": 0, **extra}
+
+
+def make_backend(server: Any, codex_path: str, *, tools: list | None = None, sandbox: bool = True,
+                 model: str | None = MODEL, **extra: Any) -> CodexBackend:
+    opts = CodexOptions(**options(server, codex_path, **extra))
+    return CodexBackend(BackendSettings(model=model, tools=tools or [], sandbox=sandbox, options=opts))
+
+
+async def run_turn(backend: CodexBackend, prompt: str) -> list:
+    return [message async for message in backend.execute(prompt)]
+
+
+def shell(command: str, **arguments: Any) -> Any:
+    return tool_call("exec_command", {"cmd": command, **arguments})
+
+
+def patch(body: str) -> Any:
+    return tool_call("apply_patch", f"*** Begin Patch\n{body}*** End Patch\n")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead for our purposes
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+# ------------------------------------------------------------------------------------ real Codex
+@agent_test
+async def test_shell_write_and_apply_patch_are_reported(scripted_model_server, codex_path, repo):
+    server = scripted_model_server([
+        reply(shell("printf 'VALUE = 1\\n' > settings.py")),
+        reply(patch("*** Update File: app.py\n@@\n-    return 'hello'\n+    return 'hello, world'\n"
+                    "*** Add File: util.py\n+def double(x):\n+    return 2 * x\n")),
+        reply(text("Done.")),
+    ])
+    backend = make_backend(server, codex_path)
+    try:
+        await backend.connect(SessionSpec(cwd=repo))
+        messages = await run_turn(backend, "Add settings and utils")
+    finally:
+        await backend.disconnect()
+
+    assert (repo / "settings.py").read_text() == "VALUE = 1\n"
+    assert "hello, world" in (repo / "app.py").read_text()
+    assert (repo / "util.py").read_text() == "def double(x):\n    return 2 * x\n"
+    changed = backend.modified_files()
+    assert changed.written == {"settings.py", "app.py", "util.py"} and not changed.deleted
+    calls = [m.tool_name for m in messages if m.type is MessageType.TOOL_CALL]
+    assert calls == ["shell", "apply_patch"]
+    assert [m.content for m in messages if m.type is MessageType.TEXT] == ["Done."]
+    results = [m for m in messages if m.type is MessageType.TOOL_RESULT]
+    assert results and not any(m.is_error for m in results)
+
+    first = server.model_requests[0]
+    tools = {t.get("name"): t.get("type") for t in first.body["tools"]}
+    assert tools["exec_command"] == "function" and tools["apply_patch"] == "custom"
+    assert first.body["model"] == MODEL
+    assert first.headers["authorization"] == f"Bearer {API_KEY}"
+    developer = json.dumps(first.body["input"])
+    assert "headless" in developer  # agenter's autonomous contract reached the model
+    usage = backend.usage()
+    assert usage.input_tokens > 0 and usage.output_tokens > 0
+    assert usage.cost_usd > 0  # gpt-5.5 is priced
+    assert backend.session_id
+
+
+@agent_test
+async def test_retry_after_syntax_error_continues_the_same_thread(scripted_model_server, codex_path, repo):
+    server = scripted_model_server([
+        reply(shell("printf 'def broken(:\\n    pass\\n' > mod.py")),
+        reply(text("Wrote mod.py.")),
+        reply(patch("*** Update File: mod.py\n@@\n-def broken(:\n+def broken():\n")),
+        reply(text("Fixed the syntax error.")),
+    ])
+    agent = AutonomousCodingAgent(backend="codex", model=MODEL, validators=["syntax"],
+                                  **options(server, codex_path))
+    result = await agent.execute("Create mod.py", cwd=repo)
+
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert result.iterations == 2
+    assert (repo / "mod.py").read_text() == "def broken():\n    pass\n"
+    assert set(result.files) >= {"mod.py"}
+    requests = server.model_requests
+    assert len(requests) == 4
+    # The retry is a new turn on the same Codex thread: its request carries the first turn.
+    retry_input = json.dumps(requests[2].body["input"])
+    assert "Create mod.py" in retry_input and "Wrote mod.py." in retry_input
+    assert requests[2].headers.get("session-id") == requests[0].headers.get("session-id")
+    assert result.total_tokens > 0 and result.input_tokens > 0
+
+
+@agent_test
+async def test_untrusted_policy_is_answered_headless(scripted_model_server, codex_path, repo, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    server = scripted_model_server([
+        reply(shell("echo hi > from_shell.txt")),                        # asks: declined
+        reply(patch("*** Add File: from_patch.txt\n+patched\n")),       # inside cwd: approved
+        reply(patch(f"*** Add File: {outside}/escape.txt\n+nope\n")),   # outside: declined
+        reply(text("Finished.")),
+    ])
+    backend = make_backend(server, codex_path, codex_approval_policy="untrusted")
+    started = time.monotonic()
+    try:
+        await backend.connect(SessionSpec(cwd=repo))
+        messages = await asyncio.wait_for(run_turn(backend, "go"), 60)
+    finally:
+        await backend.disconnect()
+
+    assert time.monotonic() - started < 60
+    assert not (repo / "from_shell.txt").exists()
+    assert (repo / "from_patch.txt").read_text() == "patched\n"
+    assert not (outside / "escape.txt").exists()
+    decisions = [m.content for m in messages if m.type is MessageType.STATUS and "agenter" in m.content]
+    assert any("declined command" in d for d in decisions)
+    assert any("approved file change" in d for d in decisions)
+    assert any("declined file change" in d and "outside the workspace" in d for d in decisions)
+    assert backend.modified_files().written == {"from_patch.txt"}
+    # The model was told about the declined command and could go on.
+    assert "rejected" in json.dumps(server.model_requests[1].body["input"][-1])
+
+
+@agent_test
+async def test_on_request_runs_in_the_sandbox_and_declines_escalation(scripted_model_server, codex_path,
+                                                                      repo, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    server = scripted_model_server([
+        reply(shell("echo inside > inside.txt")),
+        reply(shell(f"echo out > {outside}/escalated.txt", sandbox_permissions="require_escalated",
+                    justification="write outside")),
+        reply(text("ok")),
+    ])
+    backend = make_backend(server, codex_path, codex_approval_policy="on-request")
+    try:
+        await backend.connect(SessionSpec(cwd=repo))
+        messages = await asyncio.wait_for(run_turn(backend, "go"), 60)
+    finally:
+        await backend.disconnect()
+    assert (repo / "inside.txt").read_text() == "inside\n"
+    assert not (outside / "escalated.txt").exists()
+    assert any(m.type is MessageType.STATUS and "declined command" in m.content for m in messages)
+
+
+@agent_test
+async def test_workspace_write_sandbox_refuses_writes_outside_cwd(scripted_model_server, codex_path,
+                                                                  repo, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    server = scripted_model_server([
+        reply(shell(f"echo pwned > {outside}/shell.txt; echo pwned > /tmp/agenter-codex-escape.txt")),
+        reply(patch(f"*** Add File: {outside}/patch.txt\n+pwned\n")),
+        reply(shell("echo $TMPDIR > tmpdir.txt && echo scratch > $TMPDIR/scratch.txt && env > env.txt")),
+        reply(text("tried")),
+    ])
+    backend = make_backend(server, codex_path)  # sandbox=True, approval policy never
+    try:
+        await backend.connect(SessionSpec(cwd=repo))
+        messages = await run_turn(backend, "escape")
+    finally:
+        await backend.disconnect()
+    assert not (outside / "shell.txt").exists()
+    assert not Path("/tmp/agenter-codex-escape.txt").exists()
+    assert not (outside / "patch.txt").exists()
+    shell_results = [m for m in messages if m.type is MessageType.TOOL_RESULT and m.tool_name == "shell"]
+    assert shell_results[0].is_error and "Read-only file system" in shell_results[0].content
+    # The private TMPDIR is writable (tools that need a temp dir still work), and it is cleaned up.
+    private_tmp = Path((repo / "tmpdir.txt").read_text().strip())
+    assert private_tmp.name == "tmp" and not private_tmp.exists()
+    assert backend.modified_files().written == {"tmpdir.txt", "env.txt"}
+    environment = (repo / "env.txt").read_text()  # commands never see the API key
+    assert API_KEY not in environment and "AGENTER_CODEX_API_KEY" not in environment
+
+
+@agent_test
+async def test_sandbox_false_runs_unconfined(scripted_model_server, codex_path, repo, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    server = scripted_model_server([reply(shell(f"echo free > {outside}/free.txt")), reply(text("ok"))])
+    backend = make_backend(server, codex_path, sandbox=False)
+    try:
+        await backend.connect(SessionSpec(cwd=repo))
+        await run_turn(backend, "go")
+    finally:
+        await backend.disconnect()
+    assert (outside / "free.txt").read_text() == "free\n"
+    assert '"danger-full-access"' in (json.dumps(server.model_requests[0].headers.get("x-codex-turn-metadata"))
+                                      .replace('\\"', '"'))
+
+
+@agent_test
+async def test_writes_outside_allowed_write_paths_are_an_error(scripted_model_server, codex_path, repo):
+    server = scripted_model_server([
+        reply(shell("mkdir -p src && echo ok > src/ok.py && echo no > README.md")),
+        reply(text("done")),
+    ])
+    agent = AutonomousCodingAgent(backend="codex", model=MODEL, **options(server, codex_path))
+    result = await agent.execute("Edit src only", cwd=repo, allowed_write_paths=["src/"])
+    assert result.status is CodingStatus.ERROR
+    assert "README.md" in (result.error or "") and "src/ok.py" not in (result.error or "")
+    assert "src/" in json.dumps(server.model_requests[0].body["input"])  # the model was told
+
+
+@agent_test
+async def test_custom_tool_is_served_in_process_over_mcp(scripted_model_server, codex_path, repo):
+    lock = threading.Lock()  # not picklable: proves the tool runs in this process
+    seen: list[str] = []
+
+    @tool
+    def lookup_price(item: str) -> str:
+        """Look up the price of an item in the catalog."""
+        with lock:
+            seen.append(item)
+        return f"{item} costs 42 EUR"
+
+    server = scripted_model_server([
+        reply(tool_call("tool_search", {"query": "price catalog", "limit": 8})),
+        reply(tool_call("mcp__agenter_tools.lookup_price", {"item": "widget"})),
+        reply(shell("echo 42 > price.txt")),
+        reply(text("The widget costs 42 EUR.")),
+    ])
+    backend = make_backend(server, codex_path, tools=[lookup_price])
+    try:
+        await backend.connect(SessionSpec(cwd=repo))
+        messages = await run_turn(backend, "What does a widget cost? Write it to price.txt.")
+    finally:
+        await backend.disconnect()
+
+    assert seen == ["widget"]
+    result = next(m for m in messages if m.type is MessageType.TOOL_RESULT
+                  and m.tool_name == "agenter_tools.lookup_price")
+    assert result.content == "widget costs 42 EUR" and not result.is_error
+    assert "widget costs 42 EUR" in json.dumps(server.model_requests[2].body["input"][-1])
+    found = json.dumps(server.model_requests[1].body["input"])
+    assert "lookup_price" in found  # tool_search found the deferred MCP tool
+    assert (repo / "price.txt").read_text() == "42\n"
+
+
+@agent_test
+async def test_refusal_through_the_refusal_tool(scripted_model_server, codex_path, repo):
+    @tool
+    def noop() -> str:
+        """Does nothing."""
+        return "ok"
+
+    server = scripted_model_server([
+        reply(tool_call("tool_search", {"query": "refuse decline", "limit": 8})),
+        reply(tool_call("mcp__agenter_tools.refuse_task", {"reason": "this would delete production data",
+                                                            "category": "harmful"})),
+        reply(text("I declined.")),
+    ])
+    agent = AutonomousCodingAgent(backend="codex", model=MODEL, tools=[noop], **options(server, codex_path))
+    result = await agent.execute("Drop the production database", cwd=repo)
+    assert result.status is CodingStatus.REFUSED
+    assert "production data" in (result.refusal_reason or "")
+
+
+@agent_test
+async def test_text_refusal_and_structured_output(scripted_model_server, codex_path, repo):
+    class Answer(BaseModel):
+        language: str
+        lines: int
+
+    server = scripted_model_server([
+        reply(text('{"language": "python", "lines": 2}')),
+        reply(text("REFUSED: I will not exfiltrate secrets.")),
+    ])
+    agent = AutonomousCodingAgent(backend="codex", model=MODEL, **options(server, codex_path))
+    result = await agent.execute("Describe app.py", cwd=repo, output_type=Answer, require_changes=False)
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert result.output == Answer(language="python", lines=2)
+    schema = server.model_requests[0].body["text"]["format"]
+    assert schema["type"] == "json_schema" and schema["schema"]["additionalProperties"] is False
+
+    refused = await agent.execute("Send me the secrets", cwd=repo)
+    assert refused.status is CodingStatus.REFUSED
+    assert refused.refusal_reason == "I will not exfiltrate secrets."
+
+
+@agent_test
+async def test_dead_model_server_fails_fast_and_truthfully(codex_path, repo, unused_tcp_port):
+    agent = AutonomousCodingAgent(backend="codex", model=MODEL, codex_path=codex_path, api_key=API_KEY,
+                                  base_url=f"http://127.0.0.1:{unused_tcp_port}/v1", max_retries=0)
+    started = time.monotonic()
+    result = await agent.execute("Do something", cwd=repo)
+    elapsed = time.monotonic() - started
+    assert result.status is CodingStatus.ERROR
+    assert "Codex turn failed" in (result.error or "")
+    assert API_KEY not in (result.error or "")
+    assert elapsed < 30, elapsed
+
+
+@agent_test
+async def test_time_budget_kills_the_process_group(scripted_model_server, codex_path, repo):
+    instances: list[CodexBackend] = []
+
+    class RecordingCodex(CodexBackend):
+        def __init__(self, settings: BackendSettings):
+            super().__init__(settings)
+            instances.append(self)
+
+        async def connect(self, spec: SessionSpec) -> None:
+            await super().connect(spec)
+            self.pid = self._process.pid  # type: ignore[union-attr]
+
+    register_backend("codex-recording", RecordingCodex)
+    server = scripted_model_server([hang()])
+    agent = AutonomousCodingAgent(backend="codex-recording", model=MODEL,
+                                  budget=Budget(max_time_seconds=8), **options(server, codex_path))
+    started = time.monotonic()
+    result = await agent.execute("Think forever", cwd=repo)
+    elapsed = time.monotonic() - started
+
+    assert result.status is CodingStatus.BUDGET_EXCEEDED, (result.status, result.error)
+    assert result.exceeded_limit == "time"
+    assert elapsed < 25, elapsed
+    (backend,) = instances
+    assert not pid_alive(backend.pid)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(backend.pid, 0)  # the whole group is gone, not just the leader
+
+
+# ------------------------------------------------------------------ failures of the program itself
+def fake_codex(tmp_path: Path, body: str) -> str:
+    """A stand-in program for the failure paths the real binary cannot be made to show."""
+    path = tmp_path / "fake-codex"
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
+@agent_test
+async def test_missing_codex_says_how_to_install(repo, tmp_path):
+    agent = AutonomousCodingAgent(backend="codex", codex_path=str(tmp_path / "no-such-codex"),
+                                  api_key=API_KEY, sandbox=False)
+    result = await agent.execute("x", cwd=repo)
+    assert result.status is CodingStatus.ERROR
+    assert "npm install -g @openai/codex" in (result.error or "")
+
+
+@agent_test
+async def test_crashed_process_reports_exit_code_and_stderr(repo, tmp_path):
+    program = fake_codex(tmp_path, f"echo 'fatal: model config broken {API_KEY}' >&2\nexit 3\n")
+    backend = CodexBackend(BackendSettings(model=None, tools=[], sandbox=False, options=CodexOptions(
+        codex_path=program, api_key=API_KEY, base_url="http://127.0.0.1:9/v1")))
+    with pytest.raises(BackendError) as caught:
+        await backend.connect(SessionSpec(cwd=repo))
+    message = str(caught.value)
+    assert "exited with code 3" in message and "fatal: model config broken" in message
+    assert API_KEY not in message
+    assert backend._process is None  # disconnected on failure
+
+
+@agent_test
+async def test_malformed_line_is_a_clear_error(repo, tmp_path):
+    program = fake_codex(tmp_path, "read line\necho 'this is not json'\nsleep 30\n")
+    backend = CodexBackend(BackendSettings(model=None, tools=[], sandbox=False, options=CodexOptions(
+        codex_path=program, api_key=API_KEY)))
+    started = time.monotonic()
+    with pytest.raises(BackendError, match="malformed line"):
+        await backend.connect(SessionSpec(cwd=repo))
+    assert time.monotonic() - started < 10
+
+
+# ---------------------------------------------------------------------------------- unit tests
+def test_options_are_validated_by_the_facade():
+    with pytest.raises(ConfigurationError, match="codex_approval_policy"):
+        AutonomousCodingAgent(backend="codex", codex_approval_policy="sometimes")
+    with pytest.raises(ConfigurationError, match="unknown option"):
+        AutonomousCodingAgent(backend="codex", codex_sandbox="yes")
+    with pytest.raises(ConfigurationError, match="needs codex_home"):
+        AutonomousCodingAgent(backend="codex", model_provider="openai")
+    with pytest.raises(ConfigurationError, match="exactly one of"):
+        AutonomousCodingAgent(backend="codex", codex_mcp_servers=[{"name": "x"}])
+    with pytest.raises(ConfigurationError, match="reserved"):
+        AutonomousCodingAgent(backend="codex", codex_mcp_servers=[{"name": "agenter_tools", "url": "http://h"}])
+    agent = AutonomousCodingAgent(backend="codex", codex_reasoning_effort="high",
+                                  codex_mcp_servers=[{"name": "docs", "command": "docs-mcp", "args": ["-q"]}])
+    assert agent.capabilities.custom_tools and agent.capabilities.resume
+
+
+def test_config_renders_to_toml_and_overrides():
+    server = CodexMCPServer(name="docs", command="docs-mcp", args=["--x"], env={"A": "1"})
+    config = {"model": "gpt-5.5", "features": {"plugins": False},
+              "mcp_servers": {"docs": server.to_config()}, "model_providers": {"agenter": {"base_url": "http://h/v1"}}}
+    merge_dotted(config, {"model_providers.agenter.stream_max_retries": 0, "features": {"apps": False}})
+    rendered = render_toml(config)
+    import tomllib
+
+    assert tomllib.loads(rendered) == config
+    args = config_overrides({"model": "m", "features": {"plugins": False}})
+    assert args == ["-c", 'model="m"', "-c", "features.plugins=false"]
+
+
+def test_strict_schema_closes_objects_and_makes_optionals_nullable():
+    class Inner(BaseModel):
+        value: int
+
+    class Outer(BaseModel):
+        name: str
+        note: str = "x"
+        inner: Inner
+
+    schema = strict_schema(Outer.model_json_schema())
+    assert schema["additionalProperties"] is False
+    assert set(schema["required"]) == {"name", "note", "inner"}
+    assert {"type": "null"} in schema["properties"]["note"]["anyOf"]
+    assert schema["$defs"]["Inner"]["additionalProperties"] is False
+
+
+def test_approval_decisions_by_policy(tmp_path):
+    def backend(policy: str, sandbox: bool) -> CodexBackend:
+        b = CodexBackend(BackendSettings(model=None, tools=[], sandbox=sandbox,
+                                         options=CodexOptions(codex_approval_policy=policy)))
+        b._cwd = tmp_path
+        b._writable_roots = [tmp_path]
+        return b
+
+    command = {"command": "rm -rf build", "itemId": "c1"}
+    assert backend("untrusted", True)._answer_server_request(
+        "item/commandExecution/requestApproval", command) == {"decision": "decline"}
+    assert backend("on-request", True)._answer_server_request(
+        "item/commandExecution/requestApproval", command) == {"decision": "decline"}
+    assert backend("on-request", False)._answer_server_request(
+        "item/commandExecution/requestApproval", command) == {"decision": "accept"}
+    inside = backend("untrusted", True)
+    inside._pending_changes["p1"] = [str(tmp_path / "a.py")]
+    assert inside._answer_server_request("item/fileChange/requestApproval", {"itemId": "p1"}) == {
+        "decision": "accept"}
+    inside._pending_changes["p2"] = [str(tmp_path / "a.py"), "/etc/passwd"]
+    assert inside._answer_server_request("item/fileChange/requestApproval", {"itemId": "p2"}) == {
+        "decision": "decline"}
+    assert inside._answer_server_request("item/tool/requestUserInput", {}) == {"answers": {}}
+    assert inside._answer_server_request("mcpServer/elicitation/request", {"serverName": "x"})["action"] == "decline"
+    with pytest.raises(LookupError):
+        inside._answer_server_request("account/chatgptAuthTokens/refresh", {})
+
+
+def test_native_binary_is_found_behind_the_npm_wrapper():
+    program = _codex_program()
+    if program is None:
+        pytest.skip("Codex CLI not installed")
+    native = native_codex_binary(program)
+    assert native is not None and native.read_bytes()[:4] == b"\x7fELF"
