@@ -1,0 +1,12 @@
+"""claude-code backend: Claude Code (the real `claude` CLI) driven through claude-agent-sdk.
+
+Imported lazily by the backend registry; claude_agent_sdk itself is imported only on connect.
+"""
+
+from agenter.backends.claude_code._backend import ClaudeCodeBackend
+from agenter.backends.claude_code._options import (
+    DEFAULT_ALLOWED_TOOLS,
+    ClaudeCodeOptions,
+)
+
+__all__ = ["DEFAULT_ALLOWED_TOOLS", "ClaudeCodeBackend", "ClaudeCodeOptions"]

@@ -1,0 +1,88 @@
+"""Process bookkeeping for the CLI the SDK spawns: find its pid and its descendants, end them.
+
+claude-agent-sdk starts `claude` in our process group and only waits for that one process;
+commands the CLI started (Bash tool, sandbox helpers) could outlive it. We read /proc to find
+every descendant before stopping the CLI and kill whatever is left afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+_PROC = Path("/proc")
+
+
+def parent_map() -> dict[int, int]:
+    """pid -> parent pid for every process we can see (empty where /proc is missing)."""
+    parents: dict[int, int] = {}
+    if not _PROC.is_dir():
+        return parents
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ..." — comm may contain spaces and parentheses.
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) >= 2:
+            with contextlib.suppress(ValueError):
+                parents[int(entry.name)] = int(fields[1])
+    return parents
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below `pid` (children, grandchildren, ...)."""
+    children: dict[int, list[int]] = {}
+    for child, parent in parent_map().items():
+        children.setdefault(parent, []).append(child)
+    found: set[int] = set()
+    stack = [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def children_running(executable: str) -> set[int]:
+    """Our own child processes whose executable is `executable` (a fallback pid lookup)."""
+    me = os.getpid()
+    target = os.path.realpath(executable)
+    found = set()
+    for pid, parent in parent_map().items():
+        if parent != me:
+            continue
+        with contextlib.suppress(OSError):
+            if os.path.realpath(os.readlink(f"/proc/{pid}/exe")) == target:
+                found.add(pid)
+    return found
+
+
+def is_alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        stat = (_PROC / str(pid) / "stat").read_text()
+    except OSError:
+        if _PROC.is_dir():
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    state = stat.rsplit(")", 1)[-1].split()[0]
+    return state not in ("Z", "X")
+
+
+def kill(pids: set[int], sig: int = signal.SIGKILL) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
