@@ -25,11 +25,11 @@ from agenter.backends._protocol import (
     ModifiedFiles,
     SessionSpec,
 )
+from agenter.backends import _pids
 from agenter.backends.claude_code import (
     DEFAULT_ALLOWED_TOOLS,
     ClaudeCodeBackend,
     ClaudeCodeOptions,
-    _pids,
 )
 from agenter.backends.claude_code._backend import (
     _max_usage,

@@ -45,7 +45,7 @@ from agenter.backends._protocol import (
     Refusal,
     SessionSpec,
 )
-from agenter.backends.claude_code import _pids
+from agenter.backends import _pids
 from agenter.backends.claude_code._options import ClaudeCodeOptions
 
 log = logging.getLogger("agenter.backends.claude_code")

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from agenter._types import Usage
+from agenter.backends import _pids
 from agenter.backends._protocol import BackendMessage, MessageType
 
 log = logging.getLogger("agenter.backends.openhands")
@@ -121,6 +122,7 @@ def end_conversation(conversation: Any) -> None:
     timeout to 0 lets the poll return at once.
     """
     sessions = terminal_sessions(conversation)
+    shell_pids = [pid for pid in (_shell_pid(s) for s in sessions) if pid]
     with contextlib.suppress(Exception):
         conversation.interrupt()
     with contextlib.suppress(Exception):
@@ -128,6 +130,18 @@ def end_conversation(conversation: Any) -> None:
     for session in sessions:
         with contextlib.suppress(Exception):
             session.no_change_timeout_seconds = 0
+    # OpenHands signals only the shell's process group; an interactive shell runs each job in a
+    # group of its own, so a running command can outlive close(). The shell leads its own
+    # session (setsid): end every member of that session.
+    for pid in shell_pids:
+        _pids.kill(_pids.session_members(pid))
+
+
+def _shell_pid(session: Any) -> int | None:
+    """The pid of a terminal session's shell, when it runs as a local subprocess."""
+    process = getattr(getattr(session, "terminal", None), "process", None)
+    pid = getattr(process, "pid", None)
+    return pid if isinstance(pid, int) else None
 
 
 def content_text(content: Any) -> str:

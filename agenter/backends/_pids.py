@@ -1,8 +1,9 @@
-"""Process bookkeeping for the CLI the SDK spawns: find its pid and its descendants, end them.
+"""Process bookkeeping from /proc, for agent processes that agenter does not spawn itself.
 
 claude-agent-sdk starts `claude` in our process group and only waits for that one process;
-commands the CLI started (Bash tool, sandbox helpers) could outlive it. We read /proc to find
-every descendant before stopping the CLI and kill whatever is left afterwards.
+OpenHands' terminal is an interactive shell whose jobs get process groups of their own. Either
+way, commands the agent started could outlive it: these helpers find them (descendants, or
+members of a session) so the backend can end them.
 """
 
 from __future__ import annotations
@@ -62,6 +63,24 @@ def children_running(executable: str) -> set[int]:
             if os.path.realpath(os.readlink(f"/proc/{pid}/exe")) == target:
                 found.add(pid)
     return found
+
+
+def session_members(session_id: int) -> set[int]:
+    """Every live process in session `session_id` (a setsid() leader's pid), whatever its group."""
+    members: set[int] = set()
+    if not _PROC.is_dir():
+        return members
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+        except OSError:
+            continue
+        # fields: state ppid pgrp session ...
+        if len(fields) >= 4 and fields[3] == str(session_id) and fields[0] not in ("Z", "X"):
+            members.add(int(entry.name))
+    return members
 
 
 def is_alive(pid: int) -> bool:
