@@ -66,6 +66,10 @@ class FakeBackend(BaseBackend):
             messages = turn(self, self.cwd, prompt)
             if asyncio.iscoroutine(messages):
                 messages = await messages
+            if hasattr(messages, "__aiter__"):
+                async for message in messages:
+                    yield message
+                return
             for message in messages or []:
                 yield message
         finally:
@@ -280,3 +284,25 @@ async def test_secret_never_in_events(tmp_path, monkeypatch):
     events = await collect(agent(leak), CodingRequest(prompt="p", cwd=tmp_path))
     dumped = "".join(e.to_json() for e in events)
     assert "supersecretvalue123" not in dumped and "sk-ant-abcdef123456789" not in dumped
+
+
+async def test_stopping_the_stream_early_disconnects_the_backend(tmp_path):
+    import contextlib
+
+    cancelled = asyncio.Event()
+
+    async def slow(backend, cwd, prompt):
+        yield BackendMessage(MessageType.TEXT, content="working")
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    a = agent(slow)
+    async with contextlib.aclosing(a.stream_execute(CodingRequest(prompt="p", cwd=tmp_path))) as stream:
+        async for event in stream:
+            if event.type is CodingEventType.BACKEND_MESSAGE:
+                break
+    assert cancelled.is_set()  # the in-flight turn was cancelled, not left running
+    assert FakeBackend.instances[0].disconnected

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -66,9 +67,10 @@ class AutonomousCodingAgent:
     async def execute(self, request: CodingRequest | str, **request_fields: Any) -> CodingResult:
         """Run the request to the end and return its result."""
         result: CodingResult | None = None
-        async for event in self._events(request, request_fields):
-            if event.type is CodingEventType.SESSION_END:
-                result = event.data["_result"]
+        async with contextlib.aclosing(self._events(request, request_fields)) as events:
+            async for event in events:
+                if event.type is CodingEventType.SESSION_END:
+                    result = event.data["_result"]
         assert result is not None
         if self.raise_on_budget_exceeded and result.status is CodingStatus.BUDGET_EXCEEDED:
             raise BudgetExceededError(result.error or "budget exceeded",
@@ -77,16 +79,21 @@ class AutonomousCodingAgent:
 
     async def stream_execute(self, request: CodingRequest | str,
                              **request_fields: Any) -> AsyncIterator[CodingEvent]:
-        """Yield events as they happen; SESSION_END is always last and carries the result."""
-        async for event in self._events(request, request_fields):
-            if event.type is CodingEventType.SESSION_END:
-                result: CodingResult = event.data.pop("_result")
+        """Yield events as they happen; SESSION_END is always last and carries the result.
+
+        Stopping early (break, cancellation) ends the session and its backend when this
+        generator is closed; use `contextlib.aclosing` to make that immediate.
+        """
+        async with contextlib.aclosing(self._events(request, request_fields)) as events:
+            async for event in events:
+                if event.type is CodingEventType.SESSION_END:
+                    result: CodingResult = event.data.pop("_result")
+                    yield event
+                    if self.raise_on_budget_exceeded and result.status is CodingStatus.BUDGET_EXCEEDED:
+                        raise BudgetExceededError(result.error or "budget exceeded",
+                                                  limit=result.exceeded_limit or "", result=result)
+                    return
                 yield event
-                if self.raise_on_budget_exceeded and result.status is CodingStatus.BUDGET_EXCEEDED:
-                    raise BudgetExceededError(result.error or "budget exceeded",
-                                              limit=result.exceeded_limit or "", result=result)
-                return
-            yield event
 
     def execute_sync(self, request: CodingRequest | str, **request_fields: Any) -> CodingResult:
         """For callers without an event loop (scripts, notebooks with a running loop too)."""
@@ -110,10 +117,11 @@ class AutonomousCodingAgent:
                                 backend_name=self.backend_name,
                                 model=self.model or getattr(backend, "default_model", None),
                                 secrets=self._secrets())
-        async for event in session.run():
-            if event.type is CodingEventType.SESSION_END:
-                event.data["_result"] = session.result
-            yield event
+        async with contextlib.aclosing(session.run()) as events:
+            async for event in events:
+                if event.type is CodingEventType.SESSION_END:
+                    event.data["_result"] = session.result
+                yield event
 
     def _check_request(self, request: CodingRequest | str, fields: dict[str, Any]) -> CodingRequest:
         if isinstance(request, str):

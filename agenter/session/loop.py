@@ -95,8 +95,11 @@ class CodingSession:
 
                 # 2. the backend turn, budgets enforced while it streams
                 outcome = _TurnOutcome()
-                async for event in self._run_turn(prompt, tracker, outcome, iteration):
-                    yield event
+                # aclosing: if our consumer stops, the turn's task is cancelled right away.
+                async with contextlib.aclosing(
+                        self._run_turn(prompt, tracker, outcome, iteration)) as turn_events:
+                    async for event in turn_events:
+                        yield event
                 if outcome.last_text:
                     summary = outcome.last_text
 
