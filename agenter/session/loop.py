@@ -79,9 +79,11 @@ class CodingSession:
             await self._connect_within(tracker)
             prompt = self.request.prompt
             while True:
-                # 1. budget before each iteration (iterations included)
+                # 1. budget before each iteration, which is also the check before a retry
+                #    (only a failed validation leads back here, so running out of iterations
+                #    means validation never passed: FAILED, not BUDGET_EXCEEDED)
                 limit = tracker.exceeded(self.backend.usage(), iterations_done=iteration)
-                if limit == ITERATIONS and validation_errors:
+                if limit == ITERATIONS:
                     status, error = CodingStatus.FAILED, (
                         f"validation did not pass within {self.budget.max_iterations} iterations")
                     break
@@ -158,18 +160,9 @@ class CodingSession:
                         status = CodingStatus.COMPLETED
                     break
 
-                # 6. budget after the turn and before the retry
+                # 6. retry with the errors, not the whole transcript (the budget is checked at
+                #    the top of the loop before the retry is sent)
                 validation_errors = problems
-                limit = tracker.exceeded(self.backend.usage(), iterations_done=iteration)
-                if limit == ITERATIONS:
-                    status, error = CodingStatus.FAILED, (
-                        f"validation did not pass within {self.budget.max_iterations} iterations")
-                    break
-                if limit:
-                    status, exceeded = CodingStatus.BUDGET_EXCEEDED, limit
-                    error = tracker.describe(limit, self.backend.usage())
-                    break
-                # 7. retry with the errors, not the whole transcript
                 prompt = self._retry_prompt(problems)
         except (asyncio.CancelledError, GeneratorExit):
             status, error = CodingStatus.ERROR, "session cancelled by the caller"
