@@ -5,9 +5,10 @@ VENV := .venv
 VENV312 := .venv312
 UV := $(VENV)/bin/uv
 
-.PHONY: demo test install install-python install-npm install-system install-py312 bench clean
+.PHONY: demo test install install-core install-python install-npm install-system install-py312 bench clean
 
-demo: install-python
+# The demo needs only the core package (the anthropic-sdk backend and the scripted model server).
+demo: install-core
 	$(VENV)/bin/python examples/demo.py
 
 test: install
@@ -18,6 +19,9 @@ install: install-system install-python install-npm install-py312
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip uv
+
+install-core: $(VENV)/bin/python
+	$(UV) pip install --python $(VENV)/bin/python -q -e . pytest
 
 install-python: $(VENV)/bin/python
 	$(UV) pip install --python $(VENV)/bin/python -q -e '.[dev]'
