@@ -35,6 +35,7 @@ from agenter.sandbox.workspace import WorkspaceSnapshot
 class FakeOptions(BackendOptions):
     turns: list[Any] = []
     resume: bool = True
+    connect_delay: float = 0.0
 
 
 class FakeBackend(BaseBackend):
@@ -54,6 +55,7 @@ class FakeBackend(BaseBackend):
         FakeBackend.instances.append(self)
 
     async def connect(self, spec):
+        await asyncio.sleep(self.options.connect_delay)
         self.cwd = spec.cwd
         self.connected = True
 
@@ -306,3 +308,23 @@ async def test_stopping_the_stream_early_disconnects_the_backend(tmp_path):
                 break
     assert cancelled.is_set()  # the in-flight turn was cancelled, not left running
     assert FakeBackend.instances[0].disconnected
+
+
+async def test_time_budget_bounds_validators(tmp_path):
+    from agenter import CommandValidator
+
+    a = agent(write("v.py", "v = 1\n"), validators=[CommandValidator("sleep 30", timeout=300)])
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    result = await a.execute(CodingRequest(prompt="p", cwd=tmp_path, budget=Budget(max_time_seconds=1.0)))
+    assert loop.time() - started < 8
+    assert result.status is CodingStatus.BUDGET_EXCEEDED and result.exceeded_limit == "time"
+    assert "while validating" in result.error
+    assert result.files == {"v.py": "v = 1\n"}  # what was changed is still reported
+
+
+async def test_slow_start_is_the_time_budget_not_an_error(tmp_path):
+    a = AutonomousCodingAgent(backend="fake", turns=[], connect_delay=5.0)
+    result = await a.execute(CodingRequest(prompt="p", cwd=tmp_path, budget=Budget(max_time_seconds=0.3)))
+    assert result.status is CodingStatus.BUDGET_EXCEEDED and result.exceeded_limit == "time"
+    assert result.iterations == 0

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from agenter._errors import AgenterError, BackendError
+from agenter._errors import AgenterError
 from agenter._events import CodingEvent, CodingEventType
 from agenter._types import Budget, CodingRequest, CodingResult, CodingStatus, Usage
 from agenter.backends._process import Redactor
@@ -30,7 +30,57 @@ CANCEL_GRACE_SECONDS = 5.0
 #: Larger files are reported truncated, with a note, so a result never holds a huge blob.
 MAX_FILE_BYTES = 2 * 1024 * 1024
 
-_END_OF_TURN = object()
+_END = object()
+
+
+class _TimeUp(Exception):
+    """The session's time budget ran out while waiting on a backend turn or a validator."""
+
+
+class _Failure:
+    """An exception raised by the source of a bounded stream, handed over as an item."""
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+async def _within_time(source: AsyncIterator[Any], tracker: BudgetTracker,
+                       name: str) -> AsyncIterator[Any]:
+    """Items of `source`, consumed in a task of its own so that the time budget can cancel it
+    wherever it is waiting (a hung model, a slow test command). Raises _TimeUp when the budget
+    runs out; an exception of the source arrives as a _Failure item and ends the stream."""
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for item in source:
+                queue.put_nowait(item)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - handed to the session, never lost
+            queue.put_nowait(_Failure(exc))
+        finally:
+            queue.put_nowait(_END)
+
+    task = asyncio.create_task(pump(), name=f"agenter-{name}")
+    try:
+        while True:
+            remaining = tracker.remaining_time()
+            if remaining <= 0:
+                raise _TimeUp
+            try:
+                item = await asyncio.wait_for(queue.get(), remaining)
+            except asyncio.TimeoutError:
+                raise _TimeUp from None
+            if item is _END:
+                return
+            yield item
+    finally:
+        if not task.done():
+            task.cancel()
+            done, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE_SECONDS)
+            if not done:
+                log.warning("%s did not stop within %.0f s of cancellation", name, CANCEL_GRACE_SECONDS)
 
 
 class _TurnOutcome:
@@ -76,9 +126,11 @@ class CodingSession:
                           backend=self.backend_name, max_iterations=self.budget.max_iterations,
                           budget=self.budget.model_dump())
         try:
-            await self._connect_within(tracker)
             prompt = self.request.prompt
-            while True:
+            if not await self._connect_within(tracker):
+                status, exceeded = CodingStatus.BUDGET_EXCEEDED, TIME
+                error = tracker.describe(TIME, self.backend.usage()) + " (while the backend started)"
+            while status is None:
                 # 1. budget before each iteration, which is also the check before a retry
                 #    (only a failed validation leads back here, so running out of iterations
                 #    means validation never passed: FAILED, not BUDGET_EXCEEDED)
@@ -130,12 +182,23 @@ class CodingSession:
                 yield self._event(CodingEventType.VALIDATION_START, iteration=iteration,
                                   validators=[v.name for v in self.validators.validators],
                                   file_count=len(files))
-                async for vresult in self.validators.run(files, cwd):
-                    results.append(vresult)
-                    yield self._event(CodingEventType.VALIDATION_RESULT, iteration=iteration,
-                                      validator=vresult.validator, passed=vresult.passed,
-                                      errors=[self._redact(e) for e in vresult.errors],
-                                      blocking=vresult.blocking, skipped=vresult.skipped)
+                try:
+                    async with contextlib.aclosing(_within_time(
+                            self.validators.run(files, cwd), tracker, "validators")) as checks:
+                        async for vresult in checks:
+                            if isinstance(vresult, _Failure):
+                                raise vresult.error
+                            results.append(vresult)
+                            yield self._event(
+                                CodingEventType.VALIDATION_RESULT, iteration=iteration,
+                                validator=vresult.validator, passed=vresult.passed,
+                                errors=[self._redact(e) for e in vresult.errors],
+                                blocking=vresult.blocking, skipped=vresult.skipped)
+                except _TimeUp:
+                    status, exceeded = CodingStatus.BUDGET_EXCEEDED, TIME
+                    error = tracker.describe(TIME, self.backend.usage()) + " (while validating)"
+                    yield self._iteration_end(iteration, False, turn_changes)
+                    break
 
                 problems = self._problems(results)
                 output = self.backend.structured_output() if self.request.output_type else None
@@ -188,7 +251,8 @@ class CodingSession:
                           result=self._result_json(self.result))
 
     # ------------------------------------------------------------------ turn
-    async def _connect_within(self, tracker: BudgetTracker) -> None:
+    async def _connect_within(self, tracker: BudgetTracker) -> bool:
+        """Connect the backend; False when the time budget ran out first."""
         spec = SessionSpec(cwd=Path(self.request.cwd),
                            allowed_write_paths=self.request.allowed_write_paths,
                            system_prompt=self.request.system_prompt,
@@ -196,61 +260,30 @@ class CodingSession:
         try:
             await asyncio.wait_for(self.backend.connect(spec), max(tracker.remaining_time(), 0.01))
         except asyncio.TimeoutError:
-            raise BackendError("the backend did not start within the time budget",
-                               backend=self.backend_name) from None
+            return False
+        return True
 
     async def _run_turn(self, prompt: str, tracker: BudgetTracker, outcome: _TurnOutcome,
                         iteration: int) -> AsyncIterator[CodingEvent]:
-        """Run backend.execute in its own task so the time budget can cancel it mid-stream."""
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-
-        async def pump() -> None:
-            try:
-                async for message in self.backend.execute(prompt):
-                    queue.put_nowait(message)
-            except asyncio.CancelledError:
-                raise
-            except BaseException as exc:  # noqa: BLE001 - handed to the session, never lost
-                queue.put_nowait(exc)
-            finally:
-                queue.put_nowait(_END_OF_TURN)
-
-        task = asyncio.create_task(pump(), name=f"agenter-turn-{iteration}")
+        """Stream one backend turn as events; token and cost budgets are checked per message."""
         try:
-            while True:
-                remaining = tracker.remaining_time()
-                if remaining <= 0:
-                    outcome.exceeded = TIME
-                    break
-                try:
-                    item = await asyncio.wait_for(queue.get(), remaining)
-                except asyncio.TimeoutError:
-                    outcome.exceeded = TIME
-                    break
-                if item is _END_OF_TURN:
-                    break
-                if isinstance(item, BaseException):
-                    outcome.error = item
-                    continue
-                message: BackendMessage = item
-                if message.type is MessageType.TEXT and message.content.strip():
-                    outcome.last_text = message.content
-                yield self._event(CodingEventType.BACKEND_MESSAGE, iteration=iteration,
-                                  **self._redact_data(message.event_data()))
-                limit = tracker.exceeded(self.backend.usage())
-                if limit:
-                    outcome.exceeded = limit
-                    break
-        finally:
-            await self._stop_task(task)
-
-    async def _stop_task(self, task: asyncio.Task[None]) -> None:
-        if task.done():
-            return
-        task.cancel()
-        done, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE_SECONDS)
-        if not done:
-            log.warning("backend turn did not stop within %.0f s of cancellation", CANCEL_GRACE_SECONDS)
+            async with contextlib.aclosing(
+                    _within_time(self.backend.execute(prompt), tracker, f"turn-{iteration}")) as items:
+                async for item in items:
+                    if isinstance(item, _Failure):
+                        outcome.error = item.error
+                        continue
+                    message: BackendMessage = item
+                    if message.type is MessageType.TEXT and message.content.strip():
+                        outcome.last_text = message.content
+                    yield self._event(CodingEventType.BACKEND_MESSAGE, iteration=iteration,
+                                      **self._redact_data(message.event_data()))
+                    limit = tracker.exceeded(self.backend.usage())
+                    if limit:
+                        outcome.exceeded = limit
+                        break
+        except _TimeUp:
+            outcome.exceeded = TIME
 
     # ------------------------------------------------------------------ decisions
     def _collect_changes(self) -> ModifiedFiles:
