@@ -328,3 +328,14 @@ async def test_slow_start_is_the_time_budget_not_an_error(tmp_path):
     result = await a.execute(CodingRequest(prompt="p", cwd=tmp_path, budget=Budget(max_time_seconds=0.3)))
     assert result.status is CodingStatus.BUDGET_EXCEEDED and result.exceeded_limit == "time"
     assert result.iterations == 0
+
+
+async def test_writes_outside_allowed_paths_fail_whatever_the_backend(tmp_path):
+    result = await agent(write("docs/notes.md", "x\n"), write("src/ok.py", "x = 1\n")).execute(
+        CodingRequest(prompt="p", cwd=tmp_path, allowed_write_paths=["src/"]))
+    assert result.status is CodingStatus.FAILED
+    assert "docs/notes.md" in result.error and "allowed_write_paths" in result.error
+    assert result.files == {"docs/notes.md": "x\n"}
+    allowed = await agent(write("src/ok.py", "x = 1\n")).execute(
+        CodingRequest(prompt="p", cwd=tmp_path, allowed_write_paths=["src/"]))
+    assert allowed.status is CodingStatus.COMPLETED

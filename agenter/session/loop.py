@@ -165,6 +165,16 @@ class CodingSession:
                     status, error = CodingStatus.ERROR, self._describe_error(outcome.error)
                     yield self._iteration_end(iteration, False, turn_changes)
                     break
+                outside = self._outside_allowed_paths(turn_changes)
+                if outside:
+                    # Backends prevent what they can; whatever got through (a shell command,
+                    # an agent writing by itself) is a failed run, never a silent success.
+                    status = CodingStatus.FAILED
+                    error = ("the agent changed files outside allowed_write_paths ("
+                             f"{', '.join(self.request.allowed_write_paths or []) or 'none'}): "
+                             + ", ".join(outside))
+                    yield self._iteration_end(iteration, False, turn_changes)
+                    break
                 refusal = self.backend.refusal()
                 if refusal is not None:
                     status = CodingStatus.REFUSED
@@ -293,6 +303,14 @@ class CodingSession:
             log.warning("backend could not report modified files: %s", exc)
             return ModifiedFiles()
         return ModifiedFiles(written=set(changes.written), deleted=set(changes.deleted))
+
+    def _outside_allowed_paths(self, changes: ModifiedFiles) -> list[str]:
+        if self.request.allowed_write_paths is None or not changes:
+            return []
+        from agenter.sandbox.paths import PathResolver
+
+        resolver = PathResolver(Path(self.request.cwd), self.request.allowed_write_paths)
+        return [path for path in changes.all if not resolver.is_allowed_write(path)]
 
     @staticmethod
     def _problems(results: list[ValidationResult]) -> list[str]:

@@ -268,21 +268,6 @@ class CodexBackend(BaseBackend):
             with contextlib.suppress(Exception):
                 self._modified = reported | before.diff(WorkspaceSnapshot.take(self._cwd))
         self._finish_turn(final_text, failure)
-        self._check_allowed_writes()
-
-    def _check_allowed_writes(self) -> None:
-        """Codex's sandbox confines writes to cwd, not to allowed_write_paths patterns: check after
-        the turn, so a violation is an error rather than a silent success."""
-        if self._spec is None or self._spec.allowed_write_paths is None:
-            return
-        from agenter.sandbox.paths import PathResolver
-
-        resolver = PathResolver(self._cwd, self._spec.allowed_write_paths, sandbox=self.settings.sandbox)
-        outside = sorted(p for p in self._modified.all if not resolver.is_allowed_write(p))
-        if outside:
-            raise BackendError("Codex changed files outside allowed_write_paths "
-                               f"({', '.join(self._spec.allowed_write_paths) or 'none'}): {', '.join(outside)}",
-                               backend="codex")
 
     def _finish_turn(self, final_text: str, failure: dict[str, Any] | None) -> None:
         if failure is not None:
