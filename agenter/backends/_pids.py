@@ -83,6 +83,25 @@ def session_members(session_id: int) -> set[int]:
     return members
 
 
+def with_environment(name: str, value: str) -> set[int]:
+    """Live processes whose environment holds `name=value`: a mark set on an agent program
+    finds everything it started, even after it died and its children were reparented."""
+    needle = f"{name}={value}".encode()
+    found: set[int] = set()
+    if not _PROC.is_dir():
+        return found
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0") and is_alive(int(entry.name)):
+            found.add(int(entry.name))
+    return found
+
+
 def is_alive(pid: int) -> bool:
     """True while `pid` exists and is not a zombie."""
     try:

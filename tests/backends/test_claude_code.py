@@ -89,13 +89,26 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
 
 @pytest.fixture
 def no_leftover_cli():
-    """Fails the test if a `claude` child of this process outlives it (and kills it)."""
-    before = _pids.children_running(CLI)
+    """Fails the test if a `claude` child of this process, or anything a CLI started (found by
+    the process mark agenter sets on every CLI), outlives it; kills what it finds."""
+
+    def started_by_a_cli() -> set[int]:
+        found = set()
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    if b"AGENTER_CLI_MARK=" in (entry / "environ").read_bytes():
+                        found.add(int(entry.name))
+                except OSError:
+                    continue
+        return {pid for pid in found if _pids.is_alive(pid)}
+
+    before = _pids.children_running(CLI) | started_by_a_cli()
     yield
-    leftovers = _pids.children_running(CLI) - before
+    leftovers = (_pids.children_running(CLI) | started_by_a_cli()) - before
     alive = {pid for pid in leftovers if _pids.is_alive(pid)}
     _pids.kill(alive)
-    assert not alive, f"claude processes left running: {alive}"
+    assert not alive, f"processes left running: {alive}"
 
 
 def make_backend(server: Any, cli_env: dict[str, str], *, tools: list | None = None, sandbox: bool = True,

@@ -19,6 +19,7 @@ import os
 import shutil
 import signal
 import sys
+import uuid
 import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -127,12 +128,18 @@ def _silence_shadowed_callback_warning() -> None:
         warnings.filterwarnings("ignore", category=CanUseToolShadowedWarning)
 
 
-class _Connection:
-    """One running CLI: the SDK client and the pid of its `claude` process."""
+#: Set to a fresh value for each CLI we start: everything the CLI starts inherits it, so its
+#: leftovers are found even when the CLI was killed and they were reparented to init.
+PROCESS_MARK_ENV = "AGENTER_CLI_MARK"
 
-    def __init__(self, client: Any, pid: int | None):
+
+class _Connection:
+    """One running CLI: the SDK client, the pid of its `claude` process, its process mark."""
+
+    def __init__(self, client: Any, pid: int | None, mark: str):
         self.client = client
         self.pid = pid
+        self.mark = mark
 
 
 class ClaudeCodeBackend(BaseBackend):
@@ -366,6 +373,8 @@ class ClaudeCodeBackend(BaseBackend):
         from claude_agent_sdk import ClaudeSDKClient, ClaudeSDKError
 
         assert self._spec is not None
+        mark = uuid.uuid4().hex
+        self._env[PROCESS_MARK_ENV] = mark
         options = self._agent_options(self._spec, resume)
         _silence_shadowed_callback_warning()
         client = ClaudeSDKClient(options)
@@ -375,7 +384,7 @@ class ClaudeCodeBackend(BaseBackend):
             raise self._error_from(exc, "Claude Code could not start") from None
         except OSError as exc:
             raise self._error(f"Claude Code could not start: {exc}") from None
-        self._connection = _Connection(client, self._find_pid(client))
+        self._connection = _Connection(client, self._find_pid(client), mark)
         self._process_cost_seen = 0.0
 
     def _find_pid(self, client: Any) -> int | None:
@@ -442,6 +451,7 @@ class ClaudeCodeBackend(BaseBackend):
             family |= _pids.descendants(pid)
             family.add(pid)
         leftovers = {p for p in family if _pids.is_alive(p)}
+        leftovers |= _pids.with_environment(PROCESS_MARK_ENV, connection.mark)
         if leftovers:
             _pids.kill(leftovers, signal.SIGKILL)
         if not closing.done():
