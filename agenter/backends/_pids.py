@@ -11,28 +11,38 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 _PROC = Path("/proc")
+_DEAD = (b"Z", b"X")  # zombie, dead: gone for our purposes
+
+
+def _proc_files(name: str) -> Iterator[tuple[int, bytes]]:
+    """(pid, content of /proc/<pid>/<name>) for every process we may read; none without /proc."""
+    if not _PROC.is_dir():
+        return
+    for entry in _PROC.iterdir():
+        if entry.name.isdigit():
+            try:
+                yield int(entry.name), (entry / name).read_bytes()
+            except OSError:
+                continue
+
+
+def _stat_fields(stat: bytes) -> list[bytes]:
+    """The fields after "pid (comm)": state ppid pgrp session ... (comm may hold spaces and ")")."""
+    return stat.rsplit(b")", 1)[-1].split()
 
 
 def parent_map() -> dict[int, int]:
     """pid -> parent pid for every process we can see (empty where /proc is missing)."""
     parents: dict[int, int] = {}
-    if not _PROC.is_dir():
-        return parents
-    for entry in _PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # "pid (comm) state ppid ..." — comm may contain spaces and parentheses.
-        fields = stat.rsplit(")", 1)[-1].split()
+    for pid, stat in _proc_files("stat"):
+        fields = _stat_fields(stat)
         if len(fields) >= 2:
             with contextlib.suppress(ValueError):
-                parents[int(entry.name)] = int(fields[1])
+                parents[pid] = int(fields[1])
     return parents
 
 
@@ -67,45 +77,24 @@ def children_running(executable: str) -> set[int]:
 
 def session_members(session_id: int) -> set[int]:
     """Every live process in session `session_id` (a setsid() leader's pid), whatever its group."""
-    members: set[int] = set()
-    if not _PROC.is_dir():
-        return members
-    for entry in _PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
-        except OSError:
-            continue
-        # fields: state ppid pgrp session ...
-        if len(fields) >= 4 and fields[3] == str(session_id) and fields[0] not in ("Z", "X"):
-            members.add(int(entry.name))
-    return members
+    wanted = str(session_id).encode()
+    return {pid for pid, stat in _proc_files("stat")
+            if len(fields := _stat_fields(stat)) >= 4 and fields[3] == wanted
+            and fields[0] not in _DEAD}
 
 
 def with_environment(name: str, value: str) -> set[int]:
     """Live processes whose environment holds `name=value`: a mark set on an agent program
     finds everything it started, even after it died and its children were reparented."""
     needle = f"{name}={value}".encode()
-    found: set[int] = set()
-    if not _PROC.is_dir():
-        return found
-    for entry in _PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if needle in environ.split(b"\0") and is_alive(int(entry.name)):
-            found.add(int(entry.name))
-    return found
+    return {pid for pid, environ in _proc_files("environ")
+            if needle in environ.split(b"\0") and is_alive(pid)}
 
 
 def is_alive(pid: int) -> bool:
     """True while `pid` exists and is not a zombie."""
     try:
-        stat = (_PROC / str(pid) / "stat").read_text()
+        stat = (_PROC / str(pid) / "stat").read_bytes()
     except OSError:
         if _PROC.is_dir():
             return False
@@ -116,8 +105,7 @@ def is_alive(pid: int) -> bool:
         except PermissionError:
             return True
         return True
-    state = stat.rsplit(")", 1)[-1].split()[0]
-    return state not in ("Z", "X")
+    return _stat_fields(stat)[0] not in _DEAD
 
 
 def kill(pids: set[int], sig: int = signal.SIGKILL) -> None:
