@@ -72,9 +72,7 @@ class AutonomousCodingAgent:
                 if event.type is CodingEventType.SESSION_END:
                     result = event.data["_result"]
         assert result is not None
-        if self.raise_on_budget_exceeded and result.status is CodingStatus.BUDGET_EXCEEDED:
-            raise BudgetExceededError(result.error or "budget exceeded",
-                                      limit=result.exceeded_limit or "", result=result)
+        self._raise_if_budget_exceeded(result)
         return result
 
     async def stream_execute(self, request: CodingRequest | str,
@@ -89,9 +87,7 @@ class AutonomousCodingAgent:
                 if event.type is CodingEventType.SESSION_END:
                     result: CodingResult = event.data.pop("_result")
                     yield event
-                    if self.raise_on_budget_exceeded and result.status is CodingStatus.BUDGET_EXCEEDED:
-                        raise BudgetExceededError(result.error or "budget exceeded",
-                                                  limit=result.exceeded_limit or "", result=result)
+                    self._raise_if_budget_exceeded(result)
                     return
                 yield event
 
@@ -106,6 +102,11 @@ class AutonomousCodingAgent:
             return pool.submit(asyncio.run, coroutine).result()
 
     # ------------------------------------------------------------------ internals
+    def _raise_if_budget_exceeded(self, result: CodingResult) -> None:
+        if self.raise_on_budget_exceeded and result.status is CodingStatus.BUDGET_EXCEEDED:
+            raise BudgetExceededError(result.error or "budget exceeded",
+                                      limit=result.exceeded_limit or "", result=result)
+
     async def _events(self, request: CodingRequest | str,
                       request_fields: dict[str, Any]) -> AsyncIterator[CodingEvent]:
         from agenter.session.loop import CodingSession
