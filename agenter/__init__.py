@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from agenter._version import __version__
 
 _EXPORTS: dict[str, str] = {
     "AutonomousCodingAgent": "agenter.facade.agent",

@@ -1,4 +1,12 @@
-"""Exceptions. Expected outcomes (refusal, failed validation, budget) are statuses, not exceptions."""
+"""Exceptions. Expected outcomes (refusal, failed validation, budget) are statuses, not exceptions.
+
+    AgenterError
+    ├── ConfigurationError (ValueError)   a bad option or request, found before anything runs
+    │   └── RequirementError              a missing extra, program or Python version
+    ├── BackendError                      the agent could not run (kind: auth, quota, ...)
+    ├── BudgetExceededError               only with raise_on_budget_exceeded=True
+    └── PathSecurityError (PermissionError)
+"""
 
 from __future__ import annotations
 
@@ -10,22 +18,35 @@ class AgenterError(Exception):
 class ConfigurationError(AgenterError, ValueError):
     """A bad option: names the parameter and, where finite, the valid values."""
 
-    def __init__(self, message: str, *, parameter: str | None = None, valid: list[str] | None = None):
+    def __init__(self, message: str, *, parameter: str | None = None, valid: list[str] | None = None,
+                 valid_label: str | None = None):
         if valid:
-            message = f"{message} (valid values for {parameter or 'this option'}: {', '.join(valid)})"
+            label = valid_label or f"values for {parameter or 'this option'}"
+            message = f"{message} (valid {label}: {', '.join(valid)})"
         super().__init__(message)
         self.parameter = parameter
         self.valid = valid
 
 
+class RequirementError(ConfigurationError):
+    """A backend cannot run on this machine: names what is missing and how to install it."""
+
+    def __init__(self, message: str, *, backend: str | None = None, missing: list[str] | None = None):
+        super().__init__(message, parameter="backend")
+        self.backend = backend
+        self.missing = missing or []
+
+
 class BackendError(AgenterError):
     """The backend could not run: missing program, crashed process, API error.
 
-    `stderr_tail` holds the last lines of an agent program's stderr, already redacted.
+    `stderr_tail` holds the last lines of an agent program's stderr, already redacted. `kind`
+    classifies the failure for callers that decide what to do next (a fallback chain moves on for
+    some kinds only): one of ERROR_KINDS, derived from `status_code` when not given.
     """
 
     def __init__(self, message: str, *, backend: str | None = None, stderr_tail: str | None = None,
-                 status_code: int | None = None):
+                 status_code: int | None = None, kind: str | None = None):
         text = message
         if stderr_tail:
             text = f"{message}\n--- stderr (tail) ---\n{stderr_tail}"
@@ -33,6 +54,29 @@ class BackendError(AgenterError):
         self.backend = backend
         self.stderr_tail = stderr_tail
         self.status_code = status_code
+        self.kind = kind or kind_of_status(status_code)
+
+
+#: Failure classes of BackendError.kind.
+ERROR_KINDS = ("auth", "quota", "rate_limit", "transient", "context_length", "missing_program",
+               "agent_crash", "config", "unknown")
+
+
+def kind_of_status(status_code: int | None) -> str:
+    """The failure class an HTTP status implies."""
+    if status_code in (401, 403):
+        return "auth"
+    if status_code == 402:
+        return "quota"
+    if status_code == 429:
+        return "rate_limit"
+    if status_code == 413:
+        return "context_length"
+    if status_code is not None and (status_code >= 500 or status_code in (408, 409)):
+        return "transient"
+    if status_code is not None and 400 <= status_code < 500:
+        return "config"
+    return "unknown"
 
 
 class BudgetExceededError(AgenterError):

@@ -2,46 +2,69 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class Budget(BaseModel):
-    """Hard limits for one coding session. Every limit is checked before, during and after a turn."""
+    """Hard limits for one coding session. Every limit is checked before, during and after a turn.
 
-    model_config = ConfigDict(frozen=True)
+    `None` means unlimited (tokens, cost, time); iterations are always bounded.
+    """
 
-    max_tokens: int = Field(500_000, gt=0, description="Input + output tokens across all iterations.")
-    max_cost_usd: float = Field(10.0, gt=0, description="Estimated cost in US dollars.")
-    max_time_seconds: float = Field(3600.0, gt=0, description="Wall clock from session start.")
-    max_iterations: int = Field(5, gt=0, description="Backend turns (first attempt plus retries).")
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_tokens: int | None = Field(
+        default=500_000, gt=0,
+        description="Tokens across all iterations: input, output, cache reads and cache writes.")
+    max_cost_usd: float | None = Field(default=10.0, gt=0, description="Estimated cost in US dollars.")
+    max_time_seconds: float | None = Field(default=3600.0, gt=0, description="Wall clock from session start.")
+    max_iterations: int = Field(default=5, gt=0, description="Backend turns (first attempt plus retries).")
 
 
 class CodingRequest(BaseModel):
     """What to do and where. `cwd` is the repository the agent may edit."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     prompt: str = Field(min_length=1)
     cwd: Path
     system_prompt: str | None = None
     budget: Budget | None = None
     allowed_write_paths: list[str] | None = Field(
-        None, description="Gitignore-style patterns, relative to cwd, that writes must match."
+        default=None, description="Gitignore-style patterns, relative to cwd, that writes must match."
     )
     output_type: type[BaseModel] | None = Field(
-        None, description="A pydantic model the agent must return as structured output."
+        default=None, description="A pydantic model the agent must return as structured output."
     )
     require_changes: bool = Field(
-        True,
+        default=True,
         description=(
             "A run that changed no file and that no validator really checked is not a success "
             "unless this is False (question-answering or structured-output-only tasks)."
         ),
     )
+    resume: str | None = Field(
+        default=None,
+        description="The agent's own session id to continue (backends with the resume capability).",
+    )
+
+    if TYPE_CHECKING:  # mypy without the pydantic plugin: cwd also takes a str
+        def __init__(self, *, prompt: str, cwd: str | Path, system_prompt: str | None = None,
+                     budget: Budget | None = None, allowed_write_paths: list[str] | None = None,
+                     output_type: type[BaseModel] | None = None, require_changes: bool = True,
+                     resume: str | None = None) -> None: ...
+
+    @field_validator("prompt")
+    @classmethod
+    def _non_blank_prompt(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the prompt is empty")
+        return value
 
     @field_validator("cwd", mode="before")
     @classmethod
@@ -82,6 +105,52 @@ class Usage(BaseModel):
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             cost_usd=self.cost_usd + other.cost_usd,
         )
+
+    def minus(self, earlier: Usage) -> Usage:
+        """What was added since `earlier` (field by field, never negative)."""
+        return Usage(
+            input_tokens=max(self.input_tokens - earlier.input_tokens, 0),
+            output_tokens=max(self.output_tokens - earlier.output_tokens, 0),
+            cache_read_tokens=max(self.cache_read_tokens - earlier.cache_read_tokens, 0),
+            cache_write_tokens=max(self.cache_write_tokens - earlier.cache_write_tokens, 0),
+            cost_usd=max(self.cost_usd - earlier.cost_usd, 0.0),
+        )
+
+    def maximum(self, other: Usage) -> Usage:
+        """The larger of each figure (streamed copies of one response repeat its usage)."""
+        return Usage(
+            input_tokens=max(self.input_tokens, other.input_tokens),
+            output_tokens=max(self.output_tokens, other.output_tokens),
+            cache_read_tokens=max(self.cache_read_tokens, other.cache_read_tokens),
+            cache_write_tokens=max(self.cache_write_tokens, other.cache_write_tokens),
+            cost_usd=max(self.cost_usd, other.cost_usd),
+        )
+
+    def covers(self, other: Usage) -> bool:
+        """True when no figure of `other` exceeds this one (a running total that did not reset)."""
+        return (self.input_tokens >= other.input_tokens and self.output_tokens >= other.output_tokens
+                and self.cache_read_tokens >= other.cache_read_tokens
+                and self.cache_write_tokens >= other.cache_write_tokens)
+
+
+@dataclass
+class ModifiedFiles:
+    """Paths (relative to cwd, POSIX separators) a turn changed."""
+
+    written: set[str] = field(default_factory=set)
+    deleted: set[str] = field(default_factory=set)
+
+    def __bool__(self) -> bool:
+        return bool(self.written or self.deleted)
+
+    def __or__(self, other: ModifiedFiles) -> ModifiedFiles:
+        written = (self.written | other.written) - other.deleted
+        deleted = (self.deleted - other.written) | other.deleted
+        return ModifiedFiles(written=written, deleted=deleted)
+
+    @property
+    def all(self) -> list[str]:
+        return sorted(self.written | self.deleted)
 
 
 class CodingResult(BaseModel):

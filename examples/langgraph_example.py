@@ -6,7 +6,7 @@ to the fallback coder, which writes the file. Every agenter event is streamed th
 LangGraph's custom stream mode. Both coders run the real anthropic-sdk backend against
 agenter's scripted model server; nothing leaves 127.0.0.1.
 
-    pip install 'agenter[langgraph]'
+    pip install 'agenter-sdk[langgraph]'
     python examples/langgraph_example.py
 
 With a real model, drop base_url/api_key (ANTHROPIC_API_KEY is used) and, for the fallback,

@@ -5,7 +5,7 @@ PydanticAI's own FunctionModel playing a model that decides to call the tool; ag
 run uses the real anthropic-sdk backend against agenter's scripted model server. Nothing
 leaves 127.0.0.1.
 
-    pip install 'agenter[pydantic-ai]'
+    pip install 'agenter-sdk[pydantic-ai]'
     python examples/pydantic_ai_example.py
 
 With real models: Agent("anthropic:claude-sonnet-5-5", tools=[coding_tool(cwd=repo,

@@ -6,7 +6,7 @@ import os
 import sys
 import time
 
-from agenter.backends._process import AgentProcess, redact
+from agenter.host import AgentProcess, redact
 
 # The leader exits on SIGTERM; its child ignores SIGTERM and must still be killed.
 SCRIPT = r"""

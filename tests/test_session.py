@@ -20,83 +20,49 @@ from agenter import (
     ConfigurationError,
     Usage,
 )
-from agenter.backends import register_backend
-from agenter.backends._protocol import (
-    BackendCapabilities,
-    BackendMessage,
-    BackendOptions,
-    BaseBackend,
-    MessageType,
-    Refusal,
-)
-from agenter.sandbox.workspace import WorkspaceSnapshot
+from agenter.backends import BackendMessage, MessageType
+from agenter.testing import FunctionBackend, TurnContext
 
 
-class FakeOptions(BackendOptions):
-    turns: list[Any] = []
-    resume: bool = True
-    connect_delay: float = 0.0
+class Recorder:
+    """What the function backends of one agent saw: prompts and disconnects."""
 
-
-class FakeBackend(BaseBackend):
-    """Each turn is a callable(backend, cwd, prompt) -> list of messages (may be async, may raise)."""
-
-    name: ClassVar[str] = "fake"
-    capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
-        custom_tools=True, structured_output=True, resume=True, sandbox=True)
-    options_model: ClassVar[type[BackendOptions]] = FakeOptions
-    instances: ClassVar[list[FakeBackend]] = []
-
-    def __init__(self, settings):
-        super().__init__(settings)
+    def __init__(self) -> None:
         self.prompts: list[str] = []
-        self.connected = False
-        self.disconnected = False
-        FakeBackend.instances.append(self)
+        self.disconnects = 0
 
-    async def connect(self, spec):
-        await asyncio.sleep(self.options.connect_delay)
-        self.cwd = spec.cwd
-        self.connected = True
-
-    async def execute(self, prompt):
-        self._start_turn()
-        self.prompts.append(prompt)
-        before = WorkspaceSnapshot.take(self.cwd)
-        turn = self.options.turns[len(self.prompts) - 1]
-        try:
-            messages = turn(self, self.cwd, prompt)
-            if asyncio.iscoroutine(messages):
-                messages = await messages
-            if hasattr(messages, "__aiter__"):
-                async for message in messages:
-                    yield message
-                return
-            for message in messages or []:
-                yield message
-        finally:
-            self._modified = before.changes_since()
-
-    async def disconnect(self):
-        self.disconnected = True
-
-
-register_backend("fake", FakeBackend)
+    @property
+    def disconnected(self) -> bool:
+        return self.disconnects > 0
 
 
 def write(path: str, content: str, tokens: int = 100):
-    def turn(backend, cwd: Path, prompt: str):
-        (cwd / path).parent.mkdir(parents=True, exist_ok=True)
-        (cwd / path).write_text(content)
-        backend._usage = backend._usage + Usage(input_tokens=tokens, output_tokens=10, cost_usd=0.01)
-        return [BackendMessage(MessageType.TOOL_CALL, tool_name="write", tool_input={"path": path}),
-                BackendMessage(MessageType.TEXT, content=f"wrote {path}")]
+    def turn(ctx: TurnContext):
+        call = ctx.write(path, content)
+        ctx.use(input_tokens=tokens, output_tokens=10, cost_usd=0.01)
+        return [call, f"wrote {path}"]
     return turn
 
 
+RECORD = Recorder()
+
+
 def agent(*turns, **kwargs) -> AutonomousCodingAgent:
-    FakeBackend.instances.clear()
-    return AutonomousCodingAgent(backend="fake", turns=list(turns), **kwargs)
+    global RECORD
+    RECORD = Recorder()
+    record = RECORD
+
+    def recording(turn):
+        def wrapped(ctx: TurnContext):
+            record.prompts.append(ctx.prompt)
+            return turn(ctx)
+        return wrapped
+
+    def on_disconnect():
+        record.disconnects += 1
+
+    return AutonomousCodingAgent(backend=FunctionBackend, turn=[recording(t) for t in turns],
+                                 on_disconnect=on_disconnect, **kwargs)
 
 
 async def collect(a: AutonomousCodingAgent, request: CodingRequest):
@@ -111,7 +77,7 @@ async def test_completed_first_try(tmp_path):
     assert result.iterations == 1
     assert result.summary == "wrote ok.py"
     assert result.input_tokens == 100 and result.total_cost_usd == pytest.approx(0.01)
-    assert FakeBackend.instances[0].disconnected
+    assert RECORD.disconnected
 
 
 async def test_retry_after_syntax_error_carries_errors_and_files(tmp_path):
@@ -120,7 +86,7 @@ async def test_retry_after_syntax_error_carries_errors_and_files(tmp_path):
     end = events[-1]
     assert end.type is CodingEventType.SESSION_END
     assert end.data["status"] == "completed" and end.data["iterations"] == 2
-    retry_prompt = FakeBackend.instances[0].prompts[1]
+    retry_prompt = RECORD.prompts[1]
     assert "SyntaxError" in retry_prompt and "bad.py" in retry_prompt
     assert "write f" not in retry_prompt  # resume: the task is not sent again
     kinds = [e.type for e in events]
@@ -141,7 +107,7 @@ async def test_event_order(tmp_path):
     start = events[0].data
     assert start["cwd"] == str(tmp_path.resolve()) and start["max_iterations"] == 5
     message = events[2].data
-    assert message["message_type"] == "tool_call" and message["tool_name"] == "write"
+    assert message["message_type"] == "tool_call" and message["tool_name"] == "write_file"
     end_iter = events[6].data
     assert end_iter["files_modified"] == ["a.py"] and end_iter["passed"] is True
     assert "tokens" in end_iter and "cost" in end_iter
@@ -156,8 +122,8 @@ async def test_validation_never_passes_is_failed(tmp_path):
 
 
 async def test_refusal(tmp_path):
-    def refuse(backend, cwd, prompt):
-        backend._refusal = Refusal("not doing that", "harmful")
+    def refuse(ctx):
+        ctx.refuse("not doing that", "harmful")
         return [BackendMessage(MessageType.TEXT, content="I won't")]
     events = await collect(agent(refuse), CodingRequest(prompt="p", cwd=tmp_path))
     assert events[-2].type is CodingEventType.REFUSED
@@ -166,19 +132,19 @@ async def test_refusal(tmp_path):
 
 
 async def test_backend_error_is_error_status_with_cause(tmp_path):
-    def crash(backend, cwd, prompt):
+    def crash(ctx):
         raise BackendError("agent program crashed", stderr_tail="boom")
     a = agent(crash)
     result = await a.execute(CodingRequest(prompt="p", cwd=tmp_path))
     assert result.status is CodingStatus.ERROR
     assert "crashed" in result.error and "boom" in result.error
-    assert FakeBackend.instances[0].disconnected
+    assert RECORD.disconnected
 
 
 async def test_time_budget_cancels_a_hung_turn(tmp_path):
     cancelled = asyncio.Event()
 
-    async def hang(backend, cwd, prompt):
+    async def hang(ctx):
         try:
             await asyncio.sleep(60)
         except asyncio.CancelledError:
@@ -198,12 +164,10 @@ async def test_time_budget_cancels_a_hung_turn(tmp_path):
 async def test_token_budget_checked_while_streaming(tmp_path):
     seen = []
 
-    async def chatty(backend, cwd, prompt):
-        out = []
+    async def chatty(ctx):
         for i in range(10):
-            backend._usage = backend._usage + Usage(input_tokens=400)
-            out.append(BackendMessage(MessageType.TEXT, content=f"m{i}"))
-        return out
+            ctx.use(input_tokens=400)
+            yield BackendMessage(MessageType.TEXT, content=f"m{i}")
 
     a = agent(chatty)
     async for event in a.stream_execute(CodingRequest(prompt="p", cwd=tmp_path, budget=Budget(max_tokens=1000))):
@@ -214,8 +178,8 @@ async def test_token_budget_checked_while_streaming(tmp_path):
 
 
 async def test_raise_on_budget_exceeded(tmp_path):
-    async def expensive(backend, cwd, prompt):
-        backend._usage = Usage(input_tokens=10, cost_usd=5.0)
+    async def expensive(ctx):
+        ctx.use(input_tokens=10, cost_usd=5.0)
         return [BackendMessage(MessageType.TEXT, content="spent")]
     a = agent(expensive, raise_on_budget_exceeded=True)
     with pytest.raises(BudgetExceededError) as info:
@@ -224,12 +188,12 @@ async def test_raise_on_budget_exceeded(tmp_path):
 
 
 async def test_no_change_is_not_success(tmp_path):
-    def idle(backend, cwd, prompt):
+    def idle(ctx):
         return [BackendMessage(MessageType.TEXT, content="All good, nothing to do.")]
     a = agent(idle, idle, max_iterations=2)
     result = await a.execute(CodingRequest(prompt="p", cwd=tmp_path))
     assert result.status is CodingStatus.FAILED
-    assert "without changing any file" in FakeBackend.instances[0].prompts[1]
+    assert "without changing any file" in RECORD.prompts[1]
     relaxed = await agent(idle).execute(CodingRequest(prompt="p", cwd=tmp_path, require_changes=False))
     assert relaxed.status is CodingStatus.COMPLETED
 
@@ -238,11 +202,11 @@ async def test_structured_output_required(tmp_path):
     class Answer(BaseModel):
         value: int
 
-    def no_output(backend, cwd, prompt):
+    def no_output(ctx):
         return [BackendMessage(MessageType.TEXT, content="forgot")]
 
-    def output(backend, cwd, prompt):
-        backend._structured = Answer(value=3)
+    def output(ctx):
+        ctx.output(Answer(value=3))
         return []
 
     result = await agent(no_output, output).execute(
@@ -254,9 +218,9 @@ async def test_structured_output_required(tmp_path):
 async def test_deleted_files_are_reported(tmp_path):
     (tmp_path / "old.py").write_text("x = 1\n")
 
-    def delete(backend, cwd, prompt):
-        (cwd / "old.py").unlink()
-        (cwd / "new.py").write_text("y = 2\n")
+    def delete(ctx):
+        (ctx.cwd / "old.py").unlink()
+        (ctx.cwd / "new.py").write_text("y = 2\n")
         return []
     result = await agent(delete).execute(CodingRequest(prompt="p", cwd=tmp_path))
     assert result.files == {"new.py": "y = 2\n", "old.py": None}
@@ -265,10 +229,10 @@ async def test_deleted_files_are_reported(tmp_path):
 def test_configuration_errors(tmp_path):
     with pytest.raises(ConfigurationError, match="anthropic-sdk"):
         AutonomousCodingAgent(backend="nope")
-    with pytest.raises(ConfigurationError, match="turns"):
-        AutonomousCodingAgent(backend="fake", bogus_option=1)
+    with pytest.raises(ConfigurationError, match="turn"):
+        AutonomousCodingAgent(backend=FunctionBackend, turn=[], bogus_option=1)
     with pytest.raises(ConfigurationError, match="max_iterations"):
-        AutonomousCodingAgent(backend="fake", max_iterations=0)
+        AutonomousCodingAgent(backend=FunctionBackend, turn=[], max_iterations=0)
     with pytest.raises(ConfigurationError, match="cwd"):
         agent().execute_sync(CodingRequest(prompt="p", cwd=tmp_path / "missing"))
 
@@ -281,7 +245,7 @@ def test_execute_sync(tmp_path):
 async def test_secret_never_in_events(tmp_path, monkeypatch):
     monkeypatch.setenv("MY_SERVICE_API_KEY", "supersecretvalue123")
 
-    def leak(backend, cwd, prompt):
+    def leak(ctx):
         raise BackendError("failed with key supersecretvalue123 and sk-ant-abcdef123456789")
     events = await collect(agent(leak), CodingRequest(prompt="p", cwd=tmp_path))
     dumped = "".join(e.to_json() for e in events)
@@ -293,7 +257,7 @@ async def test_stopping_the_stream_early_disconnects_the_backend(tmp_path):
 
     cancelled = asyncio.Event()
 
-    async def slow(backend, cwd, prompt):
+    async def slow(ctx):
         yield BackendMessage(MessageType.TEXT, content="working")
         try:
             await asyncio.sleep(30)
@@ -307,7 +271,7 @@ async def test_stopping_the_stream_early_disconnects_the_backend(tmp_path):
             if event.type is CodingEventType.BACKEND_MESSAGE:
                 break
     assert cancelled.is_set()  # the in-flight turn was cancelled, not left running
-    assert FakeBackend.instances[0].disconnected
+    assert RECORD.disconnected
 
 
 async def test_time_budget_bounds_validators(tmp_path):
@@ -324,7 +288,7 @@ async def test_time_budget_bounds_validators(tmp_path):
 
 
 async def test_slow_start_is_the_time_budget_not_an_error(tmp_path):
-    a = AutonomousCodingAgent(backend="fake", turns=[], connect_delay=5.0)
+    a = AutonomousCodingAgent(backend=FunctionBackend, turn=[], connect_delay=5.0)
     result = await a.execute(CodingRequest(prompt="p", cwd=tmp_path, budget=Budget(max_time_seconds=0.3)))
     assert result.status is CodingStatus.BUDGET_EXCEEDED and result.exceeded_limit == "time"
     assert result.iterations == 0

@@ -162,7 +162,7 @@ INSECURE = "import subprocess\nx = eval(input())\nsubprocess.call('ls ' + x, she
 def bandit_available():
     probe = subprocess.run([sys.executable, "-m", "bandit", "--version"], capture_output=True, timeout=60)
     if probe.returncode != 0:
-        pytest.skip("bandit is not installed in this environment (pip install 'agenter[security]')")
+        pytest.skip("bandit is not installed in this environment (pip install 'agenter-sdk[security]')")
 
 
 async def test_security_finds_issues(tmp_path, bandit_available):

@@ -13,7 +13,7 @@
 The node adds no model calls of its own: it runs AutonomousCodingAgent.stream_execute, writes
 every agenter event to LangGraph's custom stream (``graph.astream(..., stream_mode="custom")``)
 and stores the result as a JSON-safe dict, so graphs can branch on it and checkpointers can
-save it. Needs the optional extra: ``pip install 'agenter[langgraph]'``.
+save it. Needs the optional extra: ``pip install 'agenter-sdk[langgraph]'``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise ImportError(
         "agenter.adapters.langgraph needs LangGraph, which is not installed: "
-        "pip install 'agenter[langgraph]'"
+        "pip install 'agenter-sdk[langgraph]'"
     ) from exc
 
 from agenter._errors import ConfigurationError

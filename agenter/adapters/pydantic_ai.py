@@ -12,7 +12,7 @@
 
 The adapter adds no model calls of its own: the tool runs one agenter coding session and hands
 the PydanticAI model a compact JSON summary (status, files changed, summary, error).
-Needs the optional extra: ``pip install 'agenter[pydantic-ai]'``.
+Needs the optional extra: ``pip install 'agenter-sdk[pydantic-ai]'``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise ImportError(
         "agenter.adapters.pydantic_ai needs PydanticAI, which is not installed: "
-        "pip install 'agenter[pydantic-ai]'"
+        "pip install 'agenter-sdk[pydantic-ai]'"
     ) from exc
 
 from agenter._errors import ConfigurationError

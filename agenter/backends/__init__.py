@@ -1,11 +1,16 @@
-"""Backend registry. Backends are imported only when chosen, so `import agenter` stays fast."""
+"""Backends: the contract (`agenter.backends.base`) and the registry of built-in backends.
+
+Backends are imported only when chosen, so `import agenter` stays fast.
+"""
 
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from agenter._errors import ConfigurationError
-from agenter.backends._protocol import (
+from agenter._types import ModifiedFiles
+from agenter.backends.base import (
     BackendCapabilities,
     BackendMessage,
     BackendOptions,
@@ -13,12 +18,12 @@ from agenter.backends._protocol import (
     BaseBackend,
     CodingBackend,
     MessageType,
-    ModifiedFiles,
     Refusal,
     SessionSpec,
+    ToolReply,
 )
 
-_REGISTRY: dict[str, str | type] = {
+_REGISTRY: dict[str, str | type[Any]] = {
     "anthropic-sdk": "agenter.backends.anthropic_sdk:AnthropicSDKBackend",
     "claude-code": "agenter.backends.claude_code:ClaudeCodeBackend",
     "codex": "agenter.backends.codex:CodexBackend",
@@ -31,12 +36,17 @@ def backend_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def register_backend(name: str, backend: str | type) -> None:
+def register_backend(name: str, backend: str | type[Any]) -> None:
     """Add a backend: a class or a 'module:Class' path imported on first use."""
     _REGISTRY[name] = backend
 
 
-def load_backend(name: str) -> type:
+def unregister_backend(name: str) -> None:
+    """Remove a registered backend (tests that register their own)."""
+    _REGISTRY.pop(name, None)
+
+
+def load_backend(name: str) -> type[BaseBackend[Any]]:
     try:
         target = _REGISTRY[name]
     except KeyError:
@@ -47,11 +57,12 @@ def load_backend(name: str) -> type:
         return target
     module_name, _, class_name = target.partition(":")
     module = importlib.import_module(module_name)
-    return getattr(module, class_name)
+    cls: type[BaseBackend[Any]] = getattr(module, class_name)
+    return cls
 
 
 __all__ = [
     "BackendCapabilities", "BackendMessage", "BackendOptions", "BackendSettings", "BaseBackend",
-    "CodingBackend", "MessageType", "ModifiedFiles", "Refusal", "SessionSpec",
-    "backend_names", "load_backend", "register_backend",
+    "CodingBackend", "MessageType", "ModifiedFiles", "Refusal", "SessionSpec", "ToolReply",
+    "backend_names", "load_backend", "register_backend", "unregister_backend",
 ]

@@ -9,39 +9,52 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, SecretStr, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from agenter._errors import BudgetExceededError, ConfigurationError
 from agenter._events import CodingEvent, CodingEventType
 from agenter._types import Budget, CodingRequest, CodingResult, CodingStatus
-from agenter.backends import load_backend
-from agenter.backends._protocol import BackendSettings
+from agenter.backends import BackendCapabilities, BackendSettings, BaseBackend, load_backend
 from agenter.tools import Tool, as_tool
+
+
+def describe_validation_error(exc: ValidationError, what: str) -> tuple[str, str]:
+    """(message, field) for the first problem of a pydantic error, without pydantic's boilerplate."""
+    first = exc.errors()[0]
+    name = ".".join(str(p) for p in first["loc"]) or what
+    if first["type"] == "extra_forbidden":
+        return f"unknown {what} field {name!r}", name
+    message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+    return f"invalid {what} field {name!r}: {message}", name
 
 
 class AutonomousCodingAgent:
     """Runs a coding agent on a repository and returns a verified result.
 
-    `backend` picks the agent ("anthropic-sdk", "claude-code", "codex", "openhands", "acp");
-    keyword arguments not listed here are that backend's own options and are checked against
-    them (an unknown one is a ConfigurationError that lists the valid ones).
+    `backend` picks the agent: a registered name ("anthropic-sdk", "claude-code", "codex",
+    "openhands", "acp", ...) or a backend class. Keyword arguments not listed here are that
+    backend's own options and are checked against them (an unknown one is a ConfigurationError
+    that lists the valid ones). Everything the backend needs from the machine (its extra, its
+    program, a Python version) is checked here, before anything runs.
     """
 
-    def __init__(self, backend: str = "anthropic-sdk", model: str | None = None,
+    def __init__(self, backend: str | type[BaseBackend[Any]] = "anthropic-sdk", model: str | None = None,
                  tools: Sequence[Tool | Any] | None = None, validators: Sequence[Any] | None = None,
-                 sandbox: bool = True, max_iterations: int = 5, budget: Budget | None = None,
+                 sandbox: bool = True, max_iterations: int | None = None, budget: Budget | None = None,
                  raise_on_budget_exceeded: bool = False, **backend_options: Any):
         from agenter.validators import ValidatorChain, resolve_validators
 
-        if not isinstance(backend, str):
-            raise ConfigurationError("backend must be a name", parameter="backend")
-        if not isinstance(max_iterations, int) or max_iterations < 1:
-            raise ConfigurationError(f"max_iterations must be a positive integer, got {max_iterations!r}",
-                                     parameter="max_iterations")
+        if isinstance(backend, str):
+            self._backend_class = load_backend(backend)
+            self.backend_name = backend
+        elif isinstance(backend, type) and hasattr(backend, "options_model") and hasattr(backend, "capabilities"):
+            self._backend_class = backend
+            self.backend_name = str(getattr(backend, "name", backend.__name__))
+        else:
+            raise ConfigurationError("backend must be a backend name or a backend class", parameter="backend")
         if not isinstance(sandbox, bool):
             raise ConfigurationError(f"sandbox must be True or False, got {sandbox!r}", parameter="sandbox")
-        self.backend_name = backend
-        self._backend_class = load_backend(backend)
+        self.budget = self._budget(budget, max_iterations)
         self.model = model
         try:
             self.tools = [as_tool(t) for t in (tools or [])]
@@ -49,31 +62,46 @@ class AutonomousCodingAgent:
             raise ConfigurationError(f"invalid tool: {exc}", parameter="tools") from exc
         self._validators = ValidatorChain(resolve_validators(validators))
         self.sandbox = sandbox
-        self.budget = budget or Budget(max_iterations=max_iterations)
         self.raise_on_budget_exceeded = raise_on_budget_exceeded
         self.options = self._parse_options(backend_options)
-        capabilities = self._backend_class.capabilities
-        if self.tools and not capabilities.custom_tools:
-            raise ConfigurationError(f"backend {backend!r} cannot run custom tools", parameter="tools")
-        self._settings = BackendSettings(model=model, tools=self.tools, sandbox=sandbox,
-                                         options=self.options)
+        if self.tools and not self.capabilities.custom_tools:
+            raise ConfigurationError(f"backend {self.backend_name!r} cannot run custom tools", parameter="tools")
+        self._settings = BackendSettings(model=model, tools=self.tools, sandbox=sandbox, options=self.options)
         self._backend_class.check_settings(self._settings)
 
+    @staticmethod
+    def _budget(budget: Budget | None, max_iterations: int | None) -> Budget:
+        if max_iterations is not None and (not isinstance(max_iterations, int) or max_iterations < 1):
+            raise ConfigurationError(f"max_iterations must be a positive integer, got {max_iterations!r}",
+                                     parameter="max_iterations")
+        if budget is None:
+            return Budget() if max_iterations is None else Budget(max_iterations=max_iterations)
+        if not isinstance(budget, Budget):
+            raise ConfigurationError("budget must be a Budget", parameter="budget")
+        if max_iterations is None or max_iterations == budget.max_iterations:
+            return budget
+        if "max_iterations" in budget.model_fields_set:
+            raise ConfigurationError(
+                f"max_iterations={max_iterations} contradicts budget.max_iterations={budget.max_iterations}; "
+                "give it once", parameter="max_iterations")
+        return budget.model_copy(update={"max_iterations": max_iterations})
+
     @property
-    def capabilities(self) -> Any:
+    def capabilities(self) -> BackendCapabilities:
         return self._backend_class.capabilities
 
     # ------------------------------------------------------------------ execution
     async def execute(self, request: CodingRequest | str, **request_fields: Any) -> CodingResult:
         """Run the request to the end and return its result."""
-        result: CodingResult | None = None
-        async with contextlib.aclosing(self._events(request, request_fields)) as events:
-            async for event in events:
-                if event.type is CodingEventType.SESSION_END:
-                    result = event.data["_result"]
-        assert result is not None
-        self._raise_if_budget_exceeded(result)
-        return result
+        from agenter.session.loop import CodingSession
+
+        session: CodingSession = self._session(request, request_fields)
+        async with contextlib.aclosing(session.run()) as events:
+            async for _ in events:
+                pass
+        assert session.result is not None
+        self._raise_if_budget_exceeded(session.result)
+        return session.result
 
     async def stream_execute(self, request: CodingRequest | str,
                              **request_fields: Any) -> AsyncIterator[CodingEvent]:
@@ -82,14 +110,13 @@ class AutonomousCodingAgent:
         Stopping early (break, cancellation) ends the session and its backend when this
         generator is closed; use `contextlib.aclosing` to make that immediate.
         """
-        async with contextlib.aclosing(self._events(request, request_fields)) as events:
+        session = self._session(request, request_fields)
+        async with contextlib.aclosing(session.run()) as events:
             async for event in events:
-                if event.type is CodingEventType.SESSION_END:
-                    result: CodingResult = event.data.pop("_result")
-                    yield event
-                    self._raise_if_budget_exceeded(result)
-                    return
                 yield event
+                if event.type is CodingEventType.SESSION_END and session.result is not None:
+                    self._raise_if_budget_exceeded(session.result)
+                    return
 
     def execute_sync(self, request: CodingRequest | str, **request_fields: Any) -> CodingResult:
         """For callers without an event loop (scripts, notebooks with a running loop too)."""
@@ -107,47 +134,54 @@ class AutonomousCodingAgent:
             raise BudgetExceededError(result.error or "budget exceeded",
                                       limit=result.exceeded_limit or "", result=result)
 
-    async def _events(self, request: CodingRequest | str,
-                      request_fields: dict[str, Any]) -> AsyncIterator[CodingEvent]:
+    def _session(self, request: CodingRequest | str, request_fields: dict[str, Any]) -> Any:
         from agenter.session.loop import CodingSession
 
         request = self._check_request(request, request_fields)
         budget = request.budget or self.budget
         backend = self._backend_class(self._settings)
-        session = CodingSession(backend, request, budget=budget, validators=self._validators,
-                                backend_name=self.backend_name,
-                                model=self.model or getattr(backend, "default_model", None),
-                                secrets=self._secrets())
-        async with contextlib.aclosing(session.run()) as events:
-            async for event in events:
-                if event.type is CodingEventType.SESSION_END:
-                    event.data["_result"] = session.result
-                yield event
+        return CodingSession(backend, request, budget=budget, validators=self._validators,
+                             backend_name=self.backend_name,
+                             model=self.model or backend.default_model,
+                             secrets=self.options.secrets())
 
     def _check_request(self, request: CodingRequest | str, fields: dict[str, Any]) -> CodingRequest:
         if isinstance(request, str):
+            data: dict[str, Any] = {"prompt": request, **fields}
+        elif isinstance(request, CodingRequest):
+            data = {name: getattr(request, name) for name in CodingRequest.model_fields}
+            data.update(fields)
+        else:
+            raise ConfigurationError("request must be a CodingRequest or a prompt string", parameter="request")
+        if "cwd" not in data:
+            raise ConfigurationError("the request needs cwd: the repository the agent works in", parameter="cwd")
+        if isinstance(data.get("budget"), dict):
             try:
-                request = CodingRequest(prompt=request, **fields)
+                data["budget"] = Budget(**data["budget"])
             except ValidationError as exc:
-                raise ConfigurationError(f"invalid request: {exc}", parameter="request") from exc
-        elif fields:
-            request = request.model_copy(update=fields)
-        if not isinstance(request, CodingRequest):
-            raise ConfigurationError("request must be a CodingRequest or a prompt string",
-                                     parameter="request")
-        cwd = Path(request.cwd)
+                message, name = describe_validation_error(exc, "budget")
+                raise ConfigurationError(message, parameter=f"budget.{name}") from None
+        try:
+            checked = CodingRequest(**data)
+        except ValidationError as exc:
+            message, name = describe_validation_error(exc, "request")
+            valid = sorted(CodingRequest.model_fields) if "unknown" in message else None
+            raise ConfigurationError(message, parameter=name, valid=valid,
+                                     valid_label="request fields" if valid else None) from None
+        cwd = Path(checked.cwd)
         if not cwd.is_dir():
             raise ConfigurationError(f"cwd {str(cwd)!r} is not a directory", parameter="cwd")
-        request = request.model_copy(update={"cwd": cwd.resolve()})
-        if request.output_type is not None:
-            if not (isinstance(request.output_type, type) and issubclass(request.output_type, BaseModel)):
-                raise ConfigurationError("output_type must be a pydantic model class",
+        checked = checked.model_copy(update={"cwd": cwd.resolve()})
+        if checked.output_type is not None:
+            if not (isinstance(checked.output_type, type) and issubclass(checked.output_type, BaseModel)):
+                raise ConfigurationError("output_type must be a pydantic model class", parameter="output_type")
+            if not self.capabilities.structured_output:
+                raise ConfigurationError(f"backend {self.backend_name!r} cannot return structured output",
                                          parameter="output_type")
-            if not self._backend_class.capabilities.structured_output:
-                raise ConfigurationError(
-                    f"backend {self.backend_name!r} cannot return structured output",
-                    parameter="output_type")
-        return request
+        if checked.resume is not None and not self.capabilities.resume:
+            raise ConfigurationError(f"backend {self.backend_name!r} cannot resume an earlier session",
+                                     parameter="resume")
+        return checked
 
     def _parse_options(self, options: dict[str, Any]) -> Any:
         model_cls = self._backend_class.options_model
@@ -160,18 +194,12 @@ class AutonomousCodingAgent:
             if first["type"] == "extra_forbidden":
                 raise ConfigurationError(
                     f"unknown option {name!r} for backend {self.backend_name!r}",
-                    parameter=name, valid=valid or ["(none)"]) from None
+                    parameter=name, valid=valid or ["(none)"],
+                    valid_label=f"options of {self.backend_name}") from None
+            message = str(first["msg"]).removeprefix("Value error, ")
             raise ConfigurationError(
-                f"invalid value for option {name!r} of backend {self.backend_name!r}: {first['msg']}",
+                f"invalid value for option {name!r} of backend {self.backend_name!r}: {message}",
                 parameter=name) from None
-
-    def _secrets(self) -> list[str]:
-        secrets = []
-        for name in type(self.options).model_fields:
-            value = getattr(self.options, name, None)
-            if isinstance(value, SecretStr):
-                secrets.append(value.get_secret_value())
-        return secrets
 
     def __repr__(self) -> str:
         return f"AutonomousCodingAgent(backend={self.backend_name!r}, model={self.model!r})"

@@ -25,13 +25,15 @@ class BudgetTracker:
         return time.monotonic() - self.started
 
     def remaining_time(self) -> float:
-        return self.budget.max_time_seconds - self.elapsed()
+        limit = self.budget.max_time_seconds
+        return float("inf") if limit is None else limit - self.elapsed()
 
     def exceeded(self, usage: Usage, *, iterations_done: int | None = None) -> str | None:
         """The first limit crossed, or None. Iterations count only when `iterations_done` is given."""
-        if usage.total_tokens > self.budget.max_tokens:
+        b = self.budget
+        if b.max_tokens is not None and usage.total_tokens > b.max_tokens:
             return TOKENS
-        if usage.cost_usd > self.budget.max_cost_usd:
+        if b.max_cost_usd is not None and usage.cost_usd > b.max_cost_usd:
             return COST
         if self.remaining_time() <= 0:
             return TIME
@@ -44,7 +46,7 @@ class BudgetTracker:
         if limit == TOKENS:
             return f"token budget exceeded: {usage.total_tokens} > {b.max_tokens} tokens"
         if limit == COST:
-            return f"cost budget exceeded: ${usage.cost_usd:.4f} > ${b.max_cost_usd:.4f}"
+            return f"cost budget exceeded: ${usage.cost_usd:.4f} > ${b.max_cost_usd or 0:.4f}"
         if limit == TIME:
-            return f"time budget exceeded: {self.elapsed():.1f} s > {b.max_time_seconds:g} s"
+            return f"time budget exceeded: {self.elapsed():.1f} s > {b.max_time_seconds or 0:g} s"
         return f"iteration budget exhausted: {b.max_iterations} iterations"

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import stat
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,9 +19,9 @@ from typing import Any
 
 from agenter._errors import AgenterError
 from agenter._events import CodingEvent, CodingEventType
-from agenter._types import Budget, CodingRequest, CodingResult, CodingStatus, Usage
-from agenter.backends._process import Redactor
-from agenter.backends._protocol import BackendMessage, CodingBackend, MessageType, ModifiedFiles, SessionSpec
+from agenter._types import Budget, CodingRequest, CodingResult, CodingStatus, ModifiedFiles, Usage
+from agenter.backends.base import BackendMessage, CodingBackend, MessageType, SessionSpec
+from agenter.host.redact import Redactor
 from agenter.session.budget import ITERATIONS, TIME, BudgetTracker
 from agenter.validators import ValidationResult, ValidatorChain
 
@@ -31,6 +33,32 @@ CANCEL_GRACE_SECONDS = 5.0
 MAX_FILE_BYTES = 2 * 1024 * 1024
 
 _END = object()
+
+
+def _timeout(seconds: float) -> float | None:
+    """asyncio wants None, not infinity, for no time limit."""
+    return None if seconds == float("inf") else seconds
+
+
+def _read_capped(path: Path) -> str | None:
+    """A changed file's text for the result: regular files only, at most MAX_FILE_BYTES read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        return data[:MAX_FILE_BYTES].decode("utf-8", "replace") + "\n[... truncated by agenter]"
+    return data.decode("utf-8", "replace")
 
 
 class _TimeUp(Exception):
@@ -69,7 +97,7 @@ async def _within_time(source: AsyncIterator[Any], tracker: BudgetTracker,
             if remaining <= 0:
                 raise _TimeUp
             try:
-                item = await asyncio.wait_for(queue.get(), remaining)
+                item = await asyncio.wait_for(queue.get(), _timeout(remaining))
             except asyncio.TimeoutError:
                 raise _TimeUp from None
             if item is _END:
@@ -92,6 +120,29 @@ class _TurnOutcome:
         self.last_text: str = ""
 
 
+class _Outcome(Exception):
+    """Ends the loop with a status; raised by the steps, caught by `run`."""
+
+    def __init__(self, status: CodingStatus, error: str | None = None, exceeded: str | None = None):
+        super().__init__(error or status.value)
+        self.status = status
+        self.error = error
+        self.exceeded = exceeded
+
+
+class _RunState:
+    """What the loop knows so far; the result is built from it."""
+
+    def __init__(self, prompt: str) -> None:
+        self.prompt = prompt
+        self.iteration = 0
+        self.summary = ""
+        self.output: Any = None
+        self.refusal: Any = None
+        self.validation_errors: list[str] = []
+        self.started_turn = False
+
+
 class CodingSession:
     """One run of one request on one connected backend. Use `run()` to stream events;
     `result` holds the CodingResult once SESSION_END has been emitted."""
@@ -108,150 +159,40 @@ class CodingSession:
         self.result: CodingResult | None = None
         self._redact = Redactor(extra=secrets)
         self._changed = ModifiedFiles()
+        self._tracker = BudgetTracker(budget)
 
-    # ------------------------------------------------------------------ public
+    # ------------------------------------------------------------------ the loop
     async def run(self) -> AsyncIterator[CodingEvent]:
-        tracker = BudgetTracker(self.budget)
-        cwd = Path(self.request.cwd)
-        status: CodingStatus | None = None
-        error: str | None = None
-        exceeded: str | None = None
-        refusal = None
-        summary = ""
-        output: Any = None
-        iteration = 0
-        validation_errors: list[str] = []
-
-        yield self._event(CodingEventType.SESSION_START, cwd=str(cwd), model=self.model,
+        """SESSION_START, the iterations, the final event, SESSION_END (always last)."""
+        self._tracker = BudgetTracker(self.budget)
+        state = _RunState(self.request.prompt)
+        outcome: _Outcome | None = None
+        yield self._event(CodingEventType.SESSION_START, cwd=str(self.request.cwd), model=self.model,
                           backend=self.backend_name, max_iterations=self.budget.max_iterations,
                           budget=self.budget.model_dump())
         try:
-            prompt = self.request.prompt
-            if not await self._connect_within(tracker):
-                status, exceeded = CodingStatus.BUDGET_EXCEEDED, TIME
-                error = tracker.describe(TIME, self.backend.usage()) + " (while the backend started)"
-            while status is None:
-                # 1. budget before each iteration, which is also the check before a retry
-                #    (only a failed validation leads back here, so running out of iterations
-                #    means validation never passed: FAILED, not BUDGET_EXCEEDED)
-                limit = tracker.exceeded(self.backend.usage(), iterations_done=iteration)
-                if limit == ITERATIONS:
-                    status, error = CodingStatus.FAILED, (
-                        f"validation did not pass within {self.budget.max_iterations} iterations")
-                    break
-                if limit:
-                    status, exceeded = CodingStatus.BUDGET_EXCEEDED, limit
-                    error = tracker.describe(limit, self.backend.usage())
-                    break
-
-                iteration += 1
-                yield self._event(CodingEventType.ITERATION_START, iteration=iteration)
-
-                # 2. the backend turn, budgets enforced while it streams
-                outcome = _TurnOutcome()
-                # aclosing: if our consumer stops, the turn's task is cancelled right away.
-                async with contextlib.aclosing(
-                        self._run_turn(prompt, tracker, outcome, iteration)) as turn_events:
-                    async for event in turn_events:
+            await self._connect()
+            while True:
+                self._check_budget_before_iteration(state)
+                async with contextlib.aclosing(self._iteration(state)) as events:
+                    async for event in events:
                         yield event
-                if outcome.last_text:
-                    summary = outcome.last_text
-
-                # 3. what changed
-                turn_changes = self._collect_changes()
-                self._changed = self._changed | turn_changes
-
-                if outcome.error is not None:
-                    status, error = CodingStatus.ERROR, self._describe_error(outcome.error)
-                    yield self._iteration_end(iteration, False, turn_changes)
-                    break
-                outside = self._outside_allowed_paths(turn_changes)
-                if outside:
-                    # Backends prevent what they can; whatever got through (a shell command,
-                    # an agent writing by itself) is a failed run, never a silent success.
-                    status = CodingStatus.FAILED
-                    error = ("the agent changed files outside allowed_write_paths ("
-                             f"{', '.join(self.request.allowed_write_paths or []) or 'none'}): "
-                             + ", ".join(outside))
-                    yield self._iteration_end(iteration, False, turn_changes)
-                    break
-                refusal = self.backend.refusal()
-                if refusal is not None:
-                    status = CodingStatus.REFUSED
-                    yield self._iteration_end(iteration, False, turn_changes)
-                    break
-                if outcome.exceeded:
-                    status, exceeded = CodingStatus.BUDGET_EXCEEDED, outcome.exceeded
-                    error = tracker.describe(outcome.exceeded, self.backend.usage())
-                    yield self._iteration_end(iteration, False, turn_changes)
-                    break
-
-                # 4. validators on every file changed so far that still exists
-                files = sorted(p for p in self._changed.written if (cwd / p).is_file())
-                results: list[ValidationResult] = []
-                yield self._event(CodingEventType.VALIDATION_START, iteration=iteration,
-                                  validators=[v.name for v in self.validators.validators],
-                                  file_count=len(files))
-                try:
-                    async with contextlib.aclosing(_within_time(
-                            self.validators.run(files, cwd), tracker, "validators")) as checks:
-                        async for vresult in checks:
-                            if isinstance(vresult, _Failure):
-                                raise vresult.error
-                            results.append(vresult)
-                            yield self._event(
-                                CodingEventType.VALIDATION_RESULT, iteration=iteration,
-                                validator=vresult.validator, passed=vresult.passed,
-                                errors=[self._redact(e) for e in vresult.errors],
-                                blocking=vresult.blocking, skipped=vresult.skipped)
-                except _TimeUp:
-                    status, exceeded = CodingStatus.BUDGET_EXCEEDED, TIME
-                    error = tracker.describe(TIME, self.backend.usage()) + " (while validating)"
-                    yield self._iteration_end(iteration, False, turn_changes)
-                    break
-
-                problems = self._problems(results)
-                output = self.backend.structured_output() if self.request.output_type else None
-                if self.request.output_type is not None and output is None:
-                    problems.append(
-                        f"No structured output matching {self.request.output_type.__name__} was "
-                        "returned; return it as instructed.")
-                unverified = self._unverified(results, output)
-                if unverified:
-                    problems.append(unverified)
-                passed = not problems
-                yield self._iteration_end(iteration, passed, turn_changes)
-
-                # 5. passed → completed (with a note if a limit was crossed at the very end)
-                if passed:
-                    validation_errors = []
-                    late = tracker.exceeded(self.backend.usage())
-                    if late:
-                        status, exceeded = CodingStatus.COMPLETED_WITH_LIMIT_EXCEEDED, late
-                        error = tracker.describe(late, self.backend.usage())
-                    else:
-                        status = CodingStatus.COMPLETED
-                    break
-
-                # 6. retry with the errors, not the whole transcript (the budget is checked at
-                #    the top of the loop before the retry is sent)
-                validation_errors = problems
-                prompt = self._retry_prompt(problems)
+        except _Outcome as done:
+            outcome = done
         except (asyncio.CancelledError, GeneratorExit):
-            status, error = CodingStatus.ERROR, "session cancelled by the caller"
+            outcome = _Outcome(CodingStatus.ERROR, "session cancelled by the caller")
             raise
         except AgenterError as exc:
-            status, error = CodingStatus.ERROR, self._describe_error(exc)
+            outcome = _Outcome(CodingStatus.ERROR, self._describe_error(exc))
         except Exception as exc:  # a bug or an unexpected backend failure: report, never hide
             log.exception("coding session failed")
-            status, error = CodingStatus.ERROR, self._describe_error(exc)
+            outcome = _Outcome(CodingStatus.ERROR, self._describe_error(exc))
         finally:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 # Always disconnect: a backend may have spawned a process before connect() failed.
                 await asyncio.wait_for(self.backend.disconnect(), CANCEL_GRACE_SECONDS * 2)
-            self.result = self._build_result(
-                status or CodingStatus.ERROR, iteration, summary, output, error, exceeded,
-                refusal, validation_errors, tracker)
+            done = outcome or _Outcome(CodingStatus.ERROR, "session ended unexpectedly")
+            self.result = self._build_result(done, state)
 
         yield self._final_event(self.result)
         yield self._event(CodingEventType.SESSION_END, status=self.result.status.value,
@@ -260,25 +201,151 @@ class CodingSession:
                           duration=self.result.duration_seconds,
                           result=self._result_json(self.result))
 
-    # ------------------------------------------------------------------ turn
-    async def _connect_within(self, tracker: BudgetTracker) -> bool:
-        """Connect the backend; False when the time budget ran out first."""
+    async def _iteration(self, state: _RunState) -> AsyncIterator[CodingEvent]:
+        """One turn, its changes, its validation; raises _Outcome when the run is decided."""
+        state.iteration += 1
+        iteration = state.iteration
+        yield self._event(CodingEventType.ITERATION_START, iteration=iteration)
+        turn = _TurnOutcome()
+        state.started_turn = True
+        # aclosing: if our consumer stops, the turn's task is cancelled right away.
+        async with contextlib.aclosing(self._run_turn(state.prompt, turn, iteration)) as turn_events:
+            async for event in turn_events:
+                yield event
+        if turn.last_text:
+            state.summary = turn.last_text
+        changes = self._collect_changes()
+        self._changed = self._changed | changes
+        ending = self._turn_ending(turn, changes, state)
+        if ending is not None:
+            yield self._iteration_end(iteration, False, changes)
+            raise ending
+
+        results: list[ValidationResult] = []
+        try:
+            async with contextlib.aclosing(self._validate(iteration, results)) as checks:
+                async for event in checks:
+                    yield event
+        except _TimeUp:
+            yield self._iteration_end(iteration, False, changes)
+            raise _Outcome(CodingStatus.BUDGET_EXCEEDED,
+                           self._tracker.describe(TIME, self.backend.usage()) + " (while validating)",
+                           TIME) from None
+        problems = self._verdict(results, state)
+        passed = not problems
+        yield self._iteration_end(iteration, passed, changes)
+        if passed:
+            state.validation_errors = []
+            raise self._completed()
+        # Retry with the errors, not the whole transcript; the budget is checked before it is sent.
+        state.validation_errors = problems
+        state.prompt = self._retry_prompt(problems)
+
+    # ------------------------------------------------------------------ steps
+    async def _connect(self) -> None:
+        """Connect the backend within the time budget."""
         spec = SessionSpec(cwd=Path(self.request.cwd),
                            allowed_write_paths=self.request.allowed_write_paths,
                            system_prompt=self.request.system_prompt,
-                           output_type=self.request.output_type)
+                           output_type=self.request.output_type,
+                           resume_session_id=self.request.resume)
         try:
-            await asyncio.wait_for(self.backend.connect(spec), max(tracker.remaining_time(), 0.01))
+            await asyncio.wait_for(self.backend.connect(spec), _timeout(max(self._tracker.remaining_time(), 0.01)))
         except asyncio.TimeoutError:
-            return False
-        return True
+            raise _Outcome(CodingStatus.BUDGET_EXCEEDED,
+                           self._tracker.describe(TIME, self.backend.usage()) + " (while the backend started)",
+                           TIME) from None
 
-    async def _run_turn(self, prompt: str, tracker: BudgetTracker, outcome: _TurnOutcome,
-                        iteration: int) -> AsyncIterator[CodingEvent]:
+    def _check_budget_before_iteration(self, state: _RunState) -> None:
+        """The check before each iteration, which is also the check before a retry. Only a
+        failed validation leads back here, so running out of iterations means validation never
+        passed: FAILED, not BUDGET_EXCEEDED."""
+        usage = self.backend.usage()
+        limit = self._tracker.exceeded(usage, iterations_done=state.iteration)
+        if limit == ITERATIONS:
+            raise _Outcome(CodingStatus.FAILED, self._not_passed_reason())
+        if limit:
+            raise _Outcome(CodingStatus.BUDGET_EXCEEDED, self._tracker.describe(limit, usage), limit)
+
+    def _turn_ending(self, turn: _TurnOutcome, changes: ModifiedFiles, state: _RunState) -> _Outcome | None:
+        """An outcome decided by the turn itself, before validation: error, writes outside the
+        allowed paths, refusal, a budget crossed mid-turn."""
+        if turn.error is not None:
+            return _Outcome(CodingStatus.ERROR, self._describe_error(turn.error))
+        outside = self._outside_allowed_paths(changes)
+        if outside:
+            # Backends prevent what they can; whatever got through (a shell command, an agent
+            # writing by itself) is a failed run, never a silent success.
+            return _Outcome(CodingStatus.FAILED, (
+                "the agent changed files outside allowed_write_paths ("
+                f"{', '.join(self.request.allowed_write_paths or []) or 'none'}): " + ", ".join(outside)))
+        state.refusal = self.backend.refusal()
+        if state.refusal is not None:
+            return _Outcome(CodingStatus.REFUSED)
+        if turn.exceeded:
+            return _Outcome(CodingStatus.BUDGET_EXCEEDED,
+                            self._tracker.describe(turn.exceeded, self.backend.usage()) + self._unfinished_note(),
+                            turn.exceeded)
+        return None
+
+    async def _validate(self, iteration: int, results: list[ValidationResult]) -> AsyncIterator[CodingEvent]:
+        """Validators on every file changed so far that still exists, within the time budget."""
+        cwd = Path(self.request.cwd)
+        files = sorted(p for p in self._changed.written if (cwd / p).is_file())
+        yield self._event(CodingEventType.VALIDATION_START, iteration=iteration,
+                          validators=[v.name for v in self.validators.validators], file_count=len(files))
+        async with contextlib.aclosing(_within_time(
+                self.validators.run(files, cwd), self._tracker, "validators")) as checks:
+            async for vresult in checks:
+                if isinstance(vresult, _Failure):
+                    raise vresult.error
+                results.append(vresult)
+                yield self._event(
+                    CodingEventType.VALIDATION_RESULT, iteration=iteration,
+                    validator=vresult.validator, passed=vresult.passed,
+                    errors=[self._redact(e) for e in vresult.errors],
+                    blocking=vresult.blocking, skipped=vresult.skipped)
+
+    def _verdict(self, results: list[ValidationResult], state: _RunState) -> list[str]:
+        """The problems that fail this iteration (empty: it passed)."""
+        problems = [f"[{r.validator}] {e}" for r in results if r.blocks for e in (r.errors or ["failed"])]
+        state.output = self.backend.structured_output() if self.request.output_type else None
+        if self.request.output_type is not None and state.output is None:
+            problems.append(
+                f"No structured output matching {self.request.output_type.__name__} was "
+                "returned; return it as instructed.")
+        unverified = self._unverified(results, state.output)
+        if unverified:
+            problems.append(unverified)
+        return problems
+
+    def _completed(self) -> _Outcome:
+        """Validation passed: COMPLETED, with a note if a limit was crossed at the very end."""
+        usage = self.backend.usage()
+        late = self._tracker.exceeded(usage)
+        if late:
+            return _Outcome(CodingStatus.COMPLETED_WITH_LIMIT_EXCEEDED, self._tracker.describe(late, usage), late)
+        return _Outcome(CodingStatus.COMPLETED)
+
+    def _not_passed_reason(self) -> str:
+        n = self.budget.max_iterations
+        if not self._changed and self.request.require_changes:
+            return f"the agent changed no file in {n} iteration(s)"
+        return f"validation did not pass within {n} iterations"
+
+    def _unfinished_note(self) -> str:
+        unfinished = getattr(self.backend, "unfinished_tools", lambda: [])()
+        if not unfinished:
+            return ""
+        return (f"; tool call(s) still running when the run ended, which may change files after it: "
+                f"{', '.join(unfinished)}")
+
+    # ------------------------------------------------------------------ turn
+    async def _run_turn(self, prompt: str, outcome: _TurnOutcome, iteration: int) -> AsyncIterator[CodingEvent]:
         """Stream one backend turn as events; token and cost budgets are checked per message."""
         try:
             async with contextlib.aclosing(
-                    _within_time(self.backend.execute(prompt), tracker, f"turn-{iteration}")) as items:
+                    _within_time(self.backend.execute(prompt), self._tracker, f"turn-{iteration}")) as items:
                 async for item in items:
                     if isinstance(item, _Failure):
                         outcome.error = item.error
@@ -288,7 +355,7 @@ class CodingSession:
                         outcome.last_text = message.content
                     yield self._event(CodingEventType.BACKEND_MESSAGE, iteration=iteration,
                                       **self._redact_data(message.event_data()))
-                    limit = tracker.exceeded(self.backend.usage())
+                    limit = self._tracker.exceeded(self.backend.usage())
                     if limit:
                         outcome.exceeded = limit
                         break
@@ -311,17 +378,6 @@ class CodingSession:
 
         resolver = PathResolver(Path(self.request.cwd), self.request.allowed_write_paths)
         return [path for path in changes.all if not resolver.is_allowed_write(path)]
-
-    @staticmethod
-    def _problems(results: list[ValidationResult]) -> list[str]:
-        problems: list[str] = []
-        for result in results:
-            if result.passed or not result.blocking:
-                continue
-            problems.extend(f"[{result.validator}] {e}" for e in result.errors)
-            if not result.errors:
-                problems.append(f"[{result.validator}] failed")
-        return problems
 
     def _unverified(self, results: list[ValidationResult], output: Any) -> str | None:
         """A turn that changed nothing, and that no validator really checked, proves nothing."""
@@ -354,47 +410,37 @@ class CodingSession:
 
     # ------------------------------------------------------------------ result & events
     def _read_files(self) -> dict[str, str | None]:
+        """New content of every changed file (None when deleted or not a regular file); large
+        files are read only up to MAX_FILE_BYTES and marked truncated."""
         cwd = Path(self.request.cwd)
         files: dict[str, str | None] = {}
         for rel in self._changed.all:
-            path = Path(rel) if Path(rel).is_absolute() else cwd / rel
-            try:
-                if not path.is_file():
-                    files[rel] = None
-                    continue
-                data = path.read_bytes()
-            except OSError:
-                files[rel] = None
-                continue
-            if len(data) > MAX_FILE_BYTES:
-                files[rel] = data[:MAX_FILE_BYTES].decode("utf-8", "replace") + "\n[... truncated by agenter]"
-            else:
-                files[rel] = data.decode("utf-8", "replace")
+            files[rel] = _read_capped(cwd / rel)
         return files
 
-    def _build_result(self, status: CodingStatus, iterations: int, summary: str, output: Any,
-                      error: str | None, exceeded: str | None, refusal: Any,
-                      validation_errors: list[str], tracker: BudgetTracker) -> CodingResult:
+    def _build_result(self, outcome: _Outcome, state: _RunState) -> CodingResult:
         try:
             usage = self.backend.usage()
         except Exception:  # noqa: BLE001
             usage = Usage()
-        if not summary:
-            summary = self._default_summary(status)
+        summary = state.summary or self._default_summary(outcome.status, state)
+        refusal = state.refusal
         return CodingResult(
-            status=status, files=self._read_files(), summary=self._redact(summary),
-            iterations=iterations, input_tokens=usage.input_tokens,
+            status=outcome.status, files=self._read_files(), summary=self._redact(summary),
+            iterations=state.iteration, input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens, cache_read_tokens=usage.cache_read_tokens,
             cache_write_tokens=usage.cache_write_tokens, total_tokens=usage.total_tokens,
-            total_cost_usd=round(usage.cost_usd, 6), duration_seconds=round(tracker.elapsed(), 3),
-            output=output, error=error, exceeded_limit=exceeded,
+            total_cost_usd=round(usage.cost_usd, 6), duration_seconds=round(self._tracker.elapsed(), 3),
+            output=state.output, error=outcome.error, exceeded_limit=outcome.exceeded,
             refusal_reason=self._redact(refusal.reason) if refusal else None,
-            validation_errors=[self._redact(e) for e in validation_errors],
+            validation_errors=[self._redact(e) for e in state.validation_errors],
             backend=self.backend_name, model=self.model)
 
-    def _default_summary(self, status: CodingStatus) -> str:
+    def _default_summary(self, status: CodingStatus, state: _RunState) -> str:
+        if not state.started_turn:
+            return f"{status.value}: the agent did not run"
         if not self._changed:
-            return "The agent finished without changing any file."
+            return f"{status.value}: no file changed"
         return f"{status.value}: {len(self._changed.all)} file(s) changed"
 
     def _iteration_end(self, iteration: int, passed: bool, changes: ModifiedFiles) -> CodingEvent:

@@ -6,11 +6,15 @@
                               reply(text("done"))]) as server:
         ...  # point an agent at server.base_url (OpenAI clients: server.openai_base_url)
 
+`FunctionBackend` is an in-process backend double for pipeline tests, and
+`agenter.testing.conformance` the backend contract as a reusable suite.
+
 See docs/testing.md. Importing this package never imports anthropic or openai.
 """
 
 from __future__ import annotations
 
+from ._function import FunctionBackend, FunctionOptions, TurnContext
 from .records import Headers, ModelRequest, RecordedRequest, estimate_tokens
 from .script import (
     Disconnect,
@@ -34,6 +38,9 @@ from .server import ScriptedModelServer
 
 __all__ = [
     "Disconnect",
+    "FunctionBackend",
+    "FunctionOptions",
+    "TurnContext",
     "Hang",
     "Headers",
     "HttpError",

@@ -32,12 +32,19 @@ class Tool:
     def is_async(self) -> bool:
         return inspect.iscoroutinefunction(self.function)
 
-    async def run(self, arguments: dict[str, Any]) -> str:
-        """Validate the arguments, call the function (sync ones off the event loop), return text."""
+    async def run(self, arguments: dict[str, Any], *,
+                  run_sync: Callable[..., Awaitable[Any]] | None = None) -> str:
+        """Validate the arguments, call the function, return text.
+
+        A sync function runs off the event loop, through `run_sync(fn, **kwargs)` when given (a
+        backend passes one that tracks the thread, so a cancelled turn can wait for it).
+        """
         parsed = self._arguments_model.model_validate(arguments or {})
         kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
         if self.is_async:
             value = await self.function(**kwargs)
+        elif run_sync is not None:
+            value = await run_sync(self.function, **kwargs)
         else:
             value = await asyncio.to_thread(self.function, **kwargs)
         return _to_text(value)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from agenter.validators._base import ValidationResult
-from agenter.validators._subprocess import run_process
+from agenter.host.process import run_process
 
 TAIL_LINES = 60
 TAIL_CHARS = 4000
@@ -65,7 +65,7 @@ class CommandValidator:
         return f"CommandValidator({self.display!r}, timeout={self.timeout:g}, blocking={self.blocking})"
 
     async def validate(self, files: list[str], cwd: Path) -> ValidationResult:
-        from agenter.backends._process import redact  # output may echo API keys from the env
+        from agenter.host import redact  # output may echo API keys from the env
 
         env = {**os.environ, **self.env} if self.env else None
         started = time.perf_counter()

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from agenter._errors import ConfigurationError
 from agenter.validators._base import ValidationResult
-from agenter.validators._subprocess import run_process
+from agenter.host.process import run_process
 
 LEVELS = ("low", "medium", "high")
 _RANK = {"undefined": 0, "low": 1, "medium": 2, "high": 3}
-INSTALL_HINT = "pip install 'agenter[security]'"
+INSTALL_HINT = "pip install 'agenter-sdk[security]'"
 
 
 def _level(value: str, parameter: str) -> str:

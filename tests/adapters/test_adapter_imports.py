@@ -34,4 +34,4 @@ def test_missing_framework_gives_an_install_hint(module: str, package: str, extr
         f"try:\n    import {module}\n"
         "except ImportError as exc:\n    print(exc)\nelse:\n    raise SystemExit('imported')\n")
     assert proc.returncode == 0, proc.stderr
-    assert f"pip install 'agenter[{extra}]'" in proc.stdout
+    assert f"pip install 'agenter-sdk[{extra}]'" in proc.stdout

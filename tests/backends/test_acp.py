@@ -21,8 +21,8 @@ import pytest
 
 from agenter import AutonomousCodingAgent, Budget, CodingStatus
 from agenter._errors import BackendError, ConfigurationError
-from agenter.backends._common import AUTONOMOUS_CONTRACT
-from agenter.backends._protocol import BackendSettings, MessageType, SessionSpec
+from agenter.backends._prompts import AUTONOMOUS_CONTRACT
+from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.backends.acp import ACPBackend, ACPOptions
 from agenter.backends.acp.backend import CONTINUE_PROMPT, asks_for_confirmation
 from agenter.testing import hang, reply, text, tool_call

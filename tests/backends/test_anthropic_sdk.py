@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from agenter import AutonomousCodingAgent, Budget, CodingStatus
 from agenter._errors import BackendError, ConfigurationError
-from agenter.backends._protocol import BackendSettings, MessageType, SessionSpec
+from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.backends.anthropic_sdk import AnthropicSDKBackend, AnthropicSDKOptions
 from agenter.backends.anthropic_sdk._conversation import (
     StreamAccumulator,

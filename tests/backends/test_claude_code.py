@@ -19,13 +19,13 @@ from pydantic import BaseModel, ValidationError
 from agenter import AutonomousCodingAgent, Budget, CodingStatus
 from agenter._errors import BackendError, ConfigurationError
 from agenter._types import Usage
-from agenter.backends._protocol import (
+from agenter.backends.base import (
     BackendSettings,
     MessageType,
     ModifiedFiles,
     SessionSpec,
 )
-from agenter.backends import _pids
+from agenter.host import _pids
 from agenter.backends.claude_code import (
     DEFAULT_ALLOWED_TOOLS,
     ClaudeCodeBackend,

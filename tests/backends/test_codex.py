@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from agenter import AutonomousCodingAgent, Budget, CodingStatus
 from agenter._errors import BackendError, ConfigurationError
 from agenter.backends import register_backend
-from agenter.backends._protocol import BackendSettings, MessageType, SessionSpec
+from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.backends.codex import CodexBackend, CodexMCPServer, CodexOptions
 from agenter.backends.codex._backend import strict_schema
 from agenter.backends.codex._setup import config_overrides, merge_dotted, native_codex_binary, render_toml

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import pytest
 
 from agenter import AutonomousCodingAgent, ConfigurationError, Usage
-from agenter.backends._protocol import BackendSettings
+from agenter.backends.base import BackendSettings
 from agenter.backends.openhands import OpenHandsBackend, OpenHandsOptions, runtime_problem
 from agenter.backends.openhands._runtime import UsageMeter, error_status_code, observation_text, relative_path
-from agenter.pricing import estimate_cost
+from agenter.usage import estimate_cost
 from agenter.tools import tool
 
 
@@ -67,7 +67,7 @@ def test_python_311_gets_a_clear_configuration_error() -> None:
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="the Python 3.11 path")
 async def test_python_311_connect_raises_the_same_error(tmp_path: Path) -> None:
-    from agenter.backends._protocol import SessionSpec
+    from agenter.backends.base import SessionSpec
 
     backend = OpenHandsBackend(settings())
     with pytest.raises(ConfigurationError, match="Python >= 3.12"):

@@ -19,7 +19,7 @@ import pytest
 from pydantic import BaseModel
 
 from agenter import AutonomousCodingAgent, Budget, CodingStatus
-from agenter.backends._protocol import BackendSettings, MessageType, SessionSpec
+from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.backends.openhands import OpenHandsBackend, OpenHandsOptions, runtime_problem
 from agenter.testing import ScriptedModelServer, hang, http_error, reply, text, tool_call
 from agenter.tools import tool
@@ -352,7 +352,7 @@ async def test_cancelling_execute_ends_the_run(tmp_path: Path, no_leftovers) -> 
 
 async def test_cost_from_genai_prices_when_litellm_has_no_price(tmp_path: Path, no_leftovers) -> None:
     from agenter import Usage
-    from agenter.pricing import estimate_cost
+    from agenter.usage import estimate_cost
 
     model = "openai/gpt-4.5-preview"  # in genai-prices, not in LiteLLM's bundled price map
     script = [reply(tool_call("terminal", {"command": "echo 1 > one.txt"}), usage=usage(3000, 40)),

@@ -25,14 +25,14 @@ from pydantic import Field
 
 from agenter._errors import BackendError, ConfigurationError
 from agenter._types import Usage
-from agenter.backends._common import (
+from agenter.backends._prompts import (
     AUTONOMOUS_CONTRACT,
     output_instructions,
     parse_structured_output,
     text_refusal,
 )
-from agenter.backends._process import AgentProcess
-from agenter.backends._protocol import (
+from agenter.host import AgentProcess
+from agenter.backends.base import (
     BackendCapabilities,
     BackendMessage,
     BackendOptions,
@@ -128,7 +128,7 @@ class ACPBackend(BaseBackend):
 
     name: ClassVar[str] = "acp"
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
-        custom_tools=False, structured_output=True, resume=True, sandbox=True, streaming=True)
+        custom_tools=False, structured_output=True, resume=True, sandbox=True)
     options_model: ClassVar[type[BackendOptions]] = ACPOptions
 
     def __init__(self, settings: BackendSettings):
@@ -517,7 +517,7 @@ class ACPBackend(BaseBackend):
                 cost_usd=self._usage.cost_usd,
             )
         if self._cost_reported == 0.0 and self.settings.model:
-            from agenter.pricing import estimate_cost
+            from agenter.usage import estimate_cost
 
             turn = Usage(input_tokens=self._usage.input_tokens - base.input_tokens,
                          output_tokens=self._usage.output_tokens - base.output_tokens,
@@ -548,7 +548,7 @@ class ACPBackend(BaseBackend):
                 detail = f"the agent process exited with code {process.returncode} ({detail})"
                 await self._shutdown(graceful=False)  # reap the rest of its group, drain stderr
         tail = self._stderr_tail()
-        from agenter.backends._process import redact
+        from agenter.host import redact
 
         return BackendError(redact(f"{what}: {detail}", self._env), backend=self.name,
                             stderr_tail=tail or None)

@@ -34,7 +34,7 @@ from acp.schema import (
 )
 
 from agenter._errors import PathSecurityError
-from agenter.backends._protocol import BackendMessage, MessageType
+from agenter.backends.base import BackendMessage, MessageType
 from agenter.sandbox.paths import PathResolver
 
 log = logging.getLogger("agenter.backends.acp")

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from agenter._errors import BackendError, ConfigurationError
 from agenter._types import Usage
-from agenter.backends._common import (
+from agenter.backends._prompts import (
     AUTONOMOUS_CONTRACT,
     REFUSAL_TOOL_DESCRIPTION,
     REFUSAL_TOOL_NAME,
@@ -31,8 +31,8 @@ from agenter.backends._common import (
     STRUCTURED_OUTPUT_TOOL_NAME,
     output_schema,
 )
-from agenter.backends._process import redact
-from agenter.backends._protocol import (
+from agenter.host import redact
+from agenter.backends.base import (
     BackendCapabilities,
     BackendMessage,
     BackendSettings,
@@ -116,7 +116,7 @@ class AnthropicSDKBackend(BaseBackend):
 
     name: ClassVar[str] = "anthropic-sdk"
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
-        custom_tools=True, structured_output=True, resume=True, sandbox=True, streaming=True
+        custom_tools=True, structured_output=True, resume=True, sandbox=True
     )
     options_model: ClassVar[type[AnthropicSDKOptions]] = AnthropicSDKOptions
 
@@ -175,12 +175,12 @@ class AnthropicSDKBackend(BaseBackend):
 
             if importlib.util.find_spec("boto3") is None or importlib.util.find_spec("botocore") is None:
                 raise ConfigurationError(
-                    "bedrock=True needs boto3: pip install 'agenter[bedrock]'", parameter="bedrock")
+                    "bedrock=True needs boto3: pip install 'agenter-sdk[bedrock]'", parameter="bedrock")
 
     # ------------------------------------------------------------------ lifecycle
 
     async def connect(self, spec: SessionSpec) -> None:
-        from agenter.pricing import is_known_model
+        from agenter.usage import is_known_model
         from agenter.sandbox.paths import PathResolver
 
         self._spec = spec
@@ -500,7 +500,7 @@ class AnthropicSDKBackend(BaseBackend):
 
     def _publish_usage(self, request_usage: Usage) -> None:
         """Session usage = finished requests + this request so far (cost priced per request)."""
-        from agenter.pricing import estimate_cost
+        from agenter.usage import estimate_cost
 
         cost = estimate_cost(self.model, request_usage, self._price_provider)
         if cost is None:

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, model_validator
 
-from agenter.backends._protocol import BackendOptions
+from agenter.backends.base import BackendOptions
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 DEFAULT_BEDROCK_MODEL = "us.anthropic.claude-sonnet-5-5"

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 from agenter._errors import BackendError, ConfigurationError, PathSecurityError
 from agenter._types import Usage
-from agenter.backends._common import (
+from agenter.backends._prompts import (
     AUTONOMOUS_CONTRACT,
     REFUSAL_TOOL_DESCRIPTION,
     REFUSAL_TOOL_NAME,
@@ -35,8 +35,8 @@ from agenter.backends._common import (
     parse_structured_output,
     text_refusal,
 )
-from agenter.backends._process import Redactor
-from agenter.backends._protocol import (
+from agenter.host import Redactor
+from agenter.backends.base import (
     BackendCapabilities,
     BackendMessage,
     BackendSettings,
@@ -46,7 +46,7 @@ from agenter.backends._protocol import (
     Refusal,
     SessionSpec,
 )
-from agenter.backends import _pids
+from agenter.host import _pids
 from agenter.backends.claude_code._options import ClaudeCodeOptions
 
 log = logging.getLogger("agenter.backends.claude_code")
@@ -147,7 +147,7 @@ class ClaudeCodeBackend(BaseBackend):
 
     name: ClassVar[str] = "claude-code"
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
-        custom_tools=True, structured_output=True, resume=True, sandbox=True, streaming=True
+        custom_tools=True, structured_output=True, resume=True, sandbox=True
     )
     options_model: ClassVar[type[ClaudeCodeOptions]] = ClaudeCodeOptions
 
@@ -177,7 +177,7 @@ class ClaudeCodeBackend(BaseBackend):
         if importlib.util.find_spec("claude_agent_sdk") is None:
             raise ConfigurationError(
                 "the claude-code backend needs the claude-agent-sdk package: "
-                "pip install 'agenter[claude-code]'", parameter="backend")
+                "pip install 'agenter-sdk[claude-code]'", parameter="backend")
         names = [t.name for t in settings.tools]
         if REFUSAL_TOOL_NAME in names:
             raise ConfigurationError(f"a custom tool may not be named {REFUSAL_TOOL_NAME!r} (reserved)",
@@ -628,7 +628,7 @@ class ClaudeCodeBackend(BaseBackend):
 
     def _estimate_cost(self, usage: Usage) -> float:
         try:
-            from agenter.pricing import estimate_cost
+            from agenter.usage import estimate_cost
         except ImportError:
             return 0.0
         return estimate_cost(self._model_name, usage, "anthropic") or 0.0

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr
 
-from agenter.backends._protocol import BackendOptions
+from agenter.backends.base import BackendOptions
 
 #: Claude Code's own tools the agent gets by default: read, search, edit files and run commands.
 DEFAULT_ALLOWED_TOOLS: tuple[str, ...] = ("Read", "Edit", "Write", "Bash", "Glob", "Grep")

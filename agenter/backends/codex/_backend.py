@@ -18,15 +18,15 @@ from typing import Any, ClassVar
 
 from agenter._errors import BackendError, ConfigurationError
 from agenter._types import Usage
-from agenter.backends._common import (
+from agenter.backends._prompts import (
     AUTONOMOUS_CONTRACT,
     REFUSAL_TOOL_NAME,
     output_schema,
     parse_structured_output,
     text_refusal,
 )
-from agenter.backends._process import AgentProcess, redact
-from agenter.backends._protocol import (
+from agenter.host import AgentProcess, redact
+from agenter.backends.base import (
     BackendCapabilities,
     BackendMessage,
     BackendSettings,
@@ -72,7 +72,7 @@ _sandbox_checks: dict[str, str | None] = {}
 class CodexBackend(BaseBackend):
     name: ClassVar[str] = "codex"
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
-        custom_tools=True, structured_output=True, resume=True, sandbox=True, streaming=True)
+        custom_tools=True, structured_output=True, resume=True, sandbox=True)
     options_model: ClassVar[type[CodexOptions]] = CodexOptions
     default_model: str | None = None
 
@@ -110,7 +110,7 @@ class CodexBackend(BaseBackend):
             if not _mcp_sdk_ready():
                 raise ConfigurationError(
                     "custom tools with the codex backend need the MCP SDK 2.x (with uvicorn): "
-                    "pip install 'agenter[codex]'", parameter="tools")
+                    "pip install 'agenter-sdk[codex]'", parameter="tools")
             names = [tool.name for tool in settings.tools]
             if REFUSAL_TOOL_NAME in names:
                 raise ConfigurationError(f"the tool name {REFUSAL_TOOL_NAME!r} is reserved",
@@ -415,7 +415,7 @@ class CodexBackend(BaseBackend):
         if delta.total_tokens == 0:
             return
         self._last_total = current
-        from agenter.pricing import estimate_cost
+        from agenter.usage import estimate_cost
 
         cost = estimate_cost(self._model, delta, provider="openai") or 0.0
         self._usage = current.model_copy(update={"cost_usd": self._usage.cost_usd + cost})

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from agenter.backends._protocol import BackendOptions
+from agenter.backends.base import BackendOptions
 
 ApprovalPolicy = Literal["never", "on-request", "on-failure", "untrusted"]
 ReasoningEffort = Literal["minimal", "low", "medium", "high", "xhigh"]

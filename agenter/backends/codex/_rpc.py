@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agenter._errors import BackendError
-from agenter.backends._process import AgentProcess, redact
+from agenter.host import AgentProcess, redact
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agenter._errors import ConfigurationError
-from agenter.backends._common import REFUSAL_TOOL_DESCRIPTION, REFUSAL_TOOL_NAME, REFUSAL_TOOL_SCHEMA
+from agenter.backends._prompts import REFUSAL_TOOL_DESCRIPTION, REFUSAL_TOOL_NAME, REFUSAL_TOOL_SCHEMA
 from agenter.tools import Tool
 
 SERVER_NAME = "agenter_tools"
@@ -42,7 +42,7 @@ class ToolsServer:
         except ImportError as exc:
             raise ConfigurationError(
                 "custom tools with the codex backend need the MCP SDK (mcp>=2): "
-                "pip install 'agenter[codex]'", parameter="tools") from exc
+                "pip install 'agenter-sdk[codex]'", parameter="tools") from exc
 
         by_name = {tool.name: tool for tool in tools}
         listed = [MCPTool(name=t.name, description=t.description, input_schema=t.input_schema)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agenter._errors import BackendError, ConfigurationError
-from agenter.backends._common import (
+from agenter.backends._prompts import (
     AUTONOMOUS_CONTRACT,
     REFUSAL_TOOL_DESCRIPTION,
     REFUSAL_TOOL_NAME,
@@ -28,8 +28,8 @@ from agenter.backends._common import (
     parse_structured_output,
     text_refusal,
 )
-from agenter.backends._process import Redactor
-from agenter.backends._protocol import (
+from agenter.host import Redactor
+from agenter.backends.base import (
     BackendCapabilities,
     BackendMessage,
     BackendSettings,
@@ -50,7 +50,7 @@ STOP_GRACE_SECONDS = 3.5
 
 _END = object()
 
-INSTALL_HINT = "pip install 'agenter[openhands]' (on Python >= 3.12)"
+INSTALL_HINT = "pip install 'agenter-sdk[openhands]' (on Python >= 3.12)"
 
 
 def runtime_problem() -> str | None:
@@ -74,7 +74,7 @@ def runtime_problem() -> str | None:
 class OpenHandsBackend(BaseBackend):
     name: ClassVar[str] = BACKEND_NAME
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
-        custom_tools=True, structured_output=True, resume=True, sandbox=False, streaming=True
+        custom_tools=True, structured_output=True, resume=True, sandbox=False
     )
     options_model: ClassVar[type[OpenHandsOptions]] = OpenHandsOptions
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr
 
-from agenter.backends._protocol import BackendOptions
+from agenter.backends.base import BackendOptions
 
 
 class OpenHandsOptions(BackendOptions):

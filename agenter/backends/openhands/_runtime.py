@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from agenter._types import Usage
-from agenter.backends import _pids
-from agenter.backends._protocol import BackendMessage, MessageType
+from agenter.host import _pids
+from agenter.backends.base import BackendMessage, MessageType
 
 log = logging.getLogger("agenter.backends.openhands")
 
@@ -307,7 +307,7 @@ class TurnRecorder:
 class UsageMeter:
     """Cumulative usage from OpenHands' metrics, priced per response.
 
-    LiteLLM's cost is used where it has one; otherwise agenter.pricing (genai-prices) prices each
+    LiteLLM's cost is used where it has one; otherwise agenter.usage (genai-prices) prices each
     new response. OpenAI-style prompt_tokens include cached tokens; agenter's input_tokens do not.
     """
 
@@ -337,7 +337,7 @@ class UsageMeter:
         return self.usage
 
     def _price(self, usage: Usage) -> float:
-        from agenter.pricing import estimate_cost
+        from agenter.usage import estimate_cost
 
         try:
             return estimate_cost(self.model, usage) or 0.0

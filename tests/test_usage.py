@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from agenter._types import Usage
-from agenter.pricing import _resolve, estimate_cost, is_known_model
+from agenter.usage import _resolve, estimate_cost, is_known_model
 
 # claude-sonnet-4-5 list prices (USD per million tokens, below the 200k tier):
 # input 3, output 15, cache read 0.30, cache write (5 min) 3.75.

@@ -1,0 +1,595 @@
+"""The backend contract, and BaseBackend: the half of it that every backend shares.
+
+The session knows a backend only through `CodingBackend` and its declared capabilities. A backend
+knows nothing of validators or budgets beyond reporting usage as it arrives.
+
+`BaseBackend` owns the turn template, so a backend writes only what is its own:
+
+- `_connect(spec)`: start the agent program or client;
+- `_turn(prompt)`: one turn, translating the agent's wire into BackendMessages;
+- `_disconnect()`: end it, leaving no process or connection behind;
+- optionally `requirements(settings)` and `validate_settings(settings)`, checked when the facade
+  is built.
+
+Everything else is done here once: connect/disconnect bookkeeping (disconnect is idempotent and
+follows a failed connect), a workspace snapshot before and after every turn (off the event loop)
+united with the files the tools reported, the wait for tool calls still running when a turn is
+cancelled, the usage ledger, the instructions every model gets, refusal and structured-output
+handling, the custom-tool call (errors redacted before the model reads them), and the tool-name
+check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import functools
+import logging
+import os
+import re
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
+
+from agenter._errors import BackendError, ConfigurationError
+from agenter._types import ModifiedFiles, Usage
+from agenter.backends._prompts import (
+    AGENTER_TOOL_NAMES,
+    REFUSAL_REPLY,
+    STRUCTURED_OUTPUT_TOOL_NAME,
+    OutputChannel,
+    compose_instructions,
+    parse_structured_output,
+    text_refusal,
+    validation_problems,
+)
+from agenter.host.redact import Redactor
+from agenter.host.requirements import Requirement, check_requirements
+from agenter.tools import Tool
+from agenter.usage import UsageLedger
+
+__all__ = [
+    "BackendCapabilities", "BackendMessage", "BackendOptions", "BackendSettings", "BaseBackend",
+    "CodingBackend", "MessageType", "ModifiedFiles", "Refusal", "SessionSpec", "ToolReply",
+]
+
+log = logging.getLogger("agenter.backends")
+
+
+class MessageType(str, Enum):
+    TEXT = "text"
+    THINKING = "thinking"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+    PLAN = "plan"
+    STATUS = "status"  # lifecycle notes: "retrying after 529", "session resumed", ...
+    ERROR = "error"  # a recoverable problem the backend reports but survives
+
+
+@dataclass
+class BackendMessage:
+    """One thing a backend said or did, streamed while the turn runs."""
+
+    type: MessageType
+    content: str = ""
+    tool_name: str | None = None
+    tool_input: dict[str, Any] | None = None
+    tool_call_id: str | None = None
+    is_error: bool = False
+
+    def event_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"message_type": self.type.value, "content": self.content}
+        if self.tool_name is not None:
+            data["tool_name"] = self.tool_name
+        if self.tool_input is not None:
+            data["tool_input"] = self.tool_input
+        if self.tool_call_id is not None:
+            data["tool_call_id"] = self.tool_call_id
+        if self.is_error:
+            data["is_error"] = True
+        return data
+
+
+@dataclass
+class Refusal:
+    reason: str
+    category: str | None = None
+
+
+@dataclass(frozen=True)
+class BackendCapabilities:
+    """What a backend can do; the session and facade decide by these, never by backend name."""
+
+    custom_tools: bool = False
+    structured_output: bool = False
+    resume: bool = False  # a retry prompt lands in the same conversation
+    sandbox: bool = False  # sandbox=True can be honoured
+
+
+class BackendOptions(BaseModel):
+    """Base for a backend's own options (passed as keyword arguments to the facade).
+
+    Naming rule (backends/AGENTS.md): a concept that several backends share has one unprefixed
+    name everywhere (api_key, base_url, env, program_path, max_retries, request_timeout,
+    mcp_servers, permission_policy); an option only one backend has carries its prefix.
+    `renamed` maps old option names to their new names; the old ones keep working.
+    """
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    renamed: ClassVar[dict[str, str]] = {}
+
+    def __init__(self, **data: Any):
+        for old, new in self.renamed.items():
+            if old in data:
+                if new in data:
+                    raise ConfigurationError(f"{old!r} is the old name of {new!r}; pass only {new!r}",
+                                             parameter=old)
+                data[new] = data.pop(old)
+        super().__init__(**data)
+
+    def secrets(self) -> list[str]:
+        """Values of the secret options (API keys), for redaction."""
+        values = []
+        for name in type(self).model_fields:
+            value = getattr(self, name, None)
+            if isinstance(value, SecretStr):
+                values.append(value.get_secret_value())
+        return values
+
+
+OptionsT = TypeVar("OptionsT", bound=BackendOptions)
+
+
+@dataclass
+class BackendSettings(Generic[OptionsT]):
+    """Per-agent settings, fixed when the facade is built."""
+
+    model: str | None
+    tools: list[Tool]
+    sandbox: bool
+    options: OptionsT
+
+
+@dataclass
+class SessionSpec:
+    """Per-session settings from the request."""
+
+    cwd: Path
+    allowed_write_paths: list[str] | None = None
+    system_prompt: str | None = None
+    output_type: type[BaseModel] | None = None
+    resume_session_id: str | None = None
+
+
+@dataclass
+class ToolReply:
+    """What a tool call answers the model."""
+
+    text: str
+    is_error: bool = False
+
+
+@runtime_checkable
+class CodingBackend(Protocol):
+    """The contract between the session and a backend (one instance serves one session).
+
+    - `connect(spec)` starts the agent for the session. If it raises, the session still calls
+      `disconnect()`.
+    - `execute(prompt)` runs one turn and yields messages as they arrive; it raises BackendError
+      when the agent fails. The session may cancel the task consuming it at any await (the time
+      budget) or stop consuming it (token and cost budgets, a closed stream): the turn must then
+      stop promptly, wait at most a few seconds for work in flight, and still leave
+      `modified_files()` truthful for everything it changed.
+    - `usage()` is cumulative for the session and updated while the turn streams, so budgets can
+      stop a turn mid-way.
+    - `disconnect()` ends the session: no process, thread or connection the backend started may
+      outlive it, also after a cancelled turn or a failed connect. Calling it twice is harmless.
+    """
+
+    name: ClassVar[str]
+    capabilities: ClassVar[BackendCapabilities]
+    options_model: ClassVar[type[BackendOptions]]
+
+    @classmethod
+    def check_settings(cls, settings: BackendSettings[Any]) -> None:
+        """Raise ConfigurationError (RequirementError for what is missing) before anything runs."""
+
+    @property
+    def default_model(self) -> str | None:
+        """The model the backend will use, when known (None: the agent's own default)."""
+
+    async def connect(self, spec: SessionSpec) -> None:
+        """Start the agent for one session (spawn the process, open the client)."""
+
+    def execute(self, prompt: str) -> AsyncIterator[BackendMessage]:
+        """Run one turn; yields messages as they arrive. Raises BackendError on failure."""
+
+    def modified_files(self) -> ModifiedFiles:
+        """Files changed by the latest turn, by any means (tools, shell, the agent itself)."""
+
+    def usage(self) -> Usage:
+        """Cumulative usage for the whole session, updated as it arrives."""
+
+    def structured_output(self) -> Any | None:
+        """The latest turn's structured output (an instance of output_type), if any."""
+
+    def refusal(self) -> Refusal | None:
+        """Set when the latest turn declined the task."""
+
+    def unfinished_tools(self) -> list[str]:
+        """Tool calls of the latest turn still running after it ended (threads cannot be stopped)."""
+
+    @property
+    def session_id(self) -> str | None:
+        """The agent's own session/thread id, for resume."""
+
+    async def disconnect(self) -> None:
+        """End the session; nothing the backend started may outlive this. Idempotent."""
+
+
+_T = TypeVar("_T")
+
+_tool_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_tool_pool_lock = threading.Lock()
+
+
+def _tool_executor() -> concurrent.futures.ThreadPoolExecutor:
+    """Threads for blocking tool work, apart from the event loop's default executor, so a tool
+    that hangs cannot starve snapshots and other sessions."""
+    global _tool_pool
+    with _tool_pool_lock:
+        if _tool_pool is None:
+            _tool_pool = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="agenter-tool")
+        return _tool_pool
+
+
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+class BaseBackend(Generic[OptionsT]):
+    """The shared half of every backend (see the module docstring). Subclass it and implement
+    `_connect`, `_turn` and `_disconnect`."""
+
+    name: ClassVar[str] = "base"
+    capabilities: ClassVar[BackendCapabilities] = BackendCapabilities()
+    options_model: ClassVar[type[BackendOptions]] = BackendOptions
+    #: Tool names the agent itself uses; custom tools may not take them (nor agenter's own).
+    reserved_tool_names: ClassVar[frozenset[str]] = frozenset()
+    #: Names custom tools must match (the Anthropic API's and MCP's rule by default).
+    tool_name_pattern: ClassVar[re.Pattern[str]] = _TOOL_NAME
+    #: genai-prices provider id for the ledger (None: inferred from the model name).
+    price_provider: ClassVar[str | None] = None
+    #: Path prefixes (relative to cwd) the agent writes for its own bookkeeping; never reported.
+    internal_paths: ClassVar[tuple[str, ...]] = ()
+    #: Longest a turn's end waits for tool calls still running (the session allows 5 s in all).
+    settle_seconds: ClassVar[float] = 2.5
+
+    def __init__(self, settings: BackendSettings[OptionsT]):
+        self.settings = settings
+        self.options: OptionsT = settings.options
+        self.ledger = UsageLedger(settings.model, self.price_provider)
+        self.redact = Redactor(extra=settings.options.secrets())
+        self._spec: SessionSpec | None = None
+        self._cwd: Path | None = None
+        self._state = "new"
+        self._closing: asyncio.Future[None] | None = None
+        self._modified = ModifiedFiles()
+        self._tracked = ModifiedFiles()
+        self._before: Any = None
+        self._structured: Any | None = None
+        self._refusal: Refusal | None = None
+        self._session_id: str | None = None
+        self._inflight: dict[concurrent.futures.Future[Any] | asyncio.Future[Any], str] = {}
+        self._unfinished: list[str] = []
+
+    # ------------------------------------------------------------------ configuration
+    @classmethod
+    def requirements(cls, settings: BackendSettings[Any]) -> Sequence[Requirement]:
+        """What this machine must have for these settings (extras, programs, Python version)."""
+        return ()
+
+    @classmethod
+    def validate_settings(cls, settings: BackendSettings[Any]) -> None:
+        """Raise ConfigurationError for combinations this backend cannot honour."""
+
+    @classmethod
+    def check_settings(cls, settings: BackendSettings[Any]) -> None:
+        """Called when the facade is built: requirements first, then tool names and options."""
+        check_requirements(cls.requirements(settings), backend=cls.name)
+        cls.check_tool_names(settings.tools)
+        cls.validate_settings(settings)
+
+    @classmethod
+    def check_tool_names(cls, tools: Sequence[Tool]) -> None:
+        reserved = AGENTER_TOOL_NAMES | cls.reserved_tool_names
+        seen: set[str] = set()
+        for tool in tools:
+            if not cls.tool_name_pattern.match(tool.name):
+                raise ConfigurationError(
+                    f"tool name {tool.name!r} is not valid for the {cls.name} backend (letters, digits, "
+                    "'_' and '-', at most 64 characters)", parameter="tools")
+            if tool.name in reserved:
+                raise ConfigurationError(
+                    f"tool name {tool.name!r} is reserved by the {cls.name} backend; rename the tool",
+                    parameter="tools", valid=None)
+            if tool.name in seen:
+                raise ConfigurationError(f"two tools are named {tool.name!r}", parameter="tools")
+            seen.add(tool.name)
+
+    # ------------------------------------------------------------------ the contract
+    @property
+    def default_model(self) -> str | None:
+        return self.ledger.model or self.settings.model
+
+    @property
+    def spec(self) -> SessionSpec:
+        if self._spec is None:
+            raise BackendError(f"the {self.name} backend is not connected", backend=self.name)
+        return self._spec
+
+    @property
+    def cwd(self) -> Path:
+        """The working directory, symlinks resolved."""
+        if self._cwd is None:
+            raise BackendError(f"the {self.name} backend is not connected", backend=self.name)
+        return self._cwd
+
+    @property
+    def connected(self) -> bool:
+        return self._state == "connected"
+
+    async def connect(self, spec: SessionSpec) -> None:
+        if self._state != "new":
+            raise BackendError(f"the {self.name} backend was already connected once", backend=self.name)
+        self._spec = spec
+        self._cwd = Path(os.path.realpath(spec.cwd))
+        self._state = "connecting"
+        try:
+            await self._connect(spec)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self.disconnect()
+            raise
+        if self._state == "connecting":
+            self._state = "connected"
+
+    async def execute(self, prompt: str) -> AsyncIterator[BackendMessage]:
+        if self._state != "connected":
+            raise BackendError(f"the {self.name} backend is not connected", backend=self.name)
+        self._modified = ModifiedFiles()
+        self._tracked = ModifiedFiles()
+        self._structured = None
+        self._refusal = None
+        self._unfinished = []
+        from agenter.sandbox.workspace import WorkspaceSnapshot
+
+        self._before = await asyncio.to_thread(WorkspaceSnapshot.take, self.cwd)
+        try:
+            async with contextlib.aclosing(self._turn(prompt)) as messages:
+                async for message in messages:
+                    yield message
+                    note = self.ledger.take_note()
+                    if note:
+                        yield BackendMessage(MessageType.STATUS, note)
+        finally:
+            await self._end_turn()
+
+    def modified_files(self) -> ModifiedFiles:
+        return self._modified
+
+    def usage(self) -> Usage:
+        return self.ledger.total
+
+    def structured_output(self) -> Any | None:
+        return self._structured
+
+    def refusal(self) -> Refusal | None:
+        return self._refusal
+
+    def unfinished_tools(self) -> list[str]:
+        return list(self._unfinished)
+
+    @property
+    def session_id(self) -> str | None:
+        return self._session_id
+
+    async def disconnect(self) -> None:
+        if self._closing is None:
+            self._state = "closed"
+            self._closing = asyncio.ensure_future(self._close())
+        await asyncio.shield(self._closing)
+
+    async def _close(self) -> None:
+        for future in list(self._inflight):
+            future.cancel()
+        await self._disconnect()
+
+    # ------------------------------------------------------------------ what a backend writes
+    async def _connect(self, spec: SessionSpec) -> None:
+        """Start the agent for the session."""
+
+    def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
+        raise NotImplementedError
+
+    async def _disconnect(self) -> None:
+        """End everything `_connect` and the turns started."""
+
+    # ------------------------------------------------------------------ services for backends
+    def instructions(self, *, refusal_tool: str | None, output_channel: OutputChannel,
+                     output_tool: str = STRUCTURED_OUTPUT_TOOL_NAME, contract: bool = True) -> str:
+        """The instructions for the model: contract, sandbox, allowed paths, refusal, output,
+        then the user's system prompt. See `_prompts.compose_instructions`."""
+        spec = self.spec
+        return compose_instructions(
+            cwd=str(self.cwd), sandbox=self.settings.sandbox, allowed_write_paths=spec.allowed_write_paths,
+            system_prompt=spec.system_prompt, output_type=spec.output_type, refusal_tool=refusal_tool,
+            output_channel=output_channel, output_tool=output_tool, contract=contract)
+
+    def refuse(self, arguments: dict[str, Any]) -> ToolReply:
+        """The refusal tool: record the refusal; the backend ends the turn."""
+        reason = str(arguments.get("reason") or "").strip() or "No reason given."
+        category = arguments.get("category")
+        self._refusal = Refusal(reason=self.redact(reason), category=str(category) if category else None)
+        return ToolReply(REFUSAL_REPLY)
+
+    def refuse_from_text(self, text: str | None) -> bool:
+        """A 'REFUSED: reason' line in the agent's text (agents whose tools we cannot extend)."""
+        if self._refusal is None:
+            reason = text_refusal(text or "")
+            if reason:
+                self._refusal = Refusal(reason=self.redact(reason))
+        return self._refusal is not None
+
+    def accept_output(self, data: Any) -> ToolReply:
+        """The structured-output tool: validate against output_type, or say what to fix."""
+        output_type = self.spec.output_type
+        if output_type is None:
+            return ToolReply("No structured output was requested.", is_error=True)
+        try:
+            self._structured = output_type.model_validate(data)
+        except ValidationError as exc:
+            return ToolReply(f"The result does not match the schema: {validation_problems(exc)}. "
+                             f"Call {STRUCTURED_OUTPUT_TOOL_NAME} again with corrected input.", is_error=True)
+        return ToolReply("Result accepted.")
+
+    def parse_output(self, *candidates: str | dict[str, Any] | None) -> Any | None:
+        """Structured output from the agent's final text or a JSON object (first that parses)."""
+        output_type = self.spec.output_type
+        if output_type is None:
+            return None
+        for candidate in candidates:
+            parsed = parse_structured_output(candidate, output_type)
+            if parsed is not None:
+                self._structured = parsed
+                break
+        return self._structured
+
+    async def run_tool(self, tool: Tool, arguments: dict[str, Any]) -> ToolReply:
+        """Call a custom tool. Never raises for the tool's own failure: the model reads the
+        (redacted) error and can adapt. The call is tracked, so a cancelled turn can wait for it."""
+        task = asyncio.ensure_future(tool.run(arguments or {}, run_sync=functools.partial(self.in_thread_named, tool.name)))
+        self._track_future(task, tool.name)
+        try:
+            text = await task
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        except ValidationError as exc:
+            return ToolReply(f"Invalid arguments for {tool.name}: {validation_problems(exc)}", is_error=True)
+        except Exception as exc:  # noqa: BLE001 - reported to the model, never lost
+            return ToolReply(self.redact(f"{tool.name} failed: {type(exc).__name__}: {exc}"), is_error=True)
+        return ToolReply(self.redact(text))
+
+    async def in_thread(self, fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
+        """Blocking work of a turn (a file tool, a sync custom tool), off the event loop. A
+        cancelled turn waits for it (bounded) before its last snapshot, so what it wrote counts."""
+        return await self.in_thread_named(getattr(fn, "__name__", "tool"), fn, *args, **kwargs)
+
+    async def in_thread_named(self, label: str, fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
+        future = _tool_executor().submit(functools.partial(fn, *args, **kwargs))
+        self._track_future(future, label)
+        return await asyncio.wrap_future(future)
+
+    def track(self, *, written: Sequence[str] = (), deleted: Sequence[str] = ()) -> None:
+        """Files a tool reported writing or deleting (absolute or relative to cwd)."""
+        w = {p for p in (self.relative(x) for x in written) if p}
+        d = {p for p in (self.relative(x) for x in deleted) if p}
+        self._tracked = self._tracked | ModifiedFiles(written=w, deleted=d)
+
+    def relative(self, path: str | os.PathLike[str] | None) -> str | None:
+        """POSIX path relative to cwd, or None when it is not inside cwd."""
+        if not path or self._cwd is None:
+            return None
+        cwd = str(self._cwd)
+        text = os.fspath(path)
+        candidate = os.path.normpath(text if os.path.isabs(text) else os.path.join(cwd, text))
+        for root in {cwd, os.path.normpath(os.path.abspath(self.spec.cwd))}:
+            if candidate.startswith(root.rstrip(os.sep) + os.sep):
+                return Path(os.path.relpath(candidate, root)).as_posix()
+        real = os.path.realpath(candidate)
+        if real.startswith(cwd.rstrip(os.sep) + os.sep):
+            return Path(os.path.relpath(real, cwd)).as_posix()
+        return None
+
+    async def changes_so_far(self) -> ModifiedFiles:
+        """What the running turn changed until now (a snapshot diff off the loop, plus tools)."""
+        if self._before is None:
+            return self._tracked
+        diff = await asyncio.to_thread(self._before.changes_since)
+        return self._tracked | diff
+
+    # ------------------------------------------------------------------ transition shims
+    # TODO(issue 10): removed once every backend runs on the turn template.
+    def _start_turn(self) -> None:
+        self._modified = ModifiedFiles()
+        self._structured = None
+        self._refusal = None
+
+    @property
+    def _usage(self) -> Usage:
+        return self.ledger.total
+
+    @_usage.setter
+    def _usage(self, value: Usage) -> None:
+        self.ledger.replace(value)
+
+    # ------------------------------------------------------------------ internals
+    def _track_future(self, future: concurrent.futures.Future[Any] | asyncio.Future[Any], label: str) -> None:
+        self._inflight[future] = label
+        future.add_done_callback(lambda f: self._inflight.pop(f, None))
+
+    async def _end_turn(self) -> None:
+        """Wait (bounded) for tool calls still running, then diff the workspace, off the loop.
+
+        Shielded: a second cancellation must not leave `modified_files()` untruthful.
+        """
+        task = asyncio.ensure_future(self._changes_after_turn())
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(task)
+        if not task.done():
+            # Cancelled again while finishing: finish anyway (bounded by settle_seconds).
+            await asyncio.wait({task}, timeout=self.settle_seconds + 2)
+        if task.done() and not task.cancelled() and task.exception() is None:
+            self._modified = task.result()
+        else:
+            log.warning("%s: could not determine the turn's changed files", self.name)
+            self._modified = self._tracked
+
+    async def _changes_after_turn(self) -> ModifiedFiles:
+        pending = {f: label for f, label in self._inflight.items() if not f.done()}
+        if pending:
+            for future in pending:
+                if isinstance(future, asyncio.Future):
+                    future.cancel()
+            waiters = [f if isinstance(f, asyncio.Future) else asyncio.wrap_future(f) for f in pending]
+            await asyncio.wait(waiters, timeout=self.settle_seconds)
+            self._unfinished = sorted({label for f, label in pending.items() if not f.done()})
+            if self._unfinished:
+                log.warning("%s: tool call(s) still running after the turn ended: %s", self.name,
+                            ", ".join(self._unfinished))
+        before = self._before
+        if before is None:
+            return self._tracked
+        from agenter.sandbox.workspace import WorkspaceSnapshot
+
+        after = await asyncio.to_thread(WorkspaceSnapshot.take, self.cwd)
+        diff = before.diff(after)
+        # Tool-reported files count when they exist now (written) or existed before (deleted):
+        # a file created and removed within the turn changed nothing.
+        cwd = self.cwd
+        written = diff.written | {p for p in self._tracked.written if os.path.lexists(cwd / p)}
+        deleted = diff.deleted | {p for p in self._tracked.deleted
+                                  if p in before.entries and p not in after.entries}
+        written -= deleted
+        internal = self.internal_paths
+        if internal:
+            written = {p for p in written if not p.startswith(internal)}
+            deleted = {p for p in deleted if not p.startswith(internal)}
+        return ModifiedFiles(written=written, deleted=deleted)
