@@ -24,6 +24,8 @@ _EXPORTS: dict[str, str] = {
     "BackendError": "agenter._errors",
     "BudgetExceededError": "agenter._errors",
     "PathSecurityError": "agenter._errors",
+    "RequirementError": "agenter._errors",
+    "configure_logging": "agenter._logging",
     "Tool": "agenter.tools",
     "tool": "agenter.tools",
     "Validator": "agenter.validators",
@@ -35,12 +37,29 @@ _EXPORTS: dict[str, str] = {
     "CodingSession": "agenter.session.loop",
 }
 
-__all__ = sorted(_EXPORTS) + ["__version__"]
+__all__ = [
+    "AgenterError", "AutonomousCodingAgent", "BackendError", "Budget", "BudgetExceededError",
+    "CodingEvent", "CodingEventType", "CodingRequest", "CodingResult", "CodingSession", "CodingStatus",
+    "CommandValidator", "ConfigurationError", "PathSecurityError", "RequirementError",
+    "SecurityValidator", "SyntaxValidator", "Tool", "Usage", "ValidationResult", "Validator",
+    "ValidatorChain", "__version__", "configure_logging", "tool",
+]
+
+
+#: Names of agenter 0.1.7 (the earlier project of the same design) and what replaces them.
+_REPLACED = {
+    "Verbosity": "agenter.Verbosity is gone: use agenter.configure_logging(level=...) for logs "
+                 "and AutonomousCodingAgent.stream_execute() for progress events",
+    "data_models": "agenter.data_models is gone: import Budget, CodingStatus, CodingEventType, ... "
+                   "from agenter",
+}
 
 
 def __getattr__(name: str) -> Any:
     module_name = _EXPORTS.get(name)
     if module_name is None:
+        if name in _REPLACED:
+            raise ImportError(_REPLACED[name], name=name)
         raise AttributeError(f"module 'agenter' has no attribute {name!r}")
     import importlib
 
@@ -54,23 +73,27 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from agenter._errors import (
-        AgenterError,
-        BackendError,
-        BudgetExceededError,
-        ConfigurationError,
-        PathSecurityError,
-    )
-    from agenter._events import CodingEvent, CodingEventType
-    from agenter._types import Budget, CodingRequest, CodingResult, CodingStatus, Usage
-    from agenter.facade.agent import AutonomousCodingAgent
-    from agenter.session.loop import CodingSession
-    from agenter.tools import Tool, tool
-    from agenter.validators import (
-        CommandValidator,
-        SecurityValidator,
-        SyntaxValidator,
-        ValidationResult,
-        Validator,
-        ValidatorChain,
-    )
+    from agenter._errors import AgenterError as AgenterError
+    from agenter._errors import BackendError as BackendError
+    from agenter._errors import BudgetExceededError as BudgetExceededError
+    from agenter._errors import ConfigurationError as ConfigurationError
+    from agenter._errors import PathSecurityError as PathSecurityError
+    from agenter._errors import RequirementError as RequirementError
+    from agenter._events import CodingEvent as CodingEvent
+    from agenter._events import CodingEventType as CodingEventType
+    from agenter._logging import configure_logging as configure_logging
+    from agenter._types import Budget as Budget
+    from agenter._types import CodingRequest as CodingRequest
+    from agenter._types import CodingResult as CodingResult
+    from agenter._types import CodingStatus as CodingStatus
+    from agenter._types import Usage as Usage
+    from agenter.facade.agent import AutonomousCodingAgent as AutonomousCodingAgent
+    from agenter.session.loop import CodingSession as CodingSession
+    from agenter.tools import Tool as Tool
+    from agenter.tools import tool as tool
+    from agenter.validators import CommandValidator as CommandValidator
+    from agenter.validators import SecurityValidator as SecurityValidator
+    from agenter.validators import SyntaxValidator as SyntaxValidator
+    from agenter.validators import ValidationResult as ValidationResult
+    from agenter.validators import Validator as Validator
+    from agenter.validators import ValidatorChain as ValidatorChain

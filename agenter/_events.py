@@ -31,6 +31,16 @@ class CodingEvent(BaseModel):
     data: dict[str, Any] = Field(default_factory=dict)
     timestamp: float = Field(default_factory=time.time)
 
+    @property
+    def result(self) -> Any:
+        """The CodingResult carried by SESSION_END (None on other events)."""
+        data = self.data.get("result") if self.type is CodingEventType.SESSION_END else None
+        if not isinstance(data, dict):
+            return None
+        from agenter._types import CodingResult
+
+        return CodingResult.model_validate(data)
+
     def to_json(self) -> str:
         """One NDJSON line (the CLI's --json format)."""
         return self.model_dump_json()

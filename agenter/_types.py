@@ -182,3 +182,8 @@ class CodingResult(BaseModel):
     @property
     def ok(self) -> bool:
         return self.status is CodingStatus.COMPLETED
+
+    @property
+    def total_duration_seconds(self) -> float:
+        """The name agenter 0.1.7 used for duration_seconds."""
+        return self.duration_seconds

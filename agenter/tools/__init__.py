@@ -6,23 +6,26 @@ import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any, get_type_hints
+from typing import Any, Generic, ParamSpec, TypeVar, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 
 ToolFunction = Callable[..., Any] | Callable[..., Awaitable[Any]]
 
+P = ParamSpec("P")
+R = TypeVar("R")
 
-class Tool:
+
+class Tool(Generic[P, R]):
     """A named function with a description and a JSON schema for its arguments.
 
     Backends expose tools in their own way (an Anthropic tool, an SDK MCP server, a stdio MCP
     server); `run` is the one way to call it.
     """
 
-    def __init__(self, function: ToolFunction, *, name: str | None = None,
+    def __init__(self, function: Callable[P, R], *, name: str | None = None,
                  description: str | None = None, input_schema: dict[str, Any] | None = None):
-        self.function = function
+        self.function: Callable[P, R] = function
         self.name = name or function.__name__
         self.description = (description or inspect.getdoc(function) or self.name).strip()
         self._arguments_model = _arguments_model(function, self.name)
@@ -49,21 +52,35 @@ class Tool:
             value = await asyncio.to_thread(self.function, **kwargs)
         return _to_text(value)
 
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Call the function itself, as if it were not decorated."""
+        return self.function(*args, **kwargs)
+
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r})"
 
 
-def tool(function: ToolFunction | None = None, *, name: str | None = None,
-         description: str | None = None) -> Any:
-    """Decorator: `@tool` or `@tool(name=..., description=...)` turns a function into a Tool."""
+@overload
+def tool(function: Callable[P, R], *, name: str | None = None, description: str | None = None) -> Tool[P, R]: ...
 
-    def wrap(fn: ToolFunction) -> Tool:
+
+@overload
+def tool(function: None = None, *, name: str | None = None,
+         description: str | None = None) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
+
+
+def tool(function: Callable[P, R] | None = None, *, name: str | None = None,
+         description: str | None = None) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
+    """Decorator: `@tool` or `@tool(name=..., description=...)` turns a function into a Tool
+    (still callable as the function)."""
+
+    def wrap(fn: Callable[P, R]) -> Tool[P, R]:
         return Tool(fn, name=name, description=description)
 
     return wrap(function) if function is not None else wrap
 
 
-def as_tool(value: Tool | ToolFunction) -> Tool:
+def as_tool(value: Tool[Any, Any] | ToolFunction) -> Tool[Any, Any]:
     return value if isinstance(value, Tool) else Tool(value)
 
 
