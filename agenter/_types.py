@@ -7,10 +7,37 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
-class Budget(BaseModel):
+def describe_validation_error(exc: ValidationError, what: str) -> tuple[str, str]:
+    """(message, field) for the first problem of a pydantic error, without pydantic's boilerplate."""
+    first = exc.errors()[0]
+    name = ".".join(str(p) for p in first["loc"]) or what
+    if first["type"] == "extra_forbidden":
+        return f"unknown {what} field {name!r}", name
+    message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+    return f"invalid {what} field {name!r}: {message}", name
+
+
+class _Checked(BaseModel):
+    """Construction errors are ConfigurationErrors (still ValueErrors) that name the field."""
+
+    if not TYPE_CHECKING:
+        def __init__(self, **data: Any) -> None:
+            try:
+                super().__init__(**data)
+            except ValidationError as exc:
+                from agenter._errors import ConfigurationError
+
+                what = type(self).__name__
+                message, name = describe_validation_error(exc, what)
+                valid = sorted(type(self).model_fields) if message.startswith("unknown") else None
+                raise ConfigurationError(f"{message}", parameter=name, valid=valid,
+                                         valid_label=f"{what} fields" if valid else None) from None
+
+
+class Budget(_Checked):
     """Hard limits for one coding session. Every limit is checked before, during and after a turn.
 
     `None` means unlimited (tokens, cost, time); iterations are always bounded.
@@ -26,7 +53,7 @@ class Budget(BaseModel):
     max_iterations: int = Field(default=5, gt=0, description="Backend turns (first attempt plus retries).")
 
 
-class CodingRequest(BaseModel):
+class CodingRequest(_Checked):
     """What to do and where. `cwd` is the repository the agent may edit."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -176,6 +203,8 @@ class CodingResult(BaseModel):
     exceeded_limit: str | None = Field(None, description="tokens, cost, time or iterations")
     refusal_reason: str | None = None
     validation_errors: list[str] = Field(default_factory=list)
+    permission_denials: list[dict[str, str]] = Field(
+        default_factory=list, description="Actions refused during the run: tool, target, reason, rule.")
     backend: str = ""
     model: str | None = None
 

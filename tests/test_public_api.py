@@ -16,7 +16,7 @@ AGENTER_ALL = {
 
 BACKEND_CONTRACT = {
     "BackendCapabilities", "BackendMessage", "BackendOptions", "BackendSettings", "BaseBackend",
-    "CodingBackend", "MessageType", "ModifiedFiles", "Refusal", "SessionSpec", "ToolReply",
+    "CodingBackend", "Denial", "MessageType", "ModifiedFiles", "Refusal", "SessionSpec", "ToolReply",
 }
 
 

@@ -17,6 +17,7 @@ from agenter.backends.base import (
     BackendSettings,
     BaseBackend,
     CodingBackend,
+    Denial,
     MessageType,
     Refusal,
     SessionSpec,
@@ -63,6 +64,6 @@ def load_backend(name: str) -> type[BaseBackend[Any]]:
 
 __all__ = [
     "BackendCapabilities", "BackendMessage", "BackendOptions", "BackendSettings", "BaseBackend",
-    "CodingBackend", "MessageType", "ModifiedFiles", "Refusal", "SessionSpec", "ToolReply",
+    "CodingBackend", "Denial", "MessageType", "ModifiedFiles", "Refusal", "SessionSpec", "ToolReply",
     "backend_names", "load_backend", "register_backend", "unregister_backend",
 ]

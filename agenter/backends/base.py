@@ -56,7 +56,7 @@ from agenter.usage import UsageLedger
 
 __all__ = [
     "BackendCapabilities", "BackendMessage", "BackendOptions", "BackendSettings", "BaseBackend",
-    "CodingBackend", "MessageType", "ModifiedFiles", "Refusal", "SessionSpec", "ToolReply",
+    "CodingBackend", "Denial", "MessageType", "ModifiedFiles", "Refusal", "SessionSpec", "ToolReply",
 ]
 
 log = logging.getLogger("agenter.backends")
@@ -168,6 +168,19 @@ class SessionSpec:
     resume_session_id: str | None = None
 
 
+@dataclass(frozen=True)
+class Denial:
+    """An action the run refused (a write outside the allowed paths, a denied command)."""
+
+    tool: str
+    target: str
+    reason: str
+    rule: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        return {"tool": self.tool, "target": self.target, "reason": self.reason, "rule": self.rule}
+
+
 @dataclass
 class ToolReply:
     """What a tool call answers the model."""
@@ -225,6 +238,9 @@ class CodingBackend(Protocol):
 
     def unfinished_tools(self) -> list[str]:
         """Tool calls of the latest turn still running after it ended (threads cannot be stopped)."""
+
+    def denials(self) -> list[Denial]:
+        """Actions refused during the session (writes outside the sandbox, denied commands)."""
 
     @property
     def session_id(self) -> str | None:
@@ -287,6 +303,7 @@ class BaseBackend(Generic[OptionsT]):
         self._refusal: Refusal | None = None
         self._session_id: str | None = None
         self._inflight: dict[concurrent.futures.Future[Any] | asyncio.Future[Any], str] = {}
+        self._denials: list[Denial] = []
         self._unfinished: list[str] = []
 
     # ------------------------------------------------------------------ configuration
@@ -396,6 +413,10 @@ class BaseBackend(Generic[OptionsT]):
     def unfinished_tools(self) -> list[str]:
         return list(self._unfinished)
 
+    def denials(self) -> list[Denial]:
+        """Actions refused during the session so far."""
+        return list(self._denials)
+
     @property
     def session_id(self) -> str | None:
         return self._session_id
@@ -431,6 +452,12 @@ class BaseBackend(Generic[OptionsT]):
             cwd=str(self.cwd), sandbox=self.settings.sandbox, allowed_write_paths=spec.allowed_write_paths,
             system_prompt=spec.system_prompt, output_type=spec.output_type, refusal_tool=refusal_tool,
             output_channel=output_channel, output_tool=output_tool, contract=contract)
+
+    def deny(self, tool: str, target: str, reason: str, rule: str = "") -> Denial:
+        """Record a refused action (the model is told `reason` by the caller)."""
+        denial = Denial(tool=tool, target=self.redact(target), reason=self.redact(reason), rule=rule)
+        self._denials.append(denial)
+        return denial
 
     def refuse(self, arguments: dict[str, Any]) -> ToolReply:
         """The refusal tool: record the refusal; the backend ends the turn."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import os
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,16 +17,6 @@ from agenter._events import CodingEvent, CodingEventType
 from agenter._types import Budget, CodingRequest, CodingResult, CodingStatus
 from agenter.backends import BackendCapabilities, BackendSettings, BaseBackend, load_backend
 from agenter.tools import Tool, as_tool
-
-
-def describe_validation_error(exc: ValidationError, what: str) -> tuple[str, str]:
-    """(message, field) for the first problem of a pydantic error, without pydantic's boilerplate."""
-    first = exc.errors()[0]
-    name = ".".join(str(p) for p in first["loc"]) or what
-    if first["type"] == "extra_forbidden":
-        return f"unknown {what} field {name!r}", name
-    message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
-    return f"invalid {what} field {name!r}: {message}", name
 
 
 class AutonomousCodingAgent:
@@ -156,21 +147,14 @@ class AutonomousCodingAgent:
         if "cwd" not in data:
             raise ConfigurationError("the request needs cwd: the repository the agent works in", parameter="cwd")
         if isinstance(data.get("budget"), dict):
-            try:
-                data["budget"] = Budget(**data["budget"])
-            except ValidationError as exc:
-                message, name = describe_validation_error(exc, "budget")
-                raise ConfigurationError(message, parameter=f"budget.{name}") from None
-        try:
-            checked = CodingRequest(**data)
-        except ValidationError as exc:
-            message, name = describe_validation_error(exc, "request")
-            valid = sorted(CodingRequest.model_fields) if "unknown" in message else None
-            raise ConfigurationError(message, parameter=name, valid=valid,
-                                     valid_label="request fields" if valid else None) from None
+            data["budget"] = Budget(**data["budget"])
+        checked = CodingRequest(**data)
         cwd = Path(checked.cwd)
         if not cwd.is_dir():
             raise ConfigurationError(f"cwd {str(cwd)!r} is not a directory", parameter="cwd")
+        if not os.access(cwd, os.W_OK | os.X_OK):
+            raise ConfigurationError(f"cwd {str(cwd)!r} is not writable by this process, so the agent could "
+                                     "not change any file", parameter="cwd")
         checked = checked.model_copy(update={"cwd": cwd.resolve()})
         if checked.output_type is not None:
             if not (isinstance(checked.output_type, type) and issubclass(checked.output_type, BaseModel)):

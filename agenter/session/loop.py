@@ -20,7 +20,7 @@ from typing import Any
 from agenter._errors import AgenterError
 from agenter._events import CodingEvent, CodingEventType
 from agenter._types import Budget, CodingRequest, CodingResult, CodingStatus, ModifiedFiles, Usage
-from agenter.backends.base import BackendMessage, CodingBackend, MessageType, SessionSpec
+from agenter.backends.base import BackendMessage, CodingBackend, Denial, MessageType, SessionSpec
 from agenter.host.redact import Redactor
 from agenter.session.budget import ITERATIONS, TIME, BudgetTracker
 from agenter.validators import ValidationResult, ValidatorChain
@@ -159,6 +159,7 @@ class CodingSession:
         self.result: CodingResult | None = None
         self._redact = Redactor(extra=secrets)
         self._changed = ModifiedFiles()
+        self._denials: list[Denial] = []
         self._tracker = BudgetTracker(budget)
 
     # ------------------------------------------------------------------ the loop
@@ -216,6 +217,7 @@ class CodingSession:
             state.summary = turn.last_text
         changes = self._collect_changes()
         self._changed = self._changed | changes
+        self._collect_denials()
         ending = self._turn_ending(turn, changes, state)
         if ending is not None:
             yield self._iteration_end(iteration, False, changes)
@@ -330,6 +332,9 @@ class CodingSession:
     def _not_passed_reason(self) -> str:
         n = self.budget.max_iterations
         if not self._changed and self.request.require_changes:
+            if self._denials:
+                refused = ", ".join(sorted({d.target for d in self._denials})[:10])
+                return f"the agent changed no file in {n} iteration(s): every write was refused ({refused})"
             return f"the agent changed no file in {n} iteration(s)"
         return f"validation did not pass within {n} iterations"
 
@@ -354,7 +359,7 @@ class CodingSession:
                     if message.type is MessageType.TEXT and message.content.strip():
                         outcome.last_text = message.content
                     yield self._event(CodingEventType.BACKEND_MESSAGE, iteration=iteration,
-                                      **self._redact_data(message.event_data()))
+                                      **message.event_data())
                     limit = self._tracker.exceeded(self.backend.usage())
                     if limit:
                         outcome.exceeded = limit
@@ -370,6 +375,14 @@ class CodingSession:
             log.warning("backend could not report modified files: %s", exc)
             return ModifiedFiles()
         return ModifiedFiles(written=set(changes.written), deleted=set(changes.deleted))
+
+    def _collect_denials(self) -> None:
+        denials = getattr(self.backend, "denials", None)
+        if callable(denials):
+            with contextlib.suppress(Exception):
+                for denial in denials():
+                    if denial not in self._denials:
+                        self._denials.append(denial)
 
     def _outside_allowed_paths(self, changes: ModifiedFiles) -> list[str]:
         if self.request.allowed_write_paths is None or not changes:
@@ -397,6 +410,10 @@ class CodingSession:
         if self._changed:
             lines.append("")
             lines.append("Files changed so far: " + ", ".join(self._changed.all[:100]))
+        if self._denials:
+            lines.append("")
+            lines.append("These actions were refused; do not retry them as they are:")
+            lines += [f"- {d.tool} {d.target}: {d.reason}" for d in self._denials[-20:]]
         if not self.backend.capabilities.resume:
             # A backend that starts fresh each turn needs the task again.
             lines = ["Task:", self.request.prompt, ""] + lines
@@ -434,6 +451,7 @@ class CodingSession:
             output=state.output, error=outcome.error, exceeded_limit=outcome.exceeded,
             refusal_reason=self._redact(refusal.reason) if refusal else None,
             validation_errors=[self._redact(e) for e in state.validation_errors],
+            permission_denials=[d.as_dict() for d in self._denials],
             backend=self.backend_name, model=self.model)
 
     def _default_summary(self, status: CodingStatus, state: _RunState) -> str:
@@ -472,17 +490,9 @@ class CodingSession:
             data["output"] = repr(result.output)
             return data
 
-    def _redact_data(self, data: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in data.items():
-            if isinstance(value, str):
-                out[key] = self._redact(value)
-            elif isinstance(value, dict):
-                out[key] = self._redact_data(value)
-            else:
-                out[key] = value
-        return out
-
-    @staticmethod
-    def _event(kind: CodingEventType, **data: Any) -> CodingEvent:
-        return CodingEvent(type=kind, data=data, timestamp=time.time())
+    def _event(self, kind: CodingEventType, **data: Any) -> CodingEvent:
+        """Every event is redacted (file contents in the final result included); the
+        CodingResult the caller gets back stays raw."""
+        redacted = self._redact.data(data)
+        assert isinstance(redacted, dict)
+        return CodingEvent(type=kind, data=redacted, timestamp=time.time())
