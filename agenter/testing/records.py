@@ -34,8 +34,9 @@ class ModelRequest:
     """One model turn as the wire sent it, with a few wire-neutral conveniences.
 
     ``messages``, ``tools`` and ``system`` stay in the wire's own shape (Anthropic content
-    blocks, Responses ``input`` items, Chat Completions messages) so a handler can inspect
-    anything the agent sent.
+    blocks, Responses ``input`` items, Chat Completions messages, Gemini ``contents``) so a
+    handler can inspect anything the agent sent. Gemini ``tools`` list each function
+    declaration on its own.
     """
 
     wire: str
@@ -81,6 +82,8 @@ class ModelRequest:
                 results.append(
                     {"id": message.get("call_id"), "output": _flatten(message.get("output")), "is_error": False}
                 )
+            elif isinstance(message.get("parts"), list):  # gemini
+                results.extend(_gemini_result(part) for part in message["parts"] if _gemini_response(part))
             elif isinstance(message.get("content"), list):
                 for block in message["content"]:
                     if isinstance(block, dict) and block.get("type") == "tool_result":
@@ -98,6 +101,15 @@ class ModelRequest:
         """Text of the last user message (tool results excluded)."""
         for message in reversed(self.messages):
             if isinstance(message, dict) and message.get("role") == "user":
+                if isinstance(message.get("parts"), list):  # gemini
+                    texts = [
+                        _flatten(part)
+                        for part in message["parts"]
+                        if isinstance(part, dict) and "text" in part and not part.get("thought")
+                    ]
+                    if texts:
+                        return "\n".join(texts)
+                    continue
                 content = message.get("content")
                 if isinstance(content, list):
                     texts = [
@@ -116,6 +128,28 @@ class ModelRequest:
         return _flatten(self.system)
 
 
+def _gemini_response(part: Any) -> dict[str, Any] | None:
+    """The functionResponse of a Gemini part (the REST API also takes the snake_case name)."""
+    if not isinstance(part, dict):
+        return None
+    response = part.get("functionResponse", part.get("function_response"))
+    return response if isinstance(response, dict) else None
+
+
+def _gemini_result(part: dict[str, Any]) -> dict[str, Any]:
+    """A Gemini functionResponse as a tool result. Its ``response`` is a free JSON object;
+    ``{"output": ...}`` and ``{"error": ...}`` are the usual keys (Gemini CLI sends them)."""
+    response = _gemini_response(part) or {}
+    payload = response.get("response")
+    is_error = isinstance(payload, dict) and "error" in payload and "output" not in payload
+    if isinstance(payload, dict) and ("output" in payload or is_error):
+        output = _flatten(payload["error" if is_error else "output"])
+    else:
+        output = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+    # The id is optional on this wire; the function name is the only other link to the call.
+    return {"id": response.get("id") or response.get("name"), "output": output, "is_error": is_error}
+
+
 def _flatten(value: Any) -> str:
     """Text inside a string, a content block, or a list of blocks."""
     if value is None:
@@ -125,7 +159,7 @@ def _flatten(value: Any) -> str:
     if isinstance(value, list):
         return "\n".join(_flatten(item) for item in value)
     if isinstance(value, dict):
-        for key in ("text", "output", "content", "refusal"):
+        for key in ("text", "output", "content", "refusal", "parts"):
             if key in value:
                 return _flatten(value[key])
         return ""

@@ -27,6 +27,17 @@ Handler = Callable[[ModelRequest], Any]
 fall through to the script."""
 
 
+def _redact_key(wire: Wire, headers: Headers, query: dict[str, list[str]]) -> None:
+    """Record the API key as ``[redacted]`` where the wire says it travels (Gemini: the
+    ``x-goog-api-key`` header or ``?key=``), so the request log never holds it."""
+    for name in getattr(wire, "redacted_headers", ()):
+        if name in headers:
+            headers[name.lower()] = "[redacted]"
+    for name in getattr(wire, "redacted_query", ()):
+        if name in query:
+            query[name] = ["[redacted]"] * len(query[name])
+
+
 class _DropConnection(Exception):
     """Raised inside a request handler to close the socket without (finishing) a response."""
 
@@ -356,10 +367,13 @@ class ScriptedModelServer:
             if kind is not None:
                 wire = candidate
                 break
+        query = parse_qs(split.query, keep_blank_values=True)
+        if wire is not None:
+            _redact_key(wire, headers, query)
         record = RecordedRequest(
             method=method,
             path=path,
-            query=parse_qs(split.query, keep_blank_values=True),
+            query=query,
             headers=headers,
             body=body,
             raw_body=raw,
