@@ -10,7 +10,7 @@ import time
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 
 class CodingEventType(str, Enum):
@@ -31,9 +31,14 @@ class CodingEvent(BaseModel):
     data: dict[str, Any] = Field(default_factory=dict)
     timestamp: float = Field(default_factory=time.time)
 
+    _result: Any = PrivateAttr(default=None)
+
     @property
     def result(self) -> Any:
-        """The CodingResult carried by SESSION_END (None on other events)."""
+        """The CodingResult carried by SESSION_END (None on other events): the raw result when the
+        event comes straight from a session, else rebuilt from the (redacted) event data."""
+        if self._result is not None:
+            return self._result
         data = self.data.get("result") if self.type is CodingEventType.SESSION_END else None
         if not isinstance(data, dict):
             return None

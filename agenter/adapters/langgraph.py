@@ -18,6 +18,7 @@ save it. Needs the optional extra: ``pip install 'agenter-sdk[langgraph]'``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -95,13 +96,7 @@ def create_coding_node(
             raise ConfigurationError("agent must be an AutonomousCodingAgent", parameter="agent")
         coding_agent = agent
     else:
-        if not backend:
-            from agenter.backends import backend_names
-
-            raise ConfigurationError(
-                "create_coding_node needs backend= (the coding agent to run) or agent=",
-                parameter="backend", valid=backend_names())
-        coding_agent = AutonomousCodingAgent(backend=backend, **agent_options)
+        coding_agent = AutonomousCodingAgent(backend=backend or "anthropic-sdk", **agent_options)
 
     default_cwd = _check_cwd(cwd) if cwd is not None else None
     fixed_fields = dict(request_options or {})
@@ -136,7 +131,8 @@ def create_coding_node(
                 if write is not None:
                     write(_stream_chunk(event, node_name))
                 if event.type is CodingEventType.SESSION_END:
-                    result = dict(event.data["result"])
+                    raw = event.result  # the raw result; event.data holds the redacted copy
+                    result = _result_json(raw) if raw is not None else dict(event.data["result"])
         if result is None:  # the facade always ends with SESSION_END; never report success without it
             result = {"status": CodingStatus.ERROR.value, "error": "the coding session ended without a result"}
         return {result_key: result}
@@ -144,6 +140,9 @@ def create_coding_node(
     coding_node.__name__ = name or "coding_node"
     coding_node.__qualname__ = coding_node.__name__
     coding_node.agent = coding_agent  # type: ignore[attr-defined]  # for inspection and tests
+    # agenter 0.1.7's documented use outside a graph: await node.ainvoke(state), node.invoke(state).
+    coding_node.ainvoke = coding_node  # type: ignore[attr-defined]
+    coding_node.invoke = lambda state: asyncio.run(coding_node(state))  # type: ignore[attr-defined]
     return coding_node
 
 
@@ -155,6 +154,15 @@ def coding_completed(state: Mapping[str, Any], result_key: str = "coding_result"
 
 
 # ---------------------------------------------------------------------------------- internals
+def _result_json(result: Any) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = result.model_dump(mode="json")
+    except Exception:  # noqa: BLE001 - an output that is not JSON-safe is kept as text
+        data = result.model_dump(mode="json", exclude={"output"})
+        data["output"] = repr(result.output)
+    return data
+
+
 def _check_cwd(cwd: str | Path) -> str:
     if not isinstance(cwd, str | Path):
         raise ConfigurationError(f"cwd must be a path, got {type(cwd).__name__}", parameter="cwd")

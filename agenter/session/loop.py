@@ -196,11 +196,13 @@ class CodingSession:
             self.result = self._build_result(done, state)
 
         yield self._final_event(self.result)
-        yield self._event(CodingEventType.SESSION_END, status=self.result.status.value,
+        end = self._event(CodingEventType.SESSION_END, status=self.result.status.value,
                           iterations=self.result.iterations, tokens=self.result.total_tokens,
                           cost=self.result.total_cost_usd,
                           duration=self.result.duration_seconds,
                           result=self._result_json(self.result))
+        end._result = self.result  # raw, for the caller; the data is the redacted copy
+        yield end
 
     async def _iteration(self, state: _RunState) -> AsyncIterator[CodingEvent]:
         """One turn, its changes, its validation; raises _Outcome when the run is decided."""

@@ -161,9 +161,8 @@ async def test_missing_prompt_or_cwd_is_a_configuration_error(tmp_path: Path):
 
 
 def test_bad_node_configuration_fails_when_the_graph_is_built(tmp_path: Path):
-    with pytest.raises(ConfigurationError, match="backend") as no_backend:
-        create_coding_node(cwd=tmp_path)
-    assert "anthropic-sdk" in str(no_backend.value)  # lists the valid backends
+    default = create_coding_node(cwd=tmp_path)  # agenter 0.1.7's documented call: the default backend
+    assert default.agent.backend_name == "anthropic-sdk" and default.ainvoke is default
     with pytest.raises(ConfigurationError, match="unknown option 'colour'"):
         create_coding_node(backend="anthropic-sdk", colour="blue")
     with pytest.raises(ConfigurationError, match="Unknown backend"):
