@@ -5,7 +5,9 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import shutil
 import stat
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -86,7 +88,7 @@ def test_valid_diff_is_applied(project: Path):
     assert (project / "src" / "app.py").read_text() == "def main():\n    x = 1\n    y = 3\n    return x + y\n"
     assert result.applied and result.written == {"src/app.py"} and result.deleted == set()
     assert "-    y = 2\n+    y = 3\n" in result.diff
-    assert result.diff.startswith("--- a/src/app.py\n+++ b/src/app.py\n")
+    assert result.diff.startswith("diff --git a/src/app.py b/src/app.py\n--- a/src/app.py\n+++ b/src/app.py\n")
 
 
 def test_bare_hunks_without_file_headers_are_accepted(project: Path):
@@ -174,7 +176,7 @@ def test_diff_creates_a_file_from_dev_null(project: Path):
     result = apply(project, FileChange(path="src/new.py", operation="create", diff=diff))
     assert (project / "src" / "new.py").read_text() == "a = 1\nb = 2\n"
     assert result.written == {"src/new.py"}
-    assert result.diff.startswith("--- /dev/null\n+++ b/src/new.py\n")
+    assert result.diff.startswith("diff --git a/src/new.py b/src/new.py\nnew file mode 100644\n--- /dev/null\n+++ b/src/new.py\n")
 
 
 # ---------------------------------------------------------------- search / replace
@@ -305,7 +307,7 @@ def test_create_delete_rename(project: Path):
     assert stat.S_IMODE((project / "pkg" / "moved.py").stat().st_mode) == 0o751
     assert result.written == {"pkg/sub/new.py", "pkg/moved.py"}
     assert result.deleted == {"README.md", "old.py"}
-    assert "--- a/README.md\n+++ /dev/null\n@@ -1 +0,0 @@\n-# demo\n" in result.diff
+    assert "deleted file mode 100644\n--- a/README.md\n+++ /dev/null\n@@ -1 +0,0 @@\n-# demo\n" in result.diff
     assert "rename from old.py\nrename to pkg/moved.py\n--- a/old.py\n+++ b/pkg/moved.py\n" in result.diff
     assert not [p for p in project.rglob(".agenter-*")]
 
@@ -361,6 +363,28 @@ def test_unchanged_modify_reports_nothing(project: Path):
     assert result.written == set() and result.diff == ""
 
 
+def test_result_diff_is_accepted_by_git_apply(project: Path, tmp_path: Path):
+    copy = tmp_path / "copy"
+    shutil.copytree(project, copy, ignore=shutil.ignore_patterns(".git"))
+    (project / "tail.txt").write_text("no newline")
+    (copy / "tail.txt").write_text("no newline")
+    result = apply(
+        project,
+        modify("src/app.py", diff=APP_DIFF),
+        modify("tail.txt", search_replace=[SearchReplace(search="no newline", replace="still none\nat end")]),
+        FileChange(path="README.md", operation="rename", new_path="docs/README.md",
+                   search_replace=[SearchReplace(search="demo", replace="demo!")]),
+        FileChange(path="empty.txt", operation="create", content=""),
+        FileChange(path="new.txt", operation="create", content="n\n"),
+    )
+    subprocess.run(["git", "init", "-q", str(copy)], check=True)
+    completed = subprocess.run(["git", "apply", "-"], cwd=copy, input=result.diff.encode(), capture_output=True)
+    assert completed.returncode == 0, completed.stderr.decode()
+    for path in ("src/app.py", "tail.txt", "docs/README.md", "empty.txt", "new.txt"):
+        assert (copy / path).read_bytes() == (project / path).read_bytes(), path
+    assert not (copy / "README.md").exists()
+
+
 # ---------------------------------------------------------------- text details
 
 
@@ -402,7 +426,7 @@ def test_binary_files_are_refused_for_diff_and_search(project: Path):
     assert "binary file" in str(error)
     result = apply(project, modify("blob.bin", content="text now\n"))
     assert blob.read_text() == "text now\n"
-    assert result.diff == "Binary files a/blob.bin and b/blob.bin differ\n"
+    assert result.diff.endswith("\nBinary files a/blob.bin and b/blob.bin differ\n")
 
 
 def test_bom_and_undecodable_bytes_survive(project: Path):
@@ -453,6 +477,11 @@ def test_parse_proposal_accepts_json_and_refuses_garbage():
         parse_proposal("here is my patch: {")
     with pytest.raises(PatchError, match="summary: Field required"):
         parse_proposal({"files": []})
+
+
+def test_parse_proposal_accepts_a_fenced_reply():
+    reply = '```json\n{"summary": "s", "files": []}\n```\n'
+    assert parse_proposal(reply).summary == "s"
 
 
 def test_schema_is_strict_json_schema():

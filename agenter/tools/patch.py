@@ -192,16 +192,24 @@ class AppliedPatch:
 
 
 def parse_proposal(data: str | bytes | Mapping[str, Any]) -> PatchProposal:
-    """A PatchProposal from a model's JSON text (or already-decoded object), or a PatchError."""
+    """A PatchProposal from a model's JSON text (or already-decoded object), or a PatchError.
+
+    JSON text wrapped in a Markdown code fence (a common model habit) is accepted.
+    """
     if isinstance(data, str | bytes):
+        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+        fenced = _FENCE.fullmatch(text)
         try:
-            data = json.loads(data)
+            data = json.loads(fenced.group(1) if fenced else text)
         except ValueError as exc:
             raise PatchError([FileError(None, f"the proposal is not valid JSON ({exc})")]) from None
     try:
         return PatchProposal.model_validate(data)
     except ValidationError as exc:
         raise PatchError([_shape_error(data, error) for error in exc.errors()]) from None
+
+
+_FENCE = re.compile(r"\s*```[\w-]*[ \t]*\n(.*?)\n?```\s*", re.DOTALL)
 
 
 def check_proposal(proposal: PatchProposal, resolver: PathResolver) -> AppliedPatch:
@@ -303,7 +311,7 @@ def _plan_change(change: FileChange, resolver: PathResolver, claimed: dict[Path,
     assert change.new_path is not None  # rename; the model validator requires it
     destination = _resolve(resolver, change.new_path)
     _must_be_absent(resolver, change.new_path, destination, "rename onto an existing file is not supported; "
-                    "delete it in its own change first or choose another new_path")
+                    "choose a new_path that does not exist yet")
     _claim(claimed, destination, change.path)
     new_rel = resolver.relative(destination)
     return [
@@ -786,15 +794,22 @@ def _not_found(name: str, file: _Lines, wanted: list[str]) -> str:
 
 
 def _file_diff(planned: _Planned) -> str:
+    """One file's part of the result diff, in git's format (so `git apply` takes it too)."""
     if planned.moved_to is not None:
         return ""  # a rename shows once, at its destination
     if planned.moved_from is not None:
         head = (f"diff --git a/{planned.moved_from} b/{planned.rel}\n"
                 f"rename from {planned.moved_from}\nrename to {planned.rel}\n")
         return head + _unified(planned.before, planned.new, f"a/{planned.moved_from}", f"b/{planned.rel}")
+    head = f"diff --git a/{planned.rel} b/{planned.rel}\n"
+    git_mode = "100755" if (planned.mode or 0) & 0o111 else "100644"  # the only two modes git records
+    if planned.old is None:
+        head += f"new file mode {git_mode}\n"
+    elif planned.new is None:
+        head += f"deleted file mode {git_mode}\n"
     source = "/dev/null" if planned.old is None else f"a/{planned.rel}"
     target = "/dev/null" if planned.new is None else f"b/{planned.rel}"
-    return _unified(planned.old, planned.new, source, target)
+    return head + _unified(planned.old, planned.new, source, target)
 
 
 def _unified(before: bytes | None, after: bytes | None, source: str, target: str) -> str:
