@@ -232,7 +232,7 @@ async def test_anthropic_text_editor_tool(scripted_model_server, repo, tmp_path)
               tool_call(editor, {"command": "create", "path": "../evil.py", "file_text": "x"})),
         reply(text("done")),
     ])
-    backend = make_backend(server, use_anthropic_tools=True)
+    backend = make_backend(server, anthropic_text_editor=True)
     await backend.connect(SessionSpec(cwd=repo))
     try:
         await run_turn(backend, "edit")
@@ -376,7 +376,7 @@ def test_reserved_or_invalid_tool_names_are_configuration_errors():
         AutonomousCodingAgent(backend="anthropic-sdk", tools=[read_file], api_key=API_KEY)
     with pytest.raises(ConfigurationError):
         AutonomousCodingAgent(backend="anthropic-sdk", api_key=API_KEY, thinking=2048, temperature=0.2)
-    with pytest.raises(ConfigurationError, match="valid values"):
+    with pytest.raises(ConfigurationError, match="valid options"):
         AutonomousCodingAgent(backend="anthropic-sdk", api_key=API_KEY, max_tokenz=5)
 
 
@@ -547,8 +547,8 @@ def test_bedrock_without_boto3_is_a_configuration_error():
 
     if importlib.util.find_spec("boto3") is not None:
         pytest.skip("boto3 is installed")
-    with pytest.raises(ConfigurationError, match=r"agenter\[bedrock\]"):
-        AutonomousCodingAgent(backend="anthropic-sdk", bedrock=True, aws_region="us-east-1")
+    with pytest.raises(ConfigurationError, match=r"agenter-sdk\[bedrock\]"):
+        AutonomousCodingAgent(backend="anthropic-sdk", anthropic_bedrock=True, anthropic_aws_region="us-east-1")
 
 
 @agent_test
@@ -593,7 +593,7 @@ async def test_endless_cutoffs_stop_the_iteration(scripted_model_server, repo):
 @agent_test
 async def test_tool_loop_cap(scripted_model_server, repo):
     server = scripted_model_server(default=reply(tool_call("list_directory", {})))
-    backend = make_backend(server, max_turns_per_iteration=3)
+    backend = make_backend(server, anthropic_max_turns_per_iteration=3)
     await backend.connect(SessionSpec(cwd=repo))
     try:
         messages = await run_turn(backend, "go")

@@ -3,6 +3,6 @@ Anthropic Messages API, with sandboxed file tools. The `anthropic` package is im
 when a backend is connected, so importing this package stays cheap."""
 
 from agenter.backends.anthropic_sdk._backend import AnthropicSDKBackend
-from agenter.backends.anthropic_sdk._options import DEFAULT_MODEL, AnthropicSDKOptions
+from agenter.backends.anthropic_sdk._options import AnthropicSDKOptions
 
-__all__ = ["DEFAULT_MODEL", "AnthropicSDKBackend", "AnthropicSDKOptions"]
+__all__ = ["AnthropicSDKBackend", "AnthropicSDKOptions"]

@@ -1,8 +1,8 @@
 """AnthropicSDKBackend: agenter's own tool-use loop over the Anthropic Messages API (streaming).
 
-One execute() call is one iteration: the prompt is appended to the conversation as a user
-turn, then the model and the tools take turns until the model stops asking for tools (or
-refuses, or returns its final_result). The conversation is kept for the next execute() call.
+One turn is one iteration: the prompt is appended to the conversation as a user turn, then the
+model and the tools take turns until the model stops asking for tools (or refuses, or returns its
+final_result). The conversation is kept for the next turn.
 """
 
 from __future__ import annotations
@@ -12,40 +12,23 @@ import functools
 import importlib
 import os
 import ssl
-import random
-import re
 import uuid
-from collections.abc import AsyncIterator
-from email.utils import parsedate_to_datetime
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, ClassVar
 
-from pydantic import ValidationError
-
-from agenter._errors import BackendError, ConfigurationError
-from agenter._types import Usage
+from agenter._errors import ConfigurationError
 from agenter.backends._prompts import (
-    AUTONOMOUS_CONTRACT,
     REFUSAL_TOOL_DESCRIPTION,
     REFUSAL_TOOL_NAME,
     REFUSAL_TOOL_SCHEMA,
     STRUCTURED_OUTPUT_TOOL_NAME,
     output_schema,
 )
-from agenter.host import redact
-from agenter.backends.base import (
-    BackendCapabilities,
-    BackendMessage,
-    BackendSettings,
-    BaseBackend,
-    MessageType,
-    ModifiedFiles,
-    Refusal,
-    SessionSpec,
-)
 from agenter.backends.anthropic_sdk._conversation import (
     CACHE_MARK,
     SKIPPED_RESULT,
     StreamAccumulator,
+    StreamedBlock,
     append_user_content,
     close_open_tool_uses,
     tool_result,
@@ -58,9 +41,19 @@ from agenter.backends.anthropic_sdk._file_tools import (
     TEXT_EDITOR_TOOL_DEFINITION,
     TEXT_EDITOR_TOOL_NAME,
     FileToolbox,
-    ToolOutcome,
 )
 from agenter.backends.anthropic_sdk._options import DEFAULT_BEDROCK_MODEL, DEFAULT_MODEL, AnthropicSDKOptions
+from agenter.backends.anthropic_sdk._retry import RetryPolicy, StreamIncomplete, is_transport_error
+from agenter.backends.base import (
+    BackendCapabilities,
+    BackendMessage,
+    BackendSettings,
+    BaseBackend,
+    MessageType,
+    SessionSpec,
+    ToolReply,
+)
+from agenter.host.requirements import PythonPackage, Requirement
 
 MAX_CUTOFF_NUDGES = 3
 CUTOFF_NUDGE = ("Your last response was cut off at the output limit. Continue where you stopped, "
@@ -68,12 +61,9 @@ CUTOFF_NUDGE = ("Your last response was cut off at the output limit. Continue wh
 STRUCTURED_NUDGE = (f"You have not called the {STRUCTURED_OUTPUT_TOOL_NAME} tool yet. Call it now with "
                     "the result; the task is not finished until it is accepted.")
 EVENT_TEXT_LIMIT = 4000
-_RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
-_RETRYABLE_ERROR_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
-_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 # Output-token ceilings per model family (substring match, most specific first), for the
-# one-time max_tokens escalation after a cut-off response.
+# one-time max_output_tokens escalation after a cut-off response.
 _MODEL_OUTPUT_LIMITS: tuple[tuple[str, int], ...] = (
     ("sonnet-5", 128000), ("opus-5", 128000), ("haiku-5", 128000), ("fable-5", 128000),
     ("mythos-5", 128000), ("opus-4-5", 64000), ("opus-4-6", 64000), ("opus-4-7", 64000),
@@ -82,7 +72,8 @@ _MODEL_OUTPUT_LIMITS: tuple[tuple[str, int], ...] = (
     ("3-5-sonnet", 8192), ("3-haiku", 4096),
 )
 
-SYSTEM_PROMPT = """\
+#: How this backend's model works with its tools; the shared instructions follow it.
+TOOL_GUIDANCE = """\
 You are an autonomous coding agent. You work in the repository at {cwd} (the working directory).
 
 How to work:
@@ -91,9 +82,7 @@ How to work:
 - Keep the existing style of the code. Do not create files the task does not need.
 - There is no shell: you cannot run programs or tests. Validators check your changes after you stop,
   and their findings come back to you as a new message if something must be fixed.
-- When the work is done, stop calling tools and reply with a short summary of what you changed.
-
-{contract}"""
+- When the work is done, stop calling tools and reply with a short summary of what you changed."""
 
 
 def model_output_limit(model: str) -> int | None:
@@ -107,104 +96,75 @@ def _truncate(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more characters]"
 
 
-class _StreamIncomplete(Exception):
-    """The response stream ended before message_stop (the connection dropped)."""
-
-
-class AnthropicSDKBackend(BaseBackend):
+class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
     """The default backend: Claude through the Anthropic SDK with agenter's sandboxed file tools."""
 
     name: ClassVar[str] = "anthropic-sdk"
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
-        custom_tools=True, structured_output=True, resume=True, sandbox=True
-    )
+        custom_tools=True, structured_output=True, resume=True, sandbox=True)
     options_model: ClassVar[type[AnthropicSDKOptions]] = AnthropicSDKOptions
+    reserved_tool_names: ClassVar[frozenset[str]] = frozenset({TEXT_EDITOR_TOOL_NAME, *FILE_TOOL_NAMES})
+    price_provider: ClassVar[str | None] = "anthropic"
 
-    def __init__(self, settings: BackendSettings):
+    def __init__(self, settings: BackendSettings[AnthropicSDKOptions]):
         super().__init__(settings)
-        self.options: AnthropicSDKOptions = self._coerce_options(settings.options)
-        default_model = DEFAULT_BEDROCK_MODEL if self.options.bedrock else DEFAULT_MODEL
-        self.model: str = settings.model or default_model
+        bedrock = self.options.anthropic_bedrock
+        self.model: str = settings.model or (DEFAULT_BEDROCK_MODEL if bedrock else DEFAULT_MODEL)
+        self.ledger.model = self.model
+        if bedrock:
+            self.ledger.provider = "aws"  # genai-prices' Bedrock prices
         self._client: Any | None = None
-        self._spec: SessionSpec | None = None
         self._toolbox: FileToolbox | None = None
         self._messages: list[dict[str, Any]] = []
         self._tool_definitions: list[dict[str, Any]] = []
         self._system_blocks: list[dict[str, Any]] = []
         self._custom_tools = {tool.name: tool for tool in settings.tools}
-        self._max_tokens = self.options.max_tokens
+        self._max_tokens = self.options.max_output_tokens
         self._escalated = False
-        self._settled_usage = Usage()  # usage of finished requests, cost included
         self._pending_results: list[dict[str, Any]] | None = None
-        self._tracked = ModifiedFiles()
-        self._cost_unknown_noted = False
-        self._price_known = True
-        self._api_key: str | None = None
-
-    # ------------------------------------------------------------------ configuration
-
-    @staticmethod
-    def _coerce_options(options: Any) -> AnthropicSDKOptions:
-        if isinstance(options, AnthropicSDKOptions):
-            return options
-        if options is None:
-            return AnthropicSDKOptions()
-        try:
-            return AnthropicSDKOptions.model_validate(options.model_dump(exclude_unset=True))
-        except ValidationError as exc:
-            raise ConfigurationError(f"invalid anthropic-sdk options: {exc}") from None
+        self._retry = RetryPolicy(
+            max_retries=self.options.max_retries, max_wait=self.options.max_retry_wait, backend=self.name,
+            auth_hint="check your AWS credentials" if bedrock else "check ANTHROPIC_API_KEY", redact=self.redact)
 
     @classmethod
-    def check_settings(cls, settings: BackendSettings) -> None:
-        options = cls._coerce_options(settings.options)
-        reserved = {REFUSAL_TOOL_NAME, STRUCTURED_OUTPUT_TOOL_NAME, TEXT_EDITOR_TOOL_NAME, *FILE_TOOL_NAMES}
-        seen: set[str] = set()
-        for tool in settings.tools:
-            if not _TOOL_NAME.match(tool.name):
-                raise ConfigurationError(
-                    f"tool name {tool.name!r} is not valid for the Anthropic API "
-                    "(letters, digits, '_' and '-', at most 64 characters)", parameter="tools")
-            if tool.name in reserved:
-                raise ConfigurationError(
-                    f"tool name {tool.name!r} is reserved by the anthropic-sdk backend", parameter="tools")
-            if tool.name in seen:
-                raise ConfigurationError(f"two tools are named {tool.name!r}", parameter="tools")
-            seen.add(tool.name)
-        if options.bedrock:
-            import importlib.util
+    def requirements(cls, settings: BackendSettings[Any]) -> Sequence[Requirement]:
+        needs: list[Requirement] = [PythonPackage(module="anthropic", distribution="anthropic",
+                                                  install="pip install agenter-sdk")]
+        if getattr(settings.options, "anthropic_bedrock", False):
+            bedrock = "pip install 'agenter-sdk[bedrock]'"
+            needs += [PythonPackage(module="boto3", distribution="boto3", install=bedrock),
+                      PythonPackage(module="botocore", distribution="botocore", install=bedrock)]
+        return needs
 
-            if importlib.util.find_spec("boto3") is None or importlib.util.find_spec("botocore") is None:
-                raise ConfigurationError(
-                    "bedrock=True needs boto3: pip install 'agenter-sdk[bedrock]'", parameter="bedrock")
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The conversation so far (the messages sent to the API, without cache marks)."""
+        return self._messages
 
     # ------------------------------------------------------------------ lifecycle
-
-    async def connect(self, spec: SessionSpec) -> None:
-        from agenter.usage import is_known_model
+    async def _connect(self, spec: SessionSpec) -> None:
         from agenter.sandbox.paths import PathResolver
+        from agenter.usage import is_known_model
 
-        self._spec = spec
-        resolver = PathResolver(spec.cwd, spec.allowed_write_paths, sandbox=self.settings.sandbox)
-        self._toolbox = FileToolbox(resolver)
+        self._toolbox = FileToolbox(PathResolver(spec.cwd, spec.allowed_write_paths, sandbox=self.settings.sandbox))
         # The first imports of anthropic and of the price table take seconds on a busy machine:
         # do them off the event loop so the session's other tasks (and timers) keep running.
         await asyncio.to_thread(importlib.import_module, "anthropic")
-        self._price_known = await asyncio.to_thread(is_known_model, self.model, self._price_provider)
+        await asyncio.to_thread(is_known_model, self.model, self.ledger.provider)
         self._client = self._make_client()
         self._session_id = uuid.uuid4().hex
-        self._messages = []
-        self._system_blocks = [{"type": "text", "text": self._system_prompt(spec)}]
+        self._system_blocks = [{"type": "text", "text": self._system_prompt()}]
         self._tool_definitions = self._build_tool_definitions(spec)
-        if self.options.prompt_caching:
+        if self.options.anthropic_prompt_caching:
             self._system_blocks[-1]["cache_control"] = dict(CACHE_MARK)
             self._tool_definitions[-1] = {**self._tool_definitions[-1], "cache_control": dict(CACHE_MARK)}
 
-    async def disconnect(self) -> None:
+    async def _disconnect(self) -> None:
         client, self._client = self._client, None
         if client is not None:
             try:
                 await client.close()
-            except Exception:  # closing must never mask the session's outcome
+            except Exception:  # noqa: BLE001 - closing must never mask the session's outcome
                 pass
 
     def _make_client(self) -> Any:
@@ -214,39 +174,31 @@ class AnthropicSDKBackend(BaseBackend):
         common: dict[str, Any] = {"max_retries": 0, "timeout": options.request_timeout}
         if options.base_url:
             common["base_url"] = options.base_url
-        if options.bedrock:
-            secret = lambda value: value.get_secret_value() if value is not None else None  # noqa: E731
+        if options.anthropic_bedrock:
+            def secret(value: Any) -> str | None:
+                return value.get_secret_value() if value is not None else None
+
             return anthropic.AsyncAnthropicBedrock(
-                aws_region=options.aws_region, aws_profile=options.aws_profile,
-                aws_access_key=secret(options.aws_access_key), aws_secret_key=secret(options.aws_secret_key),
-                aws_session_token=secret(options.aws_session_token), **common)
+                aws_region=options.anthropic_aws_region, aws_profile=options.anthropic_aws_profile,
+                aws_access_key=secret(options.anthropic_aws_access_key),
+                aws_secret_key=secret(options.anthropic_aws_secret_key),
+                aws_session_token=secret(options.anthropic_aws_session_token), **common)
         api_key = options.api_key.get_secret_value() if options.api_key else os.environ.get("ANTHROPIC_API_KEY")
         if not api_key and not os.environ.get("ANTHROPIC_AUTH_TOKEN"):
             raise ConfigurationError(
                 "no Anthropic API key: set ANTHROPIC_API_KEY or pass api_key=...", parameter="api_key")
-        self._api_key = api_key
+        self.redact.add(api_key)
         # Loading the trust store costs ~150 ms; build it once per process, not per session.
         http_client = anthropic.DefaultAsyncHttpxClient(verify=_shared_ssl_context())
         return anthropic.AsyncAnthropic(api_key=api_key, http_client=http_client, **common)
 
-    def _system_prompt(self, spec: SessionSpec) -> str:
-        parts = [SYSTEM_PROMPT.format(cwd=spec.cwd, contract=AUTONOMOUS_CONTRACT)]
-        if self.settings.sandbox:
-            parts.append("Sandbox: you can only read and write files inside the working directory, "
-                         "never inside .git/. A refused path comes back as a tool error.")
-        if spec.allowed_write_paths is not None:
-            allowed = ", ".join(spec.allowed_write_paths) or "(none: read only)"
-            parts.append(f"Writes are limited to paths matching: {allowed}")
-        if spec.output_type is not None:
-            parts.append(f"When you are done, call the {STRUCTURED_OUTPUT_TOOL_NAME} tool with the result. "
-                         "The turn ends when the result is accepted.")
-        if spec.system_prompt:
-            parts.append(spec.system_prompt)
-        return "\n\n".join(parts)
+    def _system_prompt(self) -> str:
+        shared = self.instructions(refusal_tool=REFUSAL_TOOL_NAME, output_channel="tool")
+        return TOOL_GUIDANCE.format(cwd=self.cwd) + "\n\n" + shared
 
     def _build_tool_definitions(self, spec: SessionSpec) -> list[dict[str, Any]]:
         tools: list[dict[str, Any]] = []
-        if self.options.use_anthropic_tools:
+        if self.options.anthropic_text_editor:
             tools.append(dict(TEXT_EDITOR_TOOL_DEFINITION))
         else:
             tools.extend(dict(definition) for definition in FILE_TOOL_DEFINITIONS)
@@ -262,38 +214,27 @@ class AnthropicSDKBackend(BaseBackend):
             })
         return tools
 
-    # ------------------------------------------------------------------ one iteration
-
-    async def execute(self, prompt: str) -> AsyncIterator[BackendMessage]:
-        if self._client is None or self._spec is None:
-            raise BackendError("anthropic-sdk backend is not connected", backend=self.name)
-        from agenter.sandbox.workspace import WorkspaceSnapshot
-
-        self._start_turn()
-        self._tracked = ModifiedFiles()
-        before = await asyncio.to_thread(WorkspaceSnapshot.take, self._spec.cwd)
+    # ------------------------------------------------------------------ one turn
+    async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
         append_user_content(self._messages, [{"type": "text", "text": prompt}])
         try:
-            if not self._cost_unknown_noted:
-                self._cost_unknown_noted = True
-                if not self._price_known:
-                    yield BackendMessage(MessageType.STATUS, content=(
-                        f"no price known for model {self.model!r}: its cost is recorded as 0"))
             async for message in self._tool_loop():
                 yield message
         finally:
             # Invariant: every tool_use is answered, also when cancelled or failing mid-turn.
             close_open_tool_uses(self._messages, self._pending_results)
             self._pending_results = None
-            self._modified = self._tracked | before.changes_since()
+
+    def _turn_ended(self) -> bool:
+        return self.refusal() is not None or self.structured_output() is not None
 
     async def _tool_loop(self) -> AsyncIterator[BackendMessage]:
-        assert self._spec is not None
         cutoffs = 0
         nudged_for_result = False
-        for _ in range(self.options.max_turns_per_iteration):
+        limit = self.options.anthropic_max_turns_per_iteration
+        for _ in range(limit):
             response = StreamAccumulator()
-            async for message in self._request_with_retries(response):
+            async for message in self._respond(response):
                 yield message
             content = response.content()
             if content:
@@ -304,24 +245,22 @@ class AnthropicSDKBackend(BaseBackend):
                 return
             if response.stop_reason == "refusal":
                 reason = response.text().strip() or "The model declined the request (stop_reason=refusal)."
-                self._refusal = Refusal(reason=reason, category="refusal")
+                self.refuse({"reason": reason, "category": "refusal"})
                 return
             results: list[dict[str, Any]] = []
             self._pending_results = results
-            turn_ended = False
             input_errors = response.input_errors()
             for block in content:
                 if block["type"] != "tool_use":
                     continue
-                if turn_ended:
+                if self._turn_ended():
                     results.append(tool_result(block["id"], SKIPPED_RESULT, is_error=True))
                     continue
-                async for message in self._run_tool(block, results, input_errors.get(block["id"])):
+                async for message in self._call(block, results, input_errors.get(block["id"])):
                     yield message
-                turn_ended = self._refusal is not None or self._structured is not None
             self._pending_results = None
             follow_up: list[dict[str, Any]] = list(results)
-            if turn_ended:
+            if self._turn_ended():
                 append_user_content(self._messages, follow_up)
                 return
             if response.stop_reason == "max_tokens":
@@ -337,15 +276,14 @@ class AnthropicSDKBackend(BaseBackend):
                 yield BackendMessage(MessageType.STATUS, content="response cut off at max_tokens; "
                                      f"asking the model to continue{note}")
             elif not results:
-                if self._spec.output_type is not None and self._structured is None and not nudged_for_result:
+                if self.spec.output_type is not None and not nudged_for_result:
                     nudged_for_result = True
                     follow_up.append({"type": "text", "text": STRUCTURED_NUDGE})
                 else:
                     return
             append_user_content(self._messages, follow_up)
         yield BackendMessage(MessageType.STATUS, content=(
-            f"stopped after {self.options.max_turns_per_iteration} model responses in this iteration "
-            "(max_turns_per_iteration)"))
+            f"stopped after {limit} model responses in this iteration (anthropic_max_turns_per_iteration)"))
 
     def _escalate_max_tokens(self) -> str:
         if self._escalated:
@@ -358,61 +296,46 @@ class AnthropicSDKBackend(BaseBackend):
         return f" (max_tokens raised to {self._max_tokens})"
 
     # ------------------------------------------------------------------ tools
-
-    async def _run_tool(self, block: dict[str, Any], results: list[dict[str, Any]],
-                        input_error: str | None) -> AsyncIterator[BackendMessage]:
-        assert self._spec is not None and self._toolbox is not None
+    async def _call(self, block: dict[str, Any], results: list[dict[str, Any]],
+                    input_error: str | None) -> AsyncIterator[BackendMessage]:
+        """Run one tool_use block: a TOOL_CALL message first (every tool run is reported, and
+        only tools that run), then the call, then its TOOL_RESULT."""
         name, arguments, tool_id = block["name"], block.get("input") or {}, block["id"]
+        yield BackendMessage(MessageType.TOOL_CALL, tool_name=name, tool_input=arguments, tool_call_id=tool_id)
         if input_error:
-            outcome = ToolOutcome(f"Could not run {name}: {input_error}. Call it again with a JSON object.",
-                                  is_error=True)
-        elif name == REFUSAL_TOOL_NAME:
-            reason = str(arguments.get("reason") or "No reason given.")
-            category = arguments.get("category")
-            self._refusal = Refusal(reason=reason, category=str(category) if category else None)
-            outcome = ToolOutcome("Refusal recorded. Stop here.")
-        elif name == STRUCTURED_OUTPUT_TOOL_NAME and self._spec.output_type is not None:
-            outcome = self._accept_structured(arguments)
-        elif self.options.use_anthropic_tools and name == TEXT_EDITOR_TOOL_NAME:
-            outcome = await asyncio.to_thread(self._toolbox.run_text_editor, arguments)
-        elif not self.options.use_anthropic_tools and name in FILE_TOOL_NAMES:
-            outcome = await asyncio.to_thread(self._toolbox.run, name, arguments)
-        elif name in self._custom_tools:
-            outcome = await self._run_custom_tool(name, arguments)
+            reply = ToolReply(f"Could not run {name}: {input_error}. Call it again with a JSON object.",
+                              is_error=True)
         else:
-            outcome = ToolOutcome(f"Unknown tool {name!r}.", is_error=True)
-        self._tracked = self._tracked | ModifiedFiles(written=outcome.written, deleted=outcome.deleted)
-        content = _truncate(outcome.content, MAX_OUTPUT_CHARS)
-        results.append(tool_result(tool_id, content, is_error=outcome.is_error))
+            reply = await self._dispatch(name, arguments)
+        content = _truncate(reply.text, MAX_OUTPUT_CHARS)
+        results.append(tool_result(tool_id, content, is_error=reply.is_error))
         yield BackendMessage(MessageType.TOOL_RESULT, content=_truncate(content, EVENT_TEXT_LIMIT),
-                             tool_name=name, tool_call_id=tool_id, is_error=outcome.is_error)
+                             tool_name=name, tool_call_id=tool_id, is_error=reply.is_error)
 
-    def _accept_structured(self, arguments: dict[str, Any]) -> ToolOutcome:
-        assert self._spec is not None and self._spec.output_type is not None
-        try:
-            self._structured = self._spec.output_type.model_validate(arguments)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in error['loc']) or '(root)'}: {error['msg']}" for error in exc.errors()
-            )
-            return ToolOutcome(f"The result does not match the schema: {problems}. "
-                               f"Call {STRUCTURED_OUTPUT_TOOL_NAME} again with corrected input.", is_error=True)
-        return ToolOutcome("Result accepted.")
-
-    async def _run_custom_tool(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
-        try:
-            return ToolOutcome(await self._custom_tools[name].run(arguments))
-        except asyncio.CancelledError:
-            raise
-        except ValidationError as exc:
-            return ToolOutcome(f"Invalid arguments for {name}: {exc}", is_error=True)
-        except Exception as exc:
-            return ToolOutcome(self._redact(f"{name} failed: {type(exc).__name__}: {exc}"), is_error=True)
+    async def _dispatch(self, name: str, arguments: dict[str, Any]) -> ToolReply:
+        toolbox = self._toolbox
+        assert toolbox is not None
+        if name == REFUSAL_TOOL_NAME:
+            return self.refuse(arguments)
+        if name == STRUCTURED_OUTPUT_TOOL_NAME and self.spec.output_type is not None:
+            return self.accept_output(arguments)
+        if name in self._custom_tools:
+            return await self.run_tool(self._custom_tools[name], arguments)
+        editor = self.options.anthropic_text_editor
+        if editor and name == TEXT_EDITOR_TOOL_NAME:
+            outcome = await self.in_thread_named(name, toolbox.run_text_editor, arguments)
+        elif not editor and name in FILE_TOOL_NAMES:
+            # A tracked thread: a turn cancelled meanwhile waits for it before its last snapshot.
+            outcome = await self.in_thread_named(name, toolbox.run, name, arguments)
+        else:
+            return ToolReply(f"Unknown tool {name!r}.", is_error=True)
+        self.track(written=sorted(outcome.written), deleted=sorted(outcome.deleted))
+        return ToolReply(outcome.content, outcome.is_error)
 
     # ------------------------------------------------------------------ requests
-
     def _request_params(self) -> dict[str, Any]:
-        messages = with_cache_marks(self._messages) if self.options.prompt_caching else self._messages
+        options = self.options
+        messages = with_cache_marks(self._messages) if options.anthropic_prompt_caching else self._messages
         params: dict[str, Any] = {
             "model": self.model,
             "max_tokens": self._max_tokens,
@@ -420,172 +343,77 @@ class AnthropicSDKBackend(BaseBackend):
             "tools": self._tool_definitions,
             "messages": messages,
         }
-        if self.options.temperature is not None:
-            params["temperature"] = self.options.temperature
-        thinking = self.options.thinking
+        if options.temperature is not None:
+            params["temperature"] = options.temperature
+        thinking = options.thinking
         if isinstance(thinking, int):
             params["thinking"] = {"type": "enabled", "budget_tokens": thinking}
         elif thinking is not None:
             params["thinking"] = {"type": thinking}
-        if self.options.effort is not None:
-            params["output_config"] = {"effort": self.options.effort}
+        if options.effort is not None:
+            params["output_config"] = {"effort": options.effort}
         return params
 
-    async def _request_with_retries(self, response: StreamAccumulator) -> AsyncIterator[BackendMessage]:
-        """One model response, streamed; retried on overload, rate limits, 5xx and dropped streams."""
-        import anthropic
-
+    async def _respond(self, response: StreamAccumulator) -> AsyncIterator[BackendMessage]:
+        """One model response, streamed; failed attempts are retried as the policy says."""
         attempt = 0
         while True:
             try:
                 async for message in self._stream_once(response):
                     yield message
                 return
-            except anthropic.APIStatusError as exc:
-                status = exc.status_code
-                if status in (401, 403):
-                    hint = "check your AWS credentials" if self.options.bedrock else "check ANTHROPIC_API_KEY"
-                    raise BackendError(f"authentication failed ({status}): {hint}",
-                                       backend=self.name, status_code=status) from None
-                error_type = _error_type(exc.body)
-                should_retry = (exc.response.headers.get("x-should-retry") if exc.response is not None else None)
-                retryable = (status in _RETRYABLE_STATUS or status >= 500 or error_type in _RETRYABLE_ERROR_TYPES)
-                if should_retry == "false":
-                    retryable = False
-                summary = f"{status} {error_type or ''}".strip()
-                if not retryable or attempt >= self.options.max_retries:
-                    detail = self._redact(_error_message(exc))
-                    tried = f" after {attempt + 1} attempts" if retryable else ""
-                    raise BackendError(f"Anthropic API error {summary}{tried}: {detail}",
-                                       backend=self.name, status_code=status) from None
-                delay = self._retry_delay(attempt, exc.response.headers if exc.response is not None else None)
-            except (anthropic.APIConnectionError, _StreamIncomplete) as exc:
-                summary = "a dropped connection" if isinstance(exc, _StreamIncomplete) else "a connection error"
-                if attempt >= self.options.max_retries:
-                    raise BackendError(f"Anthropic API unreachable after {attempt + 1} attempts "
-                                       f"({self._redact(str(exc)) or type(exc).__name__})",
-                                       backend=self.name) from None
-                delay = self._retry_delay(attempt, None)
+            except Exception as exc:
+                retry = self._retry.decide(exc, attempt)
+                if retry is None:
+                    raise
             attempt += 1
             yield BackendMessage(MessageType.STATUS, content=(
-                f"retrying after {summary} (retry {attempt}/{self.options.max_retries}, waiting {delay:.1f}s)"))
-            await asyncio.sleep(delay)
+                f"retrying after {retry.summary} (retry {attempt}/{self.options.max_retries}, "
+                f"waiting {retry.delay:.1f}s)"))
+            await asyncio.sleep(retry.delay)
 
     async def _stream_once(self, response: StreamAccumulator) -> AsyncIterator[BackendMessage]:
         import anthropic
 
         assert self._client is not None
         response.reset()  # a retry starts the response from scratch
+        settled = False
         try:
             stream = await self._client.messages.create(**self._request_params(), stream=True)
             async with stream:
                 async for event in stream:
                     usage_before = response.usage
                     completed = response.feed(event)
-                    if response.usage is not usage_before:
-                        self._publish_usage(response.usage)
+                    if response.finished and not settled:
+                        # Priced once, when the response is complete (message_stop).
+                        self.ledger.settle(response.usage)
+                        settled = True
+                    elif response.usage is not usage_before:
+                        # Budgets see the tokens as they arrive, at estimated per-token rates.
+                        self.ledger.running(response.usage)
                     if completed is not None:
                         message = _block_message(completed)
                         if message is not None:
                             yield message
         except Exception as exc:
-            if not isinstance(exc, anthropic.APIError) and _is_transport_error(exc):
-                raise _StreamIncomplete(str(exc) or type(exc).__name__) from exc
+            if not isinstance(exc, anthropic.APIError) and is_transport_error(exc):
+                raise StreamIncomplete(str(exc) or type(exc).__name__) from exc
             raise
         finally:
-            # Tokens of a dropped or cancelled response were still spent: keep them counted.
-            self._settled_usage = self._usage
+            if not settled:
+                # Dropped, failed or cancelled: the tokens streamed so far were still spent.
+                self.ledger.abandon_running()
         if not response.finished:
-            raise _StreamIncomplete("the response stream ended before message_stop")
-
-    def _publish_usage(self, request_usage: Usage) -> None:
-        """Session usage = finished requests + this request so far (cost priced per request)."""
-        from agenter.usage import estimate_cost
-
-        cost = estimate_cost(self.model, request_usage, self._price_provider)
-        if cost is None:
-            cost = 0.0
-        self._usage = self._settled_usage + request_usage.model_copy(update={"cost_usd": cost})
-
-    @property
-    def _price_provider(self) -> str:
-        return "aws" if self.options.bedrock else "anthropic"
-
-    def _retry_delay(self, attempt: int, headers: Any) -> float:
-        cap = self.options.max_retry_wait
-        if headers is not None:
-            for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-                value = headers.get(name)
-                if value is None:
-                    continue
-                try:
-                    return min(cap, max(0.0, float(value) * scale))
-                except ValueError:
-                    if name == "retry-after":
-                        try:
-                            import time
-
-                            return min(cap, max(0.0, parsedate_to_datetime(value).timestamp() - time.time()))
-                        except (TypeError, ValueError):
-                            pass
-        backoff = min(8.0, 0.5 * 2 ** attempt) * (1 - 0.25 * random.random())
-        return min(cap, backoff)
-
-    def _redact(self, text: str) -> str:
-        extra = {"ANTHROPIC_API_KEY": self._api_key} if self._api_key else None
-        return redact(text, extra)
-
-    # ------------------------------------------------------------------ introspection (tests, debugging)
-
-    @property
-    def default_model(self) -> str:
-        """The model used when none was chosen (read by the session for its events)."""
-        return self.model
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        """The conversation so far (the messages sent to the API, without cache marks)."""
-        return self._messages
+            raise StreamIncomplete("the response stream ended before message_stop")
 
 
-def _block_message(block: Any) -> BackendMessage | None:
+def _block_message(block: StreamedBlock) -> BackendMessage | None:
+    """Text and thinking as each block completes. Tool calls are reported when they run."""
     if block.type == "text" and block.text:
         return BackendMessage(MessageType.TEXT, content=block.text)
     if block.type == "thinking" and block.thinking:
         return BackendMessage(MessageType.THINKING, content=block.thinking)
-    if block.type == "tool_use" and block.complete:
-        return BackendMessage(MessageType.TOOL_CALL, content="", tool_name=block.tool_name,
-                              tool_input=block.tool_input, tool_call_id=block.tool_id)
     return None
-
-
-def _error_type(body: Any) -> str | None:
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict):
-            return error.get("type")
-        return body.get("type") if body.get("type") != "error" else None
-    return None
-
-
-def _error_message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict) and isinstance(body.get("error"), dict) and body["error"].get("message"):
-        return str(body["error"]["message"])
-    return str(getattr(exc, "message", None) or exc)
-
-
-def _is_transport_error(exc: BaseException) -> bool:
-    """httpx transport failures (a dropped stream) that the SDK lets through while iterating."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        module = type(current).__module__ or ""
-        if module.startswith(("httpx", "httpcore", "h11")) or isinstance(current, (ConnectionError, EOFError)):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
 
 
 @functools.lru_cache(maxsize=1)

@@ -93,45 +93,17 @@ class StreamAccumulator:
         if kind == "message_start":
             self._take_usage(_get(_get(event, "message"), "usage"))
         elif kind == "content_block_start":
-            start = _get(event, "content_block")
-            block_type = _get(start, "type")
-            block = StreamedBlock(type=block_type)
-            if block_type == "text":
-                block.text = _get(start, "text", "") or ""
-            elif block_type == "thinking":
-                block.thinking = _get(start, "thinking", "") or ""
-                block.signature = _get(start, "signature", "") or ""
-            elif block_type == "redacted_thinking":
-                block.data = _get(start, "data", "") or ""
-            elif block_type == "tool_use":
-                block.tool_id = _get(start, "id", "")
-                block.tool_name = _get(start, "name", "")
-                initial = _get(start, "input")
-                if isinstance(initial, dict) and initial:
-                    block.tool_input = dict(initial)
-            else:
-                dumped = start if isinstance(start, dict) else start.model_dump(exclude_none=True)
-                block.extra = dict(dumped)
-            self.blocks[int(_get(event, "index", len(self.blocks)))] = block
+            self.blocks[int(_get(event, "index", len(self.blocks)))] = _started_block(_get(event, "content_block"))
         elif kind == "content_block_delta":
             block = self.blocks.get(int(_get(event, "index", -1)))
             delta = _get(event, "delta")
-            if block is None or delta is None:
-                return None
-            delta_type = _get(delta, "type")
-            if delta_type == "text_delta":
-                block.text += _get(delta, "text", "")
-            elif delta_type == "input_json_delta":
-                block.json_buffer += _get(delta, "partial_json", "")
-            elif delta_type == "thinking_delta":
-                block.thinking += _get(delta, "thinking", "")
-            elif delta_type == "signature_delta":
-                block.signature = _get(delta, "signature", "")
+            if block is not None and delta is not None:
+                _apply_delta(block, delta)
         elif kind == "content_block_stop":
-            block = self.blocks.get(int(_get(event, "index", -1)))
-            if block is not None:
-                block.finish()
-                return block
+            stopped = self.blocks.get(int(_get(event, "index", -1)))
+            if stopped is not None:
+                stopped.finish()
+                return stopped
         elif kind == "message_delta":
             delta = _get(event, "delta")
             reason = _get(delta, "stop_reason") if delta is not None else None
@@ -179,6 +151,41 @@ class StreamAccumulator:
 
     def text(self) -> str:
         return "".join(self.blocks[i].text for i in sorted(self.blocks) if self.blocks[i].type == "text")
+
+
+def _started_block(start: Any) -> StreamedBlock:
+    """A block as content_block_start announces it."""
+    block_type = _get(start, "type")
+    block = StreamedBlock(type=block_type)
+    if block_type == "text":
+        block.text = _get(start, "text", "") or ""
+    elif block_type == "thinking":
+        block.thinking = _get(start, "thinking", "") or ""
+        block.signature = _get(start, "signature", "") or ""
+    elif block_type == "redacted_thinking":
+        block.data = _get(start, "data", "") or ""
+    elif block_type == "tool_use":
+        block.tool_id = _get(start, "id", "")
+        block.tool_name = _get(start, "name", "")
+        initial = _get(start, "input")
+        if isinstance(initial, dict) and initial:
+            block.tool_input = dict(initial)
+    else:
+        dumped = start if isinstance(start, dict) else start.model_dump(exclude_none=True)
+        block.extra = dict(dumped)
+    return block
+
+
+def _apply_delta(block: StreamedBlock, delta: Any) -> None:
+    delta_type = _get(delta, "type")
+    if delta_type == "text_delta":
+        block.text += _get(delta, "text", "")
+    elif delta_type == "input_json_delta":
+        block.json_buffer += _get(delta, "partial_json", "")
+    elif delta_type == "thinking_delta":
+        block.thinking += _get(delta, "thinking", "")
+    elif delta_type == "signature_delta":
+        block.signature = _get(delta, "signature", "")
 
 
 # ------------------------------------------------------------------ history rules
@@ -254,7 +261,7 @@ def invariant_violations(messages: list[dict[str, Any]]) -> list[str]:
         for tool_id in ids:
             if found.count(tool_id) != 1:
                 problems.append(f"message {index}: tool_use {tool_id} has {found.count(tool_id)} results")
-        extra = set(found) - set(ids)
+        extra = {str(tool_id) for tool_id in found} - set(ids)
         if extra:
             problems.append(f"message {index + 1}: results for unknown tool_use ids {sorted(extra)}")
         if content:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, SecretStr, model_validator
 
@@ -15,28 +15,30 @@ DEFAULT_BEDROCK_MODEL = "us.anthropic.claude-sonnet-5-5"
 class AnthropicSDKOptions(BackendOptions):
     """How the anthropic-sdk backend talks to the Messages API and runs its tool loop."""
 
+    renamed: ClassVar[dict[str, str]] = {
+        "max_tokens": "max_output_tokens",
+        "use_anthropic_tools": "anthropic_text_editor",
+        "bedrock": "anthropic_bedrock",
+        "aws_region": "anthropic_aws_region",
+        "aws_profile": "anthropic_aws_profile",
+        "aws_access_key": "anthropic_aws_access_key",
+        "aws_secret_key": "anthropic_aws_secret_key",
+        "aws_session_token": "anthropic_aws_session_token",
+        "max_turns_per_iteration": "anthropic_max_turns_per_iteration",
+        "prompt_caching": "anthropic_prompt_caching",
+    }
+
+    # Shared with other backends (one name everywhere).
     api_key: SecretStr | None = Field(
-        None, description="Anthropic API key; defaults to the ANTHROPIC_API_KEY environment variable."
-    )
-    base_url: str | None = Field(
-        None, description="API base URL; defaults to ANTHROPIC_BASE_URL or the public API."
-    )
-    max_tokens: int = Field(16384, gt=0, description="Output token limit per model response.")
-    use_anthropic_tools: bool = Field(
-        False, description="Use Anthropic's text editor tool (text_editor_20250728) instead of agenter's file tools."
-    )
-    bedrock: bool = Field(False, description="Call Claude on AWS Bedrock (needs the 'bedrock' extra).")
-    aws_region: str | None = Field(None, description="Bedrock region; defaults to AWS_REGION.")
-    aws_profile: str | None = None
-    aws_access_key: SecretStr | None = None
-    aws_secret_key: SecretStr | None = None
-    aws_session_token: SecretStr | None = None
-    max_retries: int = Field(4, ge=0, le=20, description="Retries per request on 429/5xx/529/dropped streams.")
+        None, description="Anthropic API key; defaults to the ANTHROPIC_API_KEY environment variable.")
+    base_url: str | None = Field(None, description="API base URL; defaults to ANTHROPIC_BASE_URL or the public API.")
+    max_retries: int = Field(4, ge=0, le=20, description="Retries per request on 408/409/429/5xx/529/dropped streams.")
     max_retry_wait: float = Field(60.0, ge=0, description="Cap in seconds on one retry wait (retry-after included).")
     request_timeout: float = Field(600.0, gt=0, description="Seconds per HTTP request (and between stream chunks).")
+    # Model settings other model backends have too.
+    max_output_tokens: int = Field(16384, gt=0, description="Output token limit per model response.")
     temperature: float | None = Field(
-        None, ge=0.0, le=1.0, description="Sampling temperature. Claude 5 models reject non-default values."
-    )
+        None, ge=0.0, le=1.0, description="Sampling temperature. Claude 5 models reject non-default values.")
     thinking: Literal["adaptive", "between_tools", "disabled"] | int | None = Field(
         None,
         description=(
@@ -46,20 +48,27 @@ class AnthropicSDKOptions(BackendOptions):
         ),
     )
     effort: Literal["low", "medium", "high", "xhigh", "max"] | None = Field(
-        None, description="How much effort the model spends (output_config.effort); None: the model's default."
-    )
-    max_turns_per_iteration: int = Field(
-        50, gt=0, description="Model responses per execute() call before the tool loop stops."
-    )
-    prompt_caching: bool = Field(True, description="Mark the stable prefix and the latest message cacheable.")
+        None, description="How much effort the model spends (output_config.effort); None: the model's default.")
+    # Only this backend's.
+    anthropic_text_editor: bool = Field(
+        False, description="Use Anthropic's text editor tool (text_editor_20250728) instead of agenter's file tools.")
+    anthropic_bedrock: bool = Field(False, description="Call Claude on AWS Bedrock (needs the 'bedrock' extra).")
+    anthropic_aws_region: str | None = Field(None, description="Bedrock region; defaults to AWS_REGION.")
+    anthropic_aws_profile: str | None = None
+    anthropic_aws_access_key: SecretStr | None = None
+    anthropic_aws_secret_key: SecretStr | None = None
+    anthropic_aws_session_token: SecretStr | None = None
+    anthropic_max_turns_per_iteration: int = Field(
+        50, gt=0, description="Model responses per execute() call before the tool loop stops.")
+    anthropic_prompt_caching: bool = Field(True, description="Mark the stable prefix and the latest message cacheable.")
 
     @model_validator(mode="after")
     def _check_thinking(self) -> AnthropicSDKOptions:
         if isinstance(self.thinking, int):
             if self.thinking < 1024:
                 raise ValueError("a thinking budget must be at least 1024 tokens")
-            if self.thinking >= self.max_tokens:
-                raise ValueError("the thinking budget must be smaller than max_tokens")
+            if self.thinking >= self.max_output_tokens:
+                raise ValueError("the thinking budget must be smaller than max_output_tokens")
         if self.thinking not in (None, "disabled") and self.temperature is not None:
             raise ValueError("temperature cannot be set while thinking is on (the API requires the default)")
         return self
