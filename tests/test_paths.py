@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import socket
 import time
 from pathlib import Path
 
 import pytest
 
 from agenter._errors import PathSecurityError
-from agenter.sandbox.paths import PathResolver
+from agenter.sandbox.paths import MAX_PATH_DEPTH, PATH_MAX, PathResolver, open_regular
 
 
 @pytest.fixture
@@ -379,3 +380,108 @@ def test_many_resolutions_are_cheap(layout):
     elapsed = time.perf_counter() - start
     print(f"4000 resolutions in {elapsed:.3f}s ({4000 / elapsed:.0f}/s)")
     assert os.path.isdir(project)
+
+
+# ---------------------------------------------------------------- hostile sizes and special files
+
+
+def test_path_longer_than_path_max_refused_with_a_short_message(layout):
+    project, _ = layout
+    resolver = PathResolver(project)
+    for bad in ("b" * 5000, "src/" + "c/" * 2100 + "x.py"):
+        for call in (resolver.resolve_read, resolver.resolve_write, resolver.open_for_write,
+                     resolver.open_for_read):
+            message = refused(call, bad)
+            assert "PATH_MAX" in message and len(message) < 400
+
+
+def test_name_longer_than_name_max_refused(layout):
+    project, _ = layout
+    resolver = PathResolver(project)
+    message = refused(resolver.resolve_write, "src/" + "n" * 256 + ".py")
+    assert "NAME_MAX" in message and "259 bytes" in message
+    # Counted in bytes, as the kernel does: 128 two-byte characters are 256 bytes.
+    assert "NAME_MAX" in refused(resolver.resolve_read, "é" * 128)
+    assert resolver.resolve_write("n" * 255).name == "n" * 255
+
+
+def test_path_joined_to_cwd_longer_than_path_max_refused(layout):
+    project, _ = layout
+    resolver = PathResolver(project)
+    # Short enough on its own, too long once the working directory is in front of it.
+    long_relative = "/".join(["d" * 200] * 21)[:PATH_MAX - 6]
+    assert len(str(project.resolve())) + 1 + len(long_relative) >= PATH_MAX
+    assert "once joined" in refused(resolver.resolve_write, long_relative)
+
+
+def test_deep_path_refused_and_open_for_write_does_not_recurse(layout):
+    project, _ = layout
+    resolver = PathResolver(project)
+    deep = "a/" * 1500 + "x.py"
+    for call in (resolver.resolve_read, resolver.resolve_write, resolver.open_for_write):
+        message = refused(call, deep)
+        assert "1501 folders deep" in message and len(message) < 400
+    assert not (project / "a").exists()
+    # At the limit, parents are created without recursion (Path.mkdir recursed per level).
+    at_limit = "a/" * (MAX_PATH_DEPTH - 1) + "x.py"
+    with resolver.open_for_write(at_limit) as handle:
+        handle.write("deep")
+    assert (project / at_limit).read_text() == "deep"
+
+
+def test_symlink_chain_longer_than_the_recursion_limit_refused(layout):
+    project, _ = layout
+    for i in range(1200):
+        (project / f"l{i}").symlink_to(f"l{i + 1}")
+    (project / "l1200").write_text("end")
+    resolver = PathResolver(project)
+    assert "symbolic links" in refused(resolver.resolve_read, "l0")
+    assert "symbolic links" in refused(resolver.resolve_write, "l0")
+    assert resolver.relative(project / "l0") == "l0"
+
+
+def test_unpaired_surrogate_refused(layout):
+    project, _ = layout
+    assert "not a valid file name" in refused(PathResolver(project).resolve_read, "bad\ud800.py")
+
+
+@pytest.mark.timeout(10, method="signal")  # a regression blocks in open(): fail, do not hang
+def test_fifo_is_refused_never_opened(layout):
+    project, _ = layout
+    os.mkfifo(project / "pipe")
+    resolver = PathResolver(project)
+    assert "not a regular file" in refused(resolver.open_for_write, "pipe")
+    assert "not a regular file" in refused(resolver.open_for_read, "pipe")
+    with pytest.raises(PathSecurityError, match="FIFO"):
+        open_regular(project / "pipe", os.O_RDONLY)
+    # A FIFO with a reader waiting is refused all the same (fstat after the open).
+    reader = os.open(project / "pipe", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        refused(resolver.open_for_write, "pipe")
+    finally:
+        os.close(reader)
+
+
+def test_socket_and_device_refused(layout, monkeypatch):
+    project, _ = layout
+    monkeypatch.chdir(project)  # AF_UNIX paths are short: bind by a relative name
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind("sock")
+        resolver = PathResolver(project)
+        assert "a socket" in refused(resolver.open_for_read, "sock")
+        assert "a socket" in refused(resolver.open_for_write, "sock")
+    unconfined = PathResolver(project, sandbox=False)
+    assert "a character device" in refused(unconfined.open_for_read, "/dev/null")
+    assert "a character device" in refused(unconfined.open_for_write, "/dev/null")
+
+
+def test_open_for_read_reads_regular_files_and_refuses_directories(layout):
+    project, _ = layout
+    resolver = PathResolver(project)
+    with resolver.open_for_read("src/app.py") as handle:
+        assert handle.read() == b"x = 1\n"
+    with pytest.raises(IsADirectoryError):
+        resolver.open_for_read("src")
+    with pytest.raises(FileNotFoundError):
+        resolver.open_for_read("src/missing.py")
+    refused(resolver.open_for_read, "../outside/secret.txt")

@@ -9,29 +9,93 @@ written for the model to read and correct itself.
 Limit (time of check / time of use): the check runs on the filesystem as it is at call
 time. A process that swaps a directory for a symlink between the check and the open can
 still redirect the access. The resolver narrows that window by returning the fully resolved
-path (so the caller opens no symlink it did not check) and ``open_for_write`` refuses a
-final-component symlink with O_NOFOLLOW, but it is not a kernel sandbox: confine hostile
-processes with the OS (containers, the agent's own sandbox), not with this class.
+path (so the caller opens no symlink it did not check), and ``open_for_read`` and
+``open_for_write`` refuse a final-component symlink with O_NOFOLLOW, but it is not a kernel
+sandbox: confine hostile processes with the OS (containers, the agent's own sandbox), not
+with this class.
+
+Hostile input is refused before it reaches the OS: paths longer than PATH_MAX, with a name
+longer than NAME_MAX or nested deeper than MAX_PATH_DEPTH, symlink chains too deep to resolve,
+and (when opening) anything that is not a regular file, so a FIFO or a device can never block
+or feed a caller.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
-from typing import IO
+from typing import IO, BinaryIO
 
 from agenter._errors import PathSecurityError
 
-__all__ = ["PathResolver"]
+__all__ = ["MAX_PATH_DEPTH", "NAME_MAX", "PATH_MAX", "PathResolver", "open_regular", "shown_path"]
 
-_MAX_SHOWN = 200
+#: Linux limits, in bytes: a whole path (the count includes the final NUL) and one name in it.
+#: Longer input is refused with a clear message instead of failing in the kernel.
+PATH_MAX = 4096
+NAME_MAX = 255
+#: Folder levels a path may go below the working directory. The kernel has no such limit, but
+#: Python's own tree walkers before 3.12 (os.walk, shutil.rmtree, Path.rglob) recurse once per
+#: level under a default recursion limit of 1000, so a deeper tree crashes them.
+MAX_PATH_DEPTH = 256
+
+_SHOWN_HEAD = 100
+_SHOWN_TAIL = 60
+
+# Flags for every open of a model-named file: never block on a FIFO (the lstat/fstat checks
+# then refuse it), never follow a final symlink (the resolved path has none, so one there was
+# planted after the check), never make a terminal the controlling one, never leak to children.
+_SAFE_OPEN_FLAGS = (os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NOCTTY", 0)
+                    | getattr(os, "O_CLOEXEC", 0))
+
+_KINDS = {stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFSOCK: "a socket",
+          stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFLNK: "a symbolic link"}
 
 
-def _shown(path: str) -> str:
-    """The path as quoted in an error message: printable and short."""
-    text = path if len(path) <= _MAX_SHOWN else path[:_MAX_SHOWN] + "..."
+def shown_path(path: str | os.PathLike[str]) -> str:
+    """The path as quoted in a message: printable, and shortened in the middle when long."""
+    text = os.fspath(path)
+    if len(text) > _SHOWN_HEAD + _SHOWN_TAIL + 3:
+        text = f"{text[:_SHOWN_HEAD]}...{text[-_SHOWN_TAIL:]}"
     return repr(text)
+
+
+def open_regular(path: str | os.PathLike[str], flags: int, *, shown: str | None = None,
+                 mode: int = 0o666) -> int:
+    """A descriptor on `path` opened with `flags`, only if it is a regular file.
+
+    Checked twice: lstat before the open (so a FIFO or device is never opened at all) and
+    fstat on the descriptor (in case the file was swapped in between; O_NONBLOCK keeps that
+    open from blocking). A final symlink is not followed. Raises PathSecurityError for
+    special files, IsADirectoryError for directories, and OSError as os.open does.
+    """
+    label = shown_path(shown if shown is not None else path)
+    try:
+        _require_regular(os.lstat(path).st_mode, path, label)
+    except FileNotFoundError:
+        if not flags & os.O_CREAT:
+            raise
+    fd = os.open(path, flags | _SAFE_OPEN_FLAGS, mode)
+    try:
+        _require_regular(os.fstat(fd).st_mode, path, label)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _require_regular(mode: int, path: str | os.PathLike[str], label: str) -> None:
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", os.fspath(path))
+    kind = _KINDS.get(stat.S_IFMT(mode), "a special file")
+    raise PathSecurityError(f"Refused: {label} is {kind}, not a regular file; "
+                            "only regular files are read or written")
 
 
 def _is_within(path: str, root: str) -> bool:
@@ -78,7 +142,7 @@ class PathResolver:
         text = self._text(path)
         real = self._resolve(text)
         if real == self._cwd_str:
-            raise PathSecurityError(f"Refused: {_shown(text)} is the working directory itself, not a file")
+            raise PathSecurityError(f"Refused: {shown_path(text)} is the working directory itself, not a file")
         if self.allowed_write_paths is not None:
             self._check_allowed_write(text, real)
         return Path(real)
@@ -90,7 +154,10 @@ class PathResolver:
         for root in (self._cwd_str, self.given_cwd):
             if _is_within(candidate, root):
                 return PurePosixPath(Path(os.path.relpath(candidate, root))).as_posix()
-        real = os.path.realpath(candidate)
+        try:
+            real = os.path.realpath(candidate)
+        except (OSError, RecursionError, ValueError):  # see _resolve; outside is the safe answer
+            return Path(candidate).as_posix()
         if _is_within(real, self._cwd_str):
             return PurePosixPath(Path(os.path.relpath(real, self._cwd_str))).as_posix()
         return Path(candidate).as_posix()
@@ -103,24 +170,37 @@ class PathResolver:
             return False
         return True
 
+    def open_for_read(self, path: str | os.PathLike[str]) -> BinaryIO:
+        """Resolve `path` for reading and open it in binary mode, only if it is a regular file.
+
+        Never blocks and never follows a final symlink: a FIFO, socket or device raises
+        PathSecurityError without being opened, a directory IsADirectoryError.
+        """
+        target = self.resolve_read(path)
+        fd = open_regular(target, os.O_RDONLY, shown=self._text(path))
+        return os.fdopen(fd, "rb")
+
     def open_for_write(self, path: str | os.PathLike[str], mode: str = "w", *,
                        encoding: str | None = "utf-8", make_parents: bool = True) -> IO:
         """Resolve `path` for writing and open it without following a final symlink.
 
         Creates missing parent directories (inside the sandbox) when make_parents is True.
+        Refuses anything that exists and is not a regular file (FIFO, device, socket).
         """
         target = self.resolve_write(path)
         if make_parents:
-            target.parent.mkdir(parents=True, exist_ok=True)
+            _make_dirs(target.parent)
             # The parents now exist: re-check that none of them was swapped for a symlink out.
             target = self.resolve_write(path)
-        flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        flags = os.O_WRONLY | os.O_CREAT
         flags |= os.O_APPEND if "a" in mode else os.O_TRUNC
         try:
-            fd = os.open(target, flags, 0o666)
+            fd = open_regular(target, flags, shown=os.fspath(path))
+        except PathSecurityError:
+            raise
         except OSError as exc:
             raise PathSecurityError(
-                f"Refused: could not open {_shown(os.fspath(path))} for writing safely ({exc.strerror})"
+                f"Refused: could not open {shown_path(os.fspath(path))} for writing safely ({exc.strerror})"
             ) from exc
         if "b" in mode:
             return os.fdopen(fd, mode)
@@ -152,6 +232,23 @@ class PathResolver:
             raise PathSecurityError("Refused: the path contains a NUL byte")
         if text == "":
             raise PathSecurityError("Refused: the path is empty")
+        try:
+            encoded = os.fsencode(text)
+        except UnicodeError:
+            raise PathSecurityError(
+                f"Refused: {shown_path(text)} is not a valid file name (it contains an unpaired surrogate)"
+            ) from None
+        if len(encoded) >= PATH_MAX:
+            raise PathSecurityError(
+                f"Refused: the path {shown_path(text)} is {len(encoded)} bytes long; "
+                f"paths are limited to {PATH_MAX - 1} bytes (PATH_MAX)"
+            )
+        longest = max(encoded.split(b"/"), key=len)
+        if len(longest) > NAME_MAX:
+            raise PathSecurityError(
+                f"Refused: {shown_path(text)} contains a name of {len(longest)} bytes; a file or "
+                f"folder name is limited to {NAME_MAX} bytes (NAME_MAX)"
+            )
         return text
 
     def _resolve(self, path: str | os.PathLike[str]) -> str:
@@ -161,40 +258,76 @@ class PathResolver:
         try:
             real = os.path.realpath(joined)
         except OSError as exc:  # symlink loop on some Python versions / ELOOP
-            raise PathSecurityError(f"Refused: {_shown(text)} could not be resolved ({exc})") from exc
+            raise PathSecurityError(f"Refused: {shown_path(text)} could not be resolved ({exc.strerror or exc})") from exc
+        except RecursionError:
+            # Python 3.11's realpath recurses once per symlink in a chain; the kernel gives up
+            # after 40 (ELOOP), so a chain this long could never be opened anyway.
+            raise PathSecurityError(
+                f"Refused: {shown_path(text)} goes through too many levels of symbolic links"
+            ) from None
+        if len(os.fsencode(real)) >= PATH_MAX:
+            raise PathSecurityError(
+                f"Refused: {shown_path(text)} is longer than {PATH_MAX - 1} bytes (PATH_MAX) once "
+                "joined to the working directory and resolved; use a shorter path"
+            )
+        depth = real.count(os.sep)
+        if _is_within(real, self._cwd_str):
+            depth -= self._cwd_str.rstrip(os.sep).count(os.sep)
+        if depth > MAX_PATH_DEPTH:
+            raise PathSecurityError(
+                f"Refused: {shown_path(text)} is nested {depth} folders deep; paths are limited to "
+                f"{MAX_PATH_DEPTH} levels"
+            )
         if not self.sandbox:
             return real
         if not _is_within(real, self._cwd_str):
             lexical = os.path.normpath(joined)
             if _is_within(lexical, self._cwd_str):
                 raise PathSecurityError(
-                    f"Refused: {_shown(text)} goes through a symlink that resolves outside the working "
+                    f"Refused: {shown_path(text)} goes through a symlink that resolves outside the working "
                     "directory; use paths inside the working directory"
                 )
             raise PathSecurityError(
-                f"Refused: {_shown(text)} resolves outside the working directory; "
+                f"Refused: {shown_path(text)} resolves outside the working directory; "
                 "use a path relative to the working directory"
             )
         rel_parts = Path(os.path.relpath(real, self._cwd_str)).parts
         if any(part.casefold() == ".git" for part in rel_parts):
             raise PathSecurityError(
-                f"Refused: {_shown(text)} is inside .git/ (version-control internals are off limits)"
+                f"Refused: {shown_path(text)} is inside .git/ (version-control internals are off limits)"
             )
         return real
 
     def _check_allowed_write(self, text: str, real: str) -> None:
         if not self.allowed_write_paths:
             raise PathSecurityError(
-                f"Refused: writing {_shown(text)} is not allowed: no files may be written in this session"
+                f"Refused: writing {shown_path(text)} is not allowed: no files may be written in this session"
             )
         patterns = ", ".join(self.allowed_write_paths)
         if not _is_within(real, self._cwd_str):
             raise PathSecurityError(
-                f"Refused: {_shown(text)} is outside the working directory, and writes are limited to: {patterns}"
+                f"Refused: {shown_path(text)} is outside the working directory, and writes are limited to: {patterns}"
             )
         rel = Path(os.path.relpath(real, self._cwd_str)).as_posix()
         assert self._write_spec is not None
         if not self._write_spec.match_file(rel):
             raise PathSecurityError(
-                f"Refused: writing {_shown(rel)} is not allowed; writes are limited to: {patterns}"
+                f"Refused: writing {shown_path(rel)} is not allowed; writes are limited to: {patterns}"
             )
+
+
+def _make_dirs(directory: Path) -> None:
+    """mkdir -p without recursion (Path.mkdir and os.makedirs recurse once per missing level)."""
+    missing: list[Path] = []
+    current = directory
+    while not os.path.lexists(current):
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder)
+        except FileExistsError:
+            if not os.path.isdir(folder):
+                raise
