@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agenter.backends._protocol import ModifiedFiles
+from agenter._types import ModifiedFiles
+from agenter.sandbox.paths import open_regular
 
 #: Folders never reported as changes: VCS internals, environments, caches, dependencies.
 IGNORED_DIRS = frozenset({
@@ -22,20 +24,39 @@ IGNORED_DIRS = frozenset({
 #: does for "racy" index entries).
 RACY_WINDOW_NS = 100_000_000
 _HASH_LIMIT = 8 * 1024 * 1024
+_HASH_CHUNK = 1024 * 1024
 
 
 def _digest(path: Path) -> str | None:
+    """Content digest of a regular file (its first _HASH_LIMIT bytes); None for anything else.
+
+    Only regular files are opened: opening a FIFO would block until a writer comes, and a
+    device could be endless. open_regular checks with lstat first and opens non-blocking.
+    """
     try:
-        with open(path, "rb") as handle:
-            return hashlib.blake2b(handle.read(_HASH_LIMIT), digest_size=16).hexdigest()
-    except OSError:
+        fd = open_regular(path, os.O_RDONLY)
+    except OSError:  # gone, unreadable, or not a regular file (PathSecurityError is an OSError)
         return None
+    hasher = hashlib.blake2b(digest_size=16)
+    with os.fdopen(fd, "rb") as handle:
+        left = _HASH_LIMIT
+        while left > 0:
+            try:
+                chunk = handle.read(min(_HASH_CHUNK, left))
+            except OSError:
+                return None
+            if not chunk:
+                break
+            hasher.update(chunk)
+            left -= len(chunk)
+    return hasher.hexdigest()
 
 
 @dataclass(frozen=True)
 class WorkspaceSnapshot:
     """Path -> (mtime_ns, size, inode) for every file under root, minus IGNORED_DIRS, plus
-    content digests of files modified just before the snapshot."""
+    content digests of regular files modified just before the snapshot. Special files
+    (FIFOs, sockets, devices) are listed by their metadata but never opened."""
 
     root: Path
     entries: dict[str, tuple[int, int, int]]
@@ -45,7 +66,9 @@ class WorkspaceSnapshot:
     def take(cls, root: str | Path) -> WorkspaceSnapshot:
         root = Path(root)
         taken_ns = time.time_ns()
+        racy_after = taken_ns - RACY_WINDOW_NS
         entries: dict[str, tuple[int, int, int]] = {}
+        racy_files: list[str] = []
         stack = [("", str(root))]
         while stack:
             prefix, directory = stack.pop()
@@ -66,11 +89,11 @@ class WorkspaceSnapshot:
                         else:
                             st = entry.stat(follow_symlinks=False)
                             entries[rel] = (st.st_mtime_ns, st.st_size, st.st_ino)
+                            if st.st_mtime_ns >= racy_after and stat.S_ISREG(st.st_mode):
+                                racy_files.append(rel)
                     except OSError:
                         continue
-        racy_after = taken_ns - RACY_WINDOW_NS
-        racy = {path: _digest(root / path) for path, (mtime, _, _) in entries.items()
-                if mtime >= racy_after}
+        racy = {path: _digest(root / path) for path in racy_files}
         return cls(root, entries, racy)
 
     def diff(self, after: WorkspaceSnapshot) -> ModifiedFiles:
