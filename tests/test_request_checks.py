@@ -99,8 +99,8 @@ async def test_file_contents_in_events_are_redacted_but_the_result_is_raw(tmp_pa
     agent = AutonomousCodingAgent(backend=FunctionBackend, turn=leak)
     events = [e async for e in agent.stream_execute("p", cwd=tmp_path)]
     assert "tok-very-secret-42" not in "".join(e.to_json() for e in events)
-    final = events[-1].result
-    assert final is not None and "[REDACTED]" in final.files["config.py"]
+    assert "[REDACTED]" in events[-1].data["result"]["files"]["config.py"]
+    assert events[-1].result.files["config.py"] == "TOKEN = 'tok-very-secret-42'\n"  # raw for the caller
     raw = await agent.execute("p", cwd=tmp_path)
     assert raw.files["config.py"] == "TOKEN = 'tok-very-secret-42'\n"
 

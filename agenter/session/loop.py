@@ -193,7 +193,11 @@ class CodingSession:
                 # Always disconnect: a backend may have spawned a process before connect() failed.
                 await asyncio.wait_for(self.backend.disconnect(), CANCEL_GRACE_SECONDS * 2)
             done = outcome or _Outcome(CodingStatus.ERROR, "session ended unexpectedly")
-            self.result = self._build_result(done, state)
+            files: dict[str, str | None] = {}
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                # Reading changed files can take a while: never on the event loop.
+                files = await asyncio.to_thread(self._read_files)
+            self.result = self._build_result(done, state, files)
 
         yield self._final_event(self.result)
         end = self._event(CodingEventType.SESSION_END, status=self.result.status.value,
@@ -437,7 +441,7 @@ class CodingSession:
             files[rel] = _read_capped(cwd / rel)
         return files
 
-    def _build_result(self, outcome: _Outcome, state: _RunState) -> CodingResult:
+    def _build_result(self, outcome: _Outcome, state: _RunState, files: dict[str, str | None]) -> CodingResult:
         try:
             usage = self.backend.usage()
         except Exception:  # noqa: BLE001
@@ -445,7 +449,7 @@ class CodingSession:
         summary = state.summary or self._default_summary(outcome.status, state)
         refusal = state.refusal
         return CodingResult(
-            status=outcome.status, files=self._read_files(), summary=self._redact(summary),
+            status=outcome.status, files=files, summary=self._redact(summary),
             iterations=state.iteration, input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens, cache_read_tokens=usage.cache_read_tokens,
             cache_write_tokens=usage.cache_write_tokens, total_tokens=usage.total_tokens,
