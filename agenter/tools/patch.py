@@ -290,18 +290,18 @@ def _plan_change(change: FileChange, resolver: PathResolver, claimed: dict[Path,
     if op == "create":
         _must_be_absent(resolver, change.path, target, "use operation 'modify' to change it")
         _claim(claimed, target, change.path)
-        rel = resolver.relative(target)
+        rel = _relative(resolver, target)
         text = _new_text(change, "", {change.path, rel})
         return [_Planned(change.path, rel, target, None, _encode(text))]
 
     old, mode, key = _read_existing(resolver, change.path, target, symlink_ok=(op == "modify"))
     _claim(claimed, target, change.path)
-    rel = resolver.relative(target)
+    rel = _relative(resolver, target)
     if op == "delete":
         return [_Planned(change.path, rel, target, old, None, mode, key)]
     names = {change.path, rel}
     if change.new_path:
-        names |= {change.new_path, resolver.relative(_resolve(resolver, change.new_path))}
+        names |= {change.new_path, _relative(resolver, _resolve(resolver, change.new_path))}
     new = _new_bytes(change, old, names)
     if op == "modify":
         if new == old:
@@ -313,7 +313,7 @@ def _plan_change(change: FileChange, resolver: PathResolver, claimed: dict[Path,
     _must_be_absent(resolver, change.new_path, destination, "rename onto an existing file is not supported; "
                     "choose a new_path that does not exist yet")
     _claim(claimed, destination, change.path)
-    new_rel = resolver.relative(destination)
+    new_rel = _relative(resolver, destination)
     return [
         _Planned(change.new_path, new_rel, destination, None, new, mode, moved_from=rel, before=old),
         _Planned(change.path, rel, target, old, None, mode, key, moved_to=new_rel),
@@ -324,6 +324,14 @@ def _resolve(resolver: PathResolver, path: str) -> Path:
     if path.endswith(("/", os.sep)):
         raise _ChangeFailed(f"{path!r} names a directory; patch changes name files")
     return resolver.resolve_write(path)
+
+
+def _relative(resolver: PathResolver, target: Path) -> str:
+    """POSIX path of a resolved target relative to cwd (a plain slice in the usual case)."""
+    text, root = str(target), str(resolver.cwd)
+    if os.sep == "/" and text.startswith(root + "/"):
+        return text[len(root) + 1:]
+    return resolver.relative(target)
 
 
 def _lexical(resolver: PathResolver, path: str) -> str:
@@ -411,22 +419,30 @@ def _splitlines_is_exact(text: str) -> bool:
 class _Lines:
     """A text split into lines that keep their own endings, plus their bodies for matching."""
 
-    __slots__ = ("bodies", "eol", "lines", "_stripped")
+    __slots__ = ("_bodies", "_stripped", "eol", "lines")
 
     def __init__(self, text: str):
+        self._bodies: list[str] | None = None
         if _splitlines_is_exact(text):
             self.lines = text.splitlines(keepends=True)
-            self.bodies = text.splitlines()
         else:
             parts = text.split("\n")
             last = parts.pop()
-            self.bodies = [p[:-1] if p.endswith("\r") else p for p in parts]
+            self._bodies = [p[:-1] if p.endswith("\r") else p for p in parts]
             self.lines = [p + "\n" for p in parts]
             if last:
-                self.bodies.append(last)
+                self._bodies.append(last)
                 self.lines.append(last)
         self.eol = _dominant_eol(text)
         self._stripped: list[str] | None = None
+
+    @property
+    def bodies(self) -> list[str]:
+        """The lines without their endings (made on first use: a hunk found where its header says
+        compares only its own few lines)."""
+        if self._bodies is None:
+            self._bodies = [_body(line) for line in self.lines]
+        return self._bodies
 
     @property
     def stripped(self) -> list[str]:
@@ -621,12 +637,16 @@ def _norm(path: str) -> str:
 def _locate(file: _Lines, hunk: _Hunk, expected: int, cursor: int) -> int:
     """Where the hunk's old lines are: near `expected` first, else the one place they match."""
     count = len(hunk.old)
-    total = len(file.bodies)
+    lines = file.lines
+    total = len(lines)
     if count == 0:   # a pure insertion has nothing to match: its position is all there is
         if cursor <= expected <= total:
             return expected
         raise _ChangeFailed(f"hunk #{hunk.number} ({hunk.header}) inserts at line {expected}, but the file has "
                             f"{total} lines" + (" (or it overlaps the previous hunk)" if expected < cursor else ""))
+    if cursor <= expected <= total - count and all(
+            _body(lines[expected + i]) == wanted for i, wanted in enumerate(hunk.old)):
+        return expected  # the common case, checked without splitting the whole file
     for tolerant in (False, True):
         bodies = file.stripped if tolerant else file.bodies
         old = [b.rstrip() for b in hunk.old] if tolerant else hunk.old
@@ -842,7 +862,8 @@ def _write_all(files: list[_Planned], resolver: PathResolver) -> None:
         for planned in files:
             _unchanged_since_read(planned)
             if planned.new is not None:
-                _make_parents(planned, resolver, made_dirs)
+                if planned.old is None:  # only a new file can lack its directory
+                    _make_parents(planned, resolver, made_dirs)
                 staged.append((planned, _write_temp(planned.target, planned.new, planned.mode)))
     except (OSError, _WriteFailed, PathSecurityError) as exc:
         for _, temp in staged:
