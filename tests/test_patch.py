@@ -519,6 +519,27 @@ def test_failed_write_midway_rolls_back(project: Path, monkeypatch: pytest.Monke
     assert not (project / "fresh").exists()
 
 
+def test_failed_staging_leaves_no_temporary_files(project: Path, monkeypatch: pytest.MonkeyPatch):
+    import agenter.tools.patch as patch_module
+
+    before = snapshot(project)
+    real_write_temp = patch_module._write_temp
+    calls = []
+
+    def failing_write_temp(target, data, mode):
+        calls.append(target)
+        if len(calls) == 3:
+            raise OSError(13, "Permission denied")
+        return real_write_temp(target, data, mode)
+
+    monkeypatch.setattr(patch_module, "_write_temp", failing_write_temp)
+    error = refused(project, FileChange(path="a/b/new.py", operation="create", content="n\n"),
+                    modify("README.md", content="r\n"), modify("src/app.py", content="x\n"))
+    assert error.errors[0].path == "src/app.py" and "Permission denied" in error.errors[0].message
+    assert snapshot(project) == before
+    assert not (project / "a").exists()
+
+
 # ---------------------------------------------------------------- property: difflib diffs apply exactly
 
 LINE = st.sampled_from(["a", "b", "", "  indented", "x = 1", "return", "}", "tail  "])

@@ -865,10 +865,12 @@ def _write_all(files: list[_Planned], resolver: PathResolver) -> None:
                 if planned.old is None:  # only a new file can lack its directory
                     _make_parents(planned, resolver, made_dirs)
                 staged.append((planned, _write_temp(planned.target, planned.new, planned.mode)))
-    except (OSError, _WriteFailed, PathSecurityError) as exc:
+    except BaseException as exc:  # also an interrupt: no temporary file may stay behind
         for _, temp in staged:
             _remove_quietly(temp)
         _remove_dirs(made_dirs)
+        if not isinstance(exc, OSError | _WriteFailed | PathSecurityError):
+            raise
         raise PatchError([FileError(planned.label, _reason(exc))]) from None
 
     done: list[_Planned] = []
@@ -883,13 +885,15 @@ def _write_all(files: list[_Planned], resolver: PathResolver) -> None:
                 current = planned
                 os.unlink(planned.target)
                 done.append(planned)
-    except OSError as exc:
+    except BaseException as exc:  # also an interrupt: undo what was done, then let it go on
         moved = {id(planned) for planned in done}
         for planned, temp in staged:
             if id(planned) not in moved:
                 _remove_quietly(temp)
         failures = _roll_back(done)
         _remove_dirs(made_dirs)
+        if not isinstance(exc, OSError):
+            raise
         label = current.label if current is not None else None
         errors = [FileError(label, _reason(exc))]
         if failures:
