@@ -127,6 +127,15 @@ def test_far_hunk_is_accepted_only_where_it_is_unique(project: Path):
     assert "matches 2 places" in str(error) and "fix the @@ line numbers" in str(error)
 
 
+def test_hunk_context_tolerates_trailing_whitespace_only(project: Path):
+    app = project / "src" / "app.py"
+    app.write_text("def main():  \n    x = 1\n\t\n    y = 2\n")
+    apply(project, modify("src/app.py", diff="@@ -1,4 +1,4 @@\n def main():\n     x = 1\n \n-    y = 2\n+    y = 3\n"))
+    assert app.read_text() == "def main():  \n    x = 1\n\t\n    y = 3\n"  # the file's own context lines stay
+    error = refused(project, modify("src/app.py", diff="@@ -2 +2 @@\n-x = 1\n+x = 2\n"))
+    assert "does not apply" in str(error)  # leading whitespace is content
+
+
 def test_context_mismatch_names_file_hunk_and_line(project: Path):
     before = snapshot(project)
     bad = APP_DIFF.replace("     x = 1\n", "     x = 100\n")
