@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
-from typing import Any, ClassVar
 
 import pytest
 from pydantic import BaseModel
@@ -18,7 +16,6 @@ from agenter import (
     CodingRequest,
     CodingStatus,
     ConfigurationError,
-    Usage,
 )
 from agenter.backends import BackendMessage, MessageType
 from agenter.testing import FunctionBackend, TurnContext

@@ -29,7 +29,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -221,7 +221,7 @@ class CodingBackend(Protocol):
     async def connect(self, spec: SessionSpec) -> None:
         """Start the agent for one session (spawn the process, open the client)."""
 
-    def execute(self, prompt: str) -> AsyncIterator[BackendMessage]:
+    def execute(self, prompt: str) -> AsyncGenerator[BackendMessage, None]:
         """Run one turn; yields messages as they arrive. Raises BackendError on failure."""
 
     def modified_files(self) -> ModifiedFiles:
@@ -377,7 +377,7 @@ class BaseBackend(Generic[OptionsT]):
         if self._state == "connecting":
             self._state = "connected"
 
-    async def execute(self, prompt: str) -> AsyncIterator[BackendMessage]:
+    async def execute(self, prompt: str) -> AsyncGenerator[BackendMessage, None]:
         if self._state != "connected":
             raise BackendError(f"the {self.name} backend is not connected", backend=self.name)
         self._modified = ModifiedFiles()
@@ -388,14 +388,18 @@ class BaseBackend(Generic[OptionsT]):
         from agenter.sandbox.workspace import WorkspaceSnapshot
 
         self._before = await asyncio.to_thread(WorkspaceSnapshot.take, self.cwd)
+        messages = self._turn(prompt)
         try:
-            async with contextlib.aclosing(self._turn(prompt)) as messages:
-                async for message in messages:
-                    yield message
-                    note = self.ledger.take_note()
-                    if note:
-                        yield BackendMessage(MessageType.STATUS, note)
+            async for message in messages:
+                yield message
+                note = self.ledger.take_note()
+                if note:
+                    yield BackendMessage(MessageType.STATUS, note)
         finally:
+            aclose = getattr(messages, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
             await self._end_turn()
 
     def modified_files(self) -> ModifiedFiles:

@@ -6,7 +6,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +95,7 @@ class AutonomousCodingAgent:
         return session.result
 
     async def stream_execute(self, request: CodingRequest | str,
-                             **request_fields: Any) -> AsyncIterator[CodingEvent]:
+                             **request_fields: Any) -> AsyncGenerator[CodingEvent, None]:
         """Yield events as they happen; SESSION_END is always last and carries the result.
 
         Stopping early (break, cancellation) ends the session and its backend when this

@@ -13,7 +13,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,7 @@ class _Failure:
 
 
 async def _within_time(source: AsyncIterator[Any], tracker: BudgetTracker,
-                       name: str) -> AsyncIterator[Any]:
+                       name: str) -> AsyncGenerator[Any, None]:
     """Items of `source`, consumed in a task of its own so that the time budget can cancel it
     wherever it is waiting (a hung model, a slow test command). Raises _TimeUp when the budget
     runs out; an exception of the source arrives as a _Failure item and ends the stream."""
@@ -98,7 +98,7 @@ async def _within_time(source: AsyncIterator[Any], tracker: BudgetTracker,
                 raise _TimeUp
             try:
                 item = await asyncio.wait_for(queue.get(), _timeout(remaining))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise _TimeUp from None
             if item is _END:
                 return
@@ -163,7 +163,7 @@ class CodingSession:
         self._tracker = BudgetTracker(budget)
 
     # ------------------------------------------------------------------ the loop
-    async def run(self) -> AsyncIterator[CodingEvent]:
+    async def run(self) -> AsyncGenerator[CodingEvent, None]:
         """SESSION_START, the iterations, the final event, SESSION_END (always last)."""
         self._tracker = BudgetTracker(self.budget)
         state = _RunState(self.request.prompt)
@@ -178,8 +178,8 @@ class CodingSession:
                 async with contextlib.aclosing(self._iteration(state)) as events:
                     async for event in events:
                         yield event
-        except _Outcome as done:
-            outcome = done
+        except _Outcome as decided:
+            outcome = decided
         except (asyncio.CancelledError, GeneratorExit):
             outcome = _Outcome(CodingStatus.ERROR, "session cancelled by the caller")
             raise
@@ -192,12 +192,12 @@ class CodingSession:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 # Always disconnect: a backend may have spawned a process before connect() failed.
                 await asyncio.wait_for(self.backend.disconnect(), CANCEL_GRACE_SECONDS * 2)
-            done = outcome or _Outcome(CodingStatus.ERROR, "session ended unexpectedly")
+            final = outcome or _Outcome(CodingStatus.ERROR, "session ended unexpectedly")
             files: dict[str, str | None] = {}
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 # Reading changed files can take a while: never on the event loop.
                 files = await asyncio.to_thread(self._read_files)
-            self.result = self._build_result(done, state, files)
+            self.result = self._build_result(final, state, files)
 
         yield self._final_event(self.result)
         end = self._event(CodingEventType.SESSION_END, status=self.result.status.value,
@@ -208,7 +208,7 @@ class CodingSession:
         end._result = self.result  # raw, for the caller; the data is the redacted copy
         yield end
 
-    async def _iteration(self, state: _RunState) -> AsyncIterator[CodingEvent]:
+    async def _iteration(self, state: _RunState) -> AsyncGenerator[CodingEvent, None]:
         """One turn, its changes, its validation; raises _Outcome when the run is decided."""
         state.iteration += 1
         iteration = state.iteration
@@ -259,7 +259,7 @@ class CodingSession:
                            resume_session_id=self.request.resume)
         try:
             await asyncio.wait_for(self.backend.connect(spec), _timeout(max(self._tracker.remaining_time(), 0.01)))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise _Outcome(CodingStatus.BUDGET_EXCEEDED,
                            self._tracker.describe(TIME, self.backend.usage()) + " (while the backend started)",
                            TIME) from None
@@ -296,7 +296,7 @@ class CodingSession:
                             turn.exceeded)
         return None
 
-    async def _validate(self, iteration: int, results: list[ValidationResult]) -> AsyncIterator[CodingEvent]:
+    async def _validate(self, iteration: int, results: list[ValidationResult]) -> AsyncGenerator[CodingEvent, None]:
         """Validators on every file changed so far that still exists, within the time budget."""
         cwd = Path(self.request.cwd)
         files = sorted(p for p in self._changed.written if (cwd / p).is_file())
@@ -345,14 +345,14 @@ class CodingSession:
         return f"validation did not pass within {n} iterations"
 
     def _unfinished_note(self) -> str:
-        unfinished = getattr(self.backend, "unfinished_tools", lambda: [])()
+        unfinished: list[str] = getattr(self.backend, "unfinished_tools", list)()
         if not unfinished:
             return ""
         return (f"; tool call(s) still running when the run ended, which may change files after it: "
                 f"{', '.join(unfinished)}")
 
     # ------------------------------------------------------------------ turn
-    async def _run_turn(self, prompt: str, outcome: _TurnOutcome, iteration: int) -> AsyncIterator[CodingEvent]:
+    async def _run_turn(self, prompt: str, outcome: _TurnOutcome, iteration: int) -> AsyncGenerator[CodingEvent, None]:
         """Stream one backend turn as events; token and cost budgets are checked per message."""
         try:
             async with contextlib.aclosing(

@@ -44,12 +44,13 @@ class Tool(Generic[P, R]):
         """
         parsed = self._arguments_model.model_validate(arguments or {})
         kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
+        function: Callable[..., Any] = self.function
         if self.is_async:
-            value = await self.function(**kwargs)
+            value = await function(**kwargs)
         elif run_sync is not None:
-            value = await run_sync(self.function, **kwargs)
+            value = await run_sync(function, **kwargs)
         else:
-            value = await asyncio.to_thread(self.function, **kwargs)
+            value = await asyncio.to_thread(function, **kwargs)
         return _to_text(value)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
