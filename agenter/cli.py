@@ -1,6 +1,8 @@
 """`agenter run "PROMPT" --cwd DIR --backend NAME`: a coding run from the shell.
 
-Exit code 0 only for COMPLETED; --json prints one event per line (NDJSON) for pipelines.
+Exit codes: 0 completed, 1 not completed, 2 usage error, 130 interrupted (Ctrl-C).
+--json prints one event per line (NDJSON) for pipelines; the last line is always session_end.
+See docs/cli.md.
 """
 
 from __future__ import annotations
@@ -8,26 +10,43 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
+import time
 from typing import Any
 
 EXIT_OK = 0
 EXIT_NOT_COMPLETED = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a job stopped by Ctrl-C
+
+INTERRUPTED = "interrupted by the user"
+
+# Request and budget fields as the user typed them, so no message names a pydantic field.
+_FLAGS = {
+    "prompt": "the prompt", "cwd": "--cwd", "system_prompt": "--system-prompt",
+    "allowed_write_paths": "--allow-write", "max_cost_usd": "--max-cost",
+    "max_tokens": "--max-tokens", "max_time_seconds": "--max-time",
+    "max_iterations": "--max-iterations",
+}
 
 
 def _parser() -> argparse.ArgumentParser:
+    from agenter import __version__
+
     parser = argparse.ArgumentParser(prog="agenter", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"agenter {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a coding agent on a repository")
     run.add_argument("prompt", help="the task")
     run.add_argument("--cwd", default=".", help="the repository to work in (default: .)")
     run.add_argument("--backend", default="anthropic-sdk", help="agent backend (default: anthropic-sdk)")
-    run.add_argument("--model", default=None)
+    run.add_argument("--model", default=None, help="model name (default: the backend's own)")
     run.add_argument("--max-cost", type=float, default=None, help="cost budget in USD")
     run.add_argument("--max-tokens", type=int, default=None, help="token budget")
     run.add_argument("--max-time", type=float, default=None, help="time budget in seconds")
-    run.add_argument("--max-iterations", type=int, default=None)
+    run.add_argument("--max-iterations", type=int, default=None,
+                     help="backend turns, the first attempt plus retries (default: 5)")
     run.add_argument("--validator", action="append", default=None, metavar="NAME",
                      help="syntax, security or 'command:CMD' (repeatable; default: syntax)")
     run.add_argument("--allow-write", action="append", default=None, metavar="PATTERN",
@@ -36,123 +55,270 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-sandbox", action="store_true", help="unrestricted file access")
     run.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                      help="a backend option; VALUE is parsed as JSON when it can be")
-    run.add_argument("--json", action="store_true", help="print events as NDJSON")
+    run.add_argument("--json", action="store_true", help="print events as NDJSON on stdout")
     sub.add_parser("backends", help="list backend names")
     return parser
+
+
+def _usage_problems(args: argparse.Namespace) -> list[str]:
+    """What is wrong with the flags, in the flags' own words (checked before anything starts)."""
+    problems = []
+    if not args.prompt.strip():
+        problems.append("the prompt is empty")
+    # `not value > 0` also catches NaN, which float() accepts.
+    for flag, value in (("--max-cost", args.max_cost), ("--max-time", args.max_time)):
+        if value is not None and not value > 0:
+            problems.append(f"{flag} must be > 0")
+    for flag, value in (("--max-tokens", args.max_tokens), ("--max-iterations", args.max_iterations)):
+        if value is not None and value < 1:
+            problems.append(f"{flag} must be >= 1")
+    for pair in args.option:
+        key, sep, _ = pair.partition("=")
+        if not sep or not key.strip():
+            problems.append(f"--option needs KEY=VALUE, got {pair!r}")
+    return problems
 
 
 def _backend_options(pairs: list[str]) -> dict[str, Any]:
     options: dict[str, Any] = {}
     for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"agenter: --option needs KEY=VALUE, got {pair!r}")
+        key, _, value = pair.partition("=")
         try:
-            options[key] = json.loads(value)
+            options[key.strip()] = json.loads(value)
         except json.JSONDecodeError:
-            options[key] = value
+            options[key.strip()] = value
     return options
 
 
+def _describe_error(exc: BaseException) -> str:
+    """One line for a configuration or validation error: flags instead of pydantic field
+    names, and none of pydantic's multi-line layout or documentation links."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        return "; ".join(_describe_problem(problem) for problem in exc.errors(include_url=False))
+    cause = exc.__cause__
+    message = str(exc)
+    if isinstance(cause, ValidationError):
+        head = message.split(str(cause))[0].rstrip(": \n") if str(cause) in message else message
+        return f"{head}: {_describe_error(cause)}" if head else _describe_error(cause)
+    lines = [line.strip() for line in message.splitlines()]
+    return "; ".join(line for line in lines if line and "errors.pydantic.dev" not in line)
+
+
+def _describe_problem(problem: Any) -> str:
+    where = [str(part) for part in problem.get("loc", ())]
+    field = _FLAGS.get(where[-1], ".".join(where)) if where else ""
+    text = str(problem.get("msg", "invalid value"))
+    text = text[:1].lower() + text[1:]
+    return f"{field}: {text}" if field else text
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.command == "backends":
-        from agenter.backends import backend_names
-
-        print("\n".join(backend_names()))
-        return EXIT_OK
-    return asyncio.run(_run(args))
-
-
-async def _run(args: argparse.Namespace) -> int:
-    from agenter import AutonomousCodingAgent, Budget, CodingRequest, ConfigurationError
-    from agenter._types import CodingStatus
-
-    budget_fields = {k: v for k, v in {
-        "max_cost_usd": args.max_cost, "max_tokens": args.max_tokens,
-        "max_time_seconds": args.max_time, "max_iterations": args.max_iterations,
-    }.items() if v is not None}
+    command = _Command()
     try:
-        agent = AutonomousCodingAgent(
-            backend=args.backend, model=args.model, validators=args.validator,
-            sandbox=not args.no_sandbox, **_backend_options(args.option))
-        request = CodingRequest(prompt=args.prompt, cwd=args.cwd, system_prompt=args.system_prompt,
-                                allowed_write_paths=args.allow_write,
-                                budget=Budget(**budget_fields) if budget_fields else None)
-    except (ConfigurationError, ValueError) as exc:
-        print(f"agenter: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return command.main(argv)
+    except KeyboardInterrupt:
+        # asyncio.run turns the first Ctrl-C into a cancellation of the run (the session then
+        # stops its backend) and re-raises it here once the run has unwound.
+        try:
+            command.interrupted()
+        except BrokenPipeError:  # Ctrl-C in a terminal also ends the reader of a pipe
+            _discard_stdout()
+        print("agenter: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader of --json went away (`agenter run --json ... | head -1`): the run was
+        # stopped when the event stream closed. Quiet, as other commands are.
+        _discard_stdout()
+        return EXIT_NOT_COMPLETED
 
-    display = _NdjsonDisplay() if args.json else _LiveDisplay()
-    result_status = None
-    try:
-        async for event in agent.stream_execute(request):
-            display.show(event)
-            if event.type.value == "session_end":
-                result_status = event.data.get("status")
-    except ConfigurationError as exc:
-        print(f"agenter: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    finally:
-        display.close()
-    return EXIT_OK if result_status == CodingStatus.COMPLETED.value else EXIT_NOT_COMPLETED
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+class _Command:
+    """One invocation; keeps the display so an interrupt can still close the event stream."""
+
+    def __init__(self) -> None:
+        self.display: _NdjsonDisplay | _LiveDisplay | None = None
+
+    def main(self, argv: list[str] | None) -> int:
+        args = _parser().parse_args(argv)
+        if args.command == "backends":
+            from agenter.backends import backend_names
+
+            print("\n".join(backend_names()))
+            return EXIT_OK
+        problems = _usage_problems(args)
+        if problems:
+            for problem in problems:
+                print(f"agenter: {problem}", file=sys.stderr)
+            return EXIT_USAGE
+        return asyncio.run(self.run(args))
+
+    async def run(self, args: argparse.Namespace) -> int:
+        from pydantic import ValidationError
+
+        from agenter import AutonomousCodingAgent, Budget, CodingRequest, ConfigurationError
+
+        budget_fields = {k: v for k, v in {
+            "max_cost_usd": args.max_cost, "max_tokens": args.max_tokens,
+            "max_time_seconds": args.max_time, "max_iterations": args.max_iterations,
+        }.items() if v is not None}
+        try:
+            agent = AutonomousCodingAgent(
+                backend=args.backend, model=args.model, validators=args.validator,
+                sandbox=not args.no_sandbox, **_backend_options(args.option))
+            request = CodingRequest(prompt=args.prompt, cwd=args.cwd, system_prompt=args.system_prompt,
+                                    allowed_write_paths=args.allow_write,
+                                    budget=Budget(**budget_fields) if budget_fields else None)
+        except (ConfigurationError, ValidationError) as exc:
+            print(f"agenter: {_describe_error(exc)}", file=sys.stderr)
+            return EXIT_USAGE
+
+        display = self.display = _NdjsonDisplay() if args.json else _LiveDisplay()
+        try:
+            async for event in agent.stream_execute(request):
+                display.show(event)
+        except (ConfigurationError, ValidationError) as exc:
+            # Raised before the session starts (the request is checked first), so no event
+            # stream is open that would need a final line.
+            print(f"agenter: {_describe_error(exc)}", file=sys.stderr)
+            return EXIT_USAGE
+        finally:
+            display.close()
+        return EXIT_OK if display.progress.status == "completed" else EXIT_NOT_COMPLETED
+
+    def interrupted(self) -> None:
+        if self.display is not None:
+            self.display.interrupted()
+            self.display.close()
+
+
+class _Progress:
+    """What the events so far say: enough to end an interrupted stream truthfully."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.iteration = 0
+        self.tokens = 0
+        self.cost = 0.0
+        self.files: set[str] = set()
+        self.status: str | None = None  # set by session_end
+
+    def update(self, event: Any) -> None:
+        kind, data = event.type.value, event.data
+        if kind == "iteration_start":
+            self.iteration = data["iteration"]
+        elif kind == "iteration_end":
+            self.tokens, self.cost = data.get("tokens", 0), data.get("cost", 0.0)
+            self.files.update(data.get("files_modified", []))
+        elif kind == "session_end":
+            self.status = data.get("status")
 
 
 class _NdjsonDisplay:
+    def __init__(self) -> None:
+        self.progress = _Progress()
+
     def show(self, event: Any) -> None:
+        self.progress.update(event)
         sys.stdout.write(event.to_json() + "\n")
         sys.stdout.flush()
+
+    def interrupted(self) -> None:
+        """End the stream as a session would: an outcome event, then session_end."""
+        from agenter import CodingEvent, CodingEventType
+
+        progress = self.progress
+        if progress.status is not None:
+            return  # the session had already ended
+        common = dict(iterations=progress.iteration, tokens=progress.tokens, cost=progress.cost)
+        # files: what the finished iterations changed; the interrupted turn may have changed more.
+        self.show(CodingEvent(type=CodingEventType.FAILED, data=dict(
+            status="error", error=INTERRUPTED, exceeded_limit=None, files=sorted(progress.files),
+            summary="", **common)))
+        # result is null: the session did not finish, so there is no verified result.
+        self.show(CodingEvent(type=CodingEventType.SESSION_END, data=dict(
+            status="error", error=INTERRUPTED, interrupted=True,
+            duration=round(time.monotonic() - progress.started, 3), result=None, **common)))
 
     def close(self) -> None:
         pass
 
 
+# The live display's heading colour per final status; the heading itself is the status.
+_COLOURS = {"completed": "green", "completed_with_limit_exceeded": "yellow", "refused": "yellow"}
+
+
 class _LiveDisplay:
     """A rich status line that follows the run, with the notable events printed above it."""
 
-    def __init__(self) -> None:
+    def __init__(self, console: Any = None) -> None:
         from rich.console import Console
 
-        self.console = Console(stderr=True)
+        self.console = console or Console(stderr=True)
         self.status = self.console.status("starting…")
         self.status.start()
-        self.iteration = 0
-        self.tokens = 0
-        self.cost = 0.0
+        self.progress = _Progress()
 
     def _line(self, text: str) -> str:
-        return f"iteration {self.iteration} · {self.tokens} tokens · ${self.cost:.4f} · {text}"
+        progress = self.progress
+        return f"iteration {progress.iteration} · {progress.tokens} tokens · ${progress.cost:.4f} · {text}"
 
     def show(self, event: Any) -> None:
         from rich.markup import escape
 
+        self.progress.update(event)
         kind, data = event.type.value, event.data
         if kind == "session_start":
-            self.console.print(f"[bold]agenter[/] {data.get('backend')} · model {data.get('model')} · {escape(str(data.get('cwd')))}")
+            model = data.get("model") or "agent default"
+            self.console.print(f"[bold]agenter[/] {escape(str(data.get('backend')))} · model: {escape(str(model))}"
+                               f" · {escape(str(data.get('cwd')))}")
         elif kind == "iteration_start":
-            self.iteration = data["iteration"]
-            self.console.print(f"[cyan]▶ iteration {self.iteration}[/]")
+            self.console.print(f"[cyan]▶ iteration {self.progress.iteration}[/]")
         elif kind == "backend_message":
             what = data.get("tool_name") or data.get("message_type")
             snippet = (data.get("content") or "").strip().splitlines()
             text = f"{what}: {snippet[0][:100] if snippet else ''}"
             self.status.update(escape(self._line(text)))
             if data.get("message_type") == "tool_call":
-                self.console.print(f"  [dim]tool[/] {escape(str(data.get('tool_name')))} {escape(json.dumps(data.get('tool_input'))[:120])}")
+                self.console.print(f"  [dim]tool[/] {escape(str(data.get('tool_name')))} "
+                                   f"{escape(json.dumps(data.get('tool_input'))[:120])}")
         elif kind == "validation_result":
-            mark = "[green]✓[/]" if data["passed"] else ("[red]✗[/]" if data["blocking"] else "[yellow]![/]")
-            self.console.print(f"  {mark} {data['validator']}" + ("" if data["passed"] else f": {len(data['errors'])} problem(s)"))
-            for error in data["errors"][:5]:
-                self.console.print(f"      [dim]{escape(error[:200])}[/]")
-        elif kind == "iteration_end":
-            self.tokens, self.cost = data.get("tokens", 0), data.get("cost", 0.0)
+            self._validation(data)
         elif kind in ("completed", "failed", "refused"):
-            colour = {"completed": "green", "failed": "red", "refused": "yellow"}[kind]
-            self.console.print(f"[bold {colour}]{kind.upper()}[/] {escape(str(data.get('error') or data.get('reason') or ''))}")
+            status = str(data.get("status") or kind)
+            colour = _COLOURS.get(status, "red")
+            heading = status.replace("_", " ").upper()
+            detail = data.get("error") or data.get("reason") or ""
+            self.console.print(f"[bold {colour}]{heading}[/]  {escape(str(detail))}".rstrip())
             for path in data.get("files", []):
                 self.console.print(f"  changed {escape(path)}")
         elif kind == "session_end":
-            self.console.print(self._line(f"status {data['status']} in {data.get('duration', 0):.1f} s"))
+            duration = data.get("duration", 0) or 0
+            self.console.print(self._line(f"status {data['status']} in {duration:.1f} s"))
+
+    def _validation(self, data: dict[str, Any]) -> None:
+        from rich.markup import escape
+
+        name = escape(str(data["validator"]))
+        if data.get("skipped"):
+            # Nothing for it to check (no matching file changed): not a pass.
+            self.console.print(f"  [dim]– {name} skipped[/]")
+            return
+        mark = "[green]✓[/]" if data["passed"] else ("[red]✗[/]" if data["blocking"] else "[yellow]![/]")
+        self.console.print(f"  {mark} {name}" + ("" if data["passed"] else f": {len(data['errors'])} problem(s)"))
+        for error in data["errors"][:5]:
+            self.console.print(f"      [dim]{escape(error[:200])}[/]")
+
+    def interrupted(self) -> None:
+        pass  # main() prints the one line that says so
 
     def close(self) -> None:
         self.status.stop()
