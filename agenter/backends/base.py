@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
 
 from agenter._errors import BackendError, ConfigurationError
 from agenter._types import ModifiedFiles, Usage
+from agenter.backends.capabilities import BackendCapabilities
 from agenter.backends._prompts import (
     AGENTER_TOOL_NAMES,
     REFUSAL_REPLY,
@@ -100,16 +101,6 @@ class BackendMessage:
 class Refusal:
     reason: str
     category: str | None = None
-
-
-@dataclass(frozen=True)
-class BackendCapabilities:
-    """What a backend can do; the session and facade decide by these, never by backend name."""
-
-    custom_tools: bool = False
-    structured_output: bool = False
-    resume: bool = False  # a retry prompt lands in the same conversation
-    sandbox: bool = False  # sandbox=True can be honoured
 
 
 class BackendOptions(BaseModel):

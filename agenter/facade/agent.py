@@ -16,6 +16,7 @@ from agenter._errors import BudgetExceededError, ConfigurationError
 from agenter._events import CodingEvent, CodingEventType
 from agenter._types import Budget, CodingRequest, CodingResult, CodingStatus
 from agenter.backends import BackendCapabilities, BackendSettings, BaseBackend, load_backend
+from agenter.backends.capabilities import Mode, check_mode
 from agenter.tools import Tool, as_tool
 
 
@@ -32,7 +33,7 @@ class AutonomousCodingAgent:
     def __init__(self, backend: str | type[BaseBackend[Any]] = "anthropic-sdk", model: str | None = None,
                  tools: Sequence[Tool | Any] | None = None, validators: Sequence[Any] | None = None,
                  sandbox: bool = True, max_iterations: int | None = None, budget: Budget | None = None,
-                 raise_on_budget_exceeded: bool = False, **backend_options: Any):
+                 raise_on_budget_exceeded: bool = False, mode: Mode = "autonomous", **backend_options: Any):
         from agenter.validators import ValidatorChain, resolve_validators
 
         if isinstance(backend, str):
@@ -59,6 +60,8 @@ class AutonomousCodingAgent:
             raise ConfigurationError(f"backend {self.backend_name!r} cannot run custom tools", parameter="tools")
         self._settings = BackendSettings(model=model, tools=self.tools, sandbox=sandbox, options=self.options)
         self._backend_class.check_settings(self._settings)
+        check_mode(mode, self.capabilities, self.backend_name)
+        self.mode: Mode = mode
 
     @staticmethod
     def _budget(budget: Budget | None, max_iterations: int | None) -> Budget:
@@ -132,7 +135,7 @@ class AutonomousCodingAgent:
         budget = request.budget or self.budget
         backend = self._backend_class(self._settings)
         return CodingSession(backend, request, budget=budget, validators=self._validators,
-                             backend_name=self.backend_name,
+                             backend_name=self.backend_name, mode=self.mode,
                              model=self.model or backend.default_model,
                              secrets=self.options.secrets())
 

@@ -149,13 +149,14 @@ class CodingSession:
 
     def __init__(self, backend: CodingBackend, request: CodingRequest, *, budget: Budget,
                  validators: ValidatorChain, backend_name: str, model: str | None = None,
-                 secrets: list[str] | None = None):
+                 secrets: list[str] | None = None, mode: str = "autonomous"):
         self.backend = backend
         self.request = request
         self.budget = budget
         self.validators = validators
         self.backend_name = backend_name
         self.model = model
+        self.mode = mode
         self.result: CodingResult | None = None
         self._redact = Redactor(extra=secrets)
         self._changed = ModifiedFiles()
@@ -280,6 +281,9 @@ class CodingSession:
         allowed paths, refusal, a budget crossed mid-turn."""
         if turn.error is not None:
             return _Outcome(CodingStatus.ERROR, self._describe_error(turn.error))
+        if self.mode == "analysis" and changes:
+            return _Outcome(CodingStatus.FAILED, "analysis mode allows no changes, but the agent changed: "
+                            + ", ".join(changes.all))
         outside = self._outside_allowed_paths(changes)
         if outside:
             # Backends prevent what they can; whatever got through (a shell command, an agent
@@ -400,7 +404,8 @@ class CodingSession:
 
     def _unverified(self, results: list[ValidationResult], output: Any) -> str | None:
         """A turn that changed nothing, and that no validator really checked, proves nothing."""
-        if not self.request.require_changes or output is not None or self._changed:
+        if (not self.request.require_changes or self.mode == "analysis" or output is not None
+                or self._changed):
             return None
         if any(not r.skipped for r in results):
             return None

@@ -122,7 +122,9 @@ class FunctionBackend(BaseBackend[FunctionOptions]):
 
     name: ClassVar[str] = "function"
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
-        custom_tools=True, structured_output=True, resume=True, sandbox=True)
+        text_completion=True, streaming=True, structured_output=True, native_tool_loop=True,
+        custom_tools=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True,
+        resume=True)
     options_model: ClassVar[type[BackendOptions]] = FunctionOptions
 
     def __init__(self, settings: Any):
