@@ -157,6 +157,8 @@ class SessionSpec:
     system_prompt: str | None = None
     output_type: type[BaseModel] | None = None
     resume_session_id: str | None = None
+    #: "autonomous" (the agent edits), "patch" (agenter applies proposed changes) or "analysis".
+    mode: str = "autonomous"
 
 
 @dataclass(frozen=True)

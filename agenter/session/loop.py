@@ -257,7 +257,7 @@ class CodingSession:
                            allowed_write_paths=self.request.allowed_write_paths,
                            system_prompt=self.request.system_prompt,
                            output_type=self.request.output_type,
-                           resume_session_id=self.request.resume)
+                           resume_session_id=self.request.resume, mode=self.mode)
         try:
             await asyncio.wait_for(self.backend.connect(spec), _timeout(max(self._tracker.remaining_time(), 0.01)))
         except TimeoutError:
