@@ -16,7 +16,8 @@ from typing import Literal
 
 from agenter.permissions._shell import SHELLS, SimpleCommand, Word
 
-__all__ = ["CommandInfo", "Operand", "describe", "destructive_git", "is_downloader", "is_interpreter"]
+__all__ = ["CommandInfo", "Operand", "describe", "destructive_git", "is_downloader", "is_interpreter",
+           "runs_stdin_as_code"]
 
 AccessKind = Literal["read", "write", "unknown"]
 
@@ -261,7 +262,7 @@ def _find(args: Sequence[Word]) -> tuple[list[Operand], Kind]:
     if not roots:
         roots = [Word(".")]
     if "-delete" in texts:
-        return _writes(roots, recursive=True), "other"
+        return _writes(roots), "other"
     if texts & {"-fprint", "-fprint0", "-fprintf", "-fls"}:
         return _reads(roots), "other"
     # -exec clauses are listed as commands of their own and judged there.
@@ -346,7 +347,7 @@ def _tar(args: Sequence[Word]) -> tuple[list[Operand], Kind]:
     archive = _values(options, "-f", "--file")
     directory = _values(options, "-C", "--directory") or [Word(".")]
     if _has(options, "-x", "--extract", "--get"):
-        return _reads(archive) + _writes(directory, recursive=True), "other"
+        return _reads(archive) + _writes(directory), "other"
     if _has(options, "-c", "--create", "-r", "--append", "-u", "--update"):
         return _writes(archive) + _reads(operands), "other"
     return _reads(archive), "other"
@@ -357,7 +358,7 @@ def _unzip(args: Sequence[Word]) -> tuple[list[Operand], Kind]:
     target = _values(options, "-d") or [Word(".")]
     if _has(options, "-l", "-t", "-v", "-Z", "-p"):
         return _reads(operands[:1]), "other"
-    return _reads(operands[:1]) + _writes(target, recursive=True), "other"
+    return _reads(operands[:1]) + _writes(target), "other"
 
 
 def _curl(args: Sequence[Word]) -> tuple[list[Operand], Kind]:
@@ -717,3 +718,35 @@ def is_downloader(command: SimpleCommand) -> bool:
 def is_interpreter(command: SimpleCommand) -> bool:
     name = _basename(command)
     return name in _INTERPRETERS or bool(re.fullmatch(r"python\d(\.\d+)?|pypy\d?(\.\d+)?|perl\d?|ruby\d?", name))
+
+
+#: Options that hand an interpreter its code on the command line (stdin is then data).
+_CODE_OPTIONS = {"python": ("-c", "-m"), "perl": ("-e", "-E"), "ruby": ("-e",), "node": ("-e", "--eval", "-p", "--print"),
+                 "php": ("-r",), "lua": ("-e",), "shell": ("-c",)}
+
+
+def runs_stdin_as_code(command: SimpleCommand) -> bool:
+    """True when an interpreter would run what it reads on stdin: `sh`, `bash -s`, `python -`,
+    `python` with no script; not `python -m json.tool`, `python x.py`, `sh -c '...'`."""
+    if not is_interpreter(command):
+        return False
+    name = _basename(command)
+    if name in ("eval", "exec"):
+        return False
+    if name in ("source", "."):
+        return bool(command.args) and command.args[0].text in ("/dev/stdin", "-", "/proc/self/fd/0")
+    family = ("shell" if name in SHELLS else "python" if name.startswith(("python", "pypy"))
+              else "node" if name in ("node", "nodejs", "deno", "bun") else re.sub(r"\d.*$", "", name))
+    code_options = _CODE_OPTIONS.get(family, ())
+    for word in command.args:
+        text = word.text
+        if text == "-" or text == "--":
+            return True
+        if text.startswith("-") and family == "shell" and not text.startswith("--") and "c" in text[1:]:
+            return False
+        if text in code_options or any(text.startswith(o) and len(o) == 2 and len(text) > 2 for o in code_options):
+            return False
+        if text.startswith("-") or (family == "node" and text == "run"):
+            continue
+        return False  # a script file
+    return True

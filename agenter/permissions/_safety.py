@@ -13,7 +13,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agenter.permissions._commands import CommandInfo, describe, destructive_git, is_downloader, is_interpreter
+from agenter.permissions._commands import (
+    CommandInfo,
+    describe,
+    destructive_git,
+    is_downloader,
+    is_interpreter,
+    runs_stdin_as_code,
+)
 from agenter.permissions._paths import Finding, ResolvedPath, Workspace
 from agenter.permissions._shell import ShellScript, SimpleCommand, Word, parse_shell
 
@@ -115,7 +122,7 @@ def _download_exec(script: ShellScript) -> list[Finding]:
     for indices in script.pipelines.values():
         downloading = False
         for i in indices:
-            if downloading and is_interpreter(commands[i]):
+            if downloading and runs_stdin_as_code(commands[i]):
                 found.append(Finding("download-exec", f"pipes downloaded content into `{commands[i].name}` "
                                                       "(runs code fetched from the network)"))
                 break
