@@ -482,6 +482,7 @@ def _shown_line(text: str, limit: int = 120) -> str:
 # ---------------------------------------------------------------------- unified diffs
 
 _HUNK_HEADER = re.compile(r"^@@ ")
+_HUNK_KINDS = frozenset(" -+")
 _BLANK_OR_MARKER = re.compile(r"^(\s*|\\.*)$")
 
 
@@ -490,10 +491,15 @@ class _Hunk:
     number: int
     header: str
     start: int                      # 0-based index where the old lines should begin
-    old: list[str]                  # bodies of context and removed lines
-    ops: list[tuple[str, str]]      # (' ' | '-' | '+', body)
+    old_raw: list[str]              # context and removed lines as the diff has them (ending included)
+    ops: list[tuple[str, str]]      # (' ' | '-' | '+', line as the diff has it)
     old_no_eol: bool = False
     new_no_eol: bool = False
+
+    @cached_property
+    def old(self) -> list[str]:
+        """Bodies of the context and removed lines (only a hunk not found at once needs them)."""
+        return [_body(line) for line in self.old_raw]
 
 
 def _apply_diff(text: str, diff: str, label: str, names: set[str]) -> str:
@@ -506,6 +512,8 @@ def _apply_diff(text: str, diff: str, label: str, names: set[str]) -> str:
     shift = 0   # how far the previous hunk was from its header's line: the next is expected as far
     touched_end = False
     last_hunk: _Hunk | None = None
+    # Added lines are taken as they are when the diff's endings are the file's; else re-ended.
+    as_is = file.eol == "\n" and "\r" not in diff
     for hunk in hunks:
         try:
             pos = _locate(file, hunk, hunk.start + shift, cursor)
@@ -515,14 +523,14 @@ def _apply_diff(text: str, diff: str, label: str, names: set[str]) -> str:
         shift = pos - hunk.start
         out.extend(lines[cursor:pos])
         index = pos
-        for kind, body in hunk.ops:
+        for kind, line in hunk.ops:
             if kind == " ":
                 out.append(lines[index])   # the file's own line: its ending and exact whitespace stay
                 index += 1
             elif kind == "-":
                 index += 1
             else:
-                out.append(body + file.eol)
+                out.append(line if as_is else _body(line) + file.eol)
         cursor = index
         touched_end = cursor == len(lines)
         last_hunk = hunk
@@ -584,26 +592,24 @@ def _parse_diff(diff: str, label: str, names: set[str]) -> list[_Hunk]:
     if sum(len(hunk) for hunk in patched) + len(patched) != len(lines) - first_hunk:
         _check_all_consumed(patched, lines, first_hunk, skew)
     hunks = []
+    has_markers = "\n\\" in diff or diff.startswith("\\")
     for number, hunk in enumerate(patched, start=1):
         header = f"@@ -{hunk.source_start},{hunk.source_length} +{hunk.target_start},{hunk.target_length} @@"
         start = hunk.source_start if hunk.source_length == 0 else hunk.source_start - 1
-        parsed = _Hunk(number, header, max(start, 0), [], [])
-        previous = ""
-        for line in hunk:
-            kind = line.line_type
-            if kind == "\\":
-                parsed.old_no_eol |= previous in (" ", "-")
-                parsed.new_no_eol |= previous in (" ", "+")
-                continue
-            if kind not in (" ", "-", "+"):
-                continue  # blank lines unidiff keeps after a hunk
-            body = line.value
-            if body[-1:] == "\n":  # _body, inlined: this loop runs for every line of every hunk
-                body = body[:-2] if body[-2:] == "\r\n" else body[:-1]
-            parsed.ops.append((kind, body))
-            if kind != "+":
-                parsed.old.append(body)
-            previous = kind
+        ops = [(line.line_type, line.value) for line in hunk]
+        parsed = _Hunk(number, header, max(start, 0), [], ops)
+        if has_markers or (ops and ops[-1][0] not in _HUNK_KINDS):
+            # "\ No newline at end of file" markers, or blank lines unidiff keeps after a hunk.
+            parsed.ops = []
+            previous = ""
+            for kind, value in ops:
+                if kind == "\\":
+                    parsed.old_no_eol |= previous in (" ", "-")
+                    parsed.new_no_eol |= previous in (" ", "+")
+                elif kind in _HUNK_KINDS:
+                    parsed.ops.append((kind, value))
+                    previous = kind
+        parsed.old_raw = [value for kind, value in parsed.ops if kind != "+"]
         hunks.append(parsed)
     return hunks
 
@@ -636,7 +642,7 @@ def _norm(path: str) -> str:
 
 def _locate(file: _Lines, hunk: _Hunk, expected: int, cursor: int) -> int:
     """Where the hunk's old lines are: near `expected` first, else the one place they match."""
-    count = len(hunk.old)
+    count = len(hunk.old_raw)
     lines = file.lines
     total = len(lines)
     if count == 0:   # a pure insertion has nothing to match: its position is all there is
@@ -644,9 +650,12 @@ def _locate(file: _Lines, hunk: _Hunk, expected: int, cursor: int) -> int:
             return expected
         raise _ChangeFailed(f"hunk #{hunk.number} ({hunk.header}) inserts at line {expected}, but the file has "
                             f"{total} lines" + (" (or it overlaps the previous hunk)" if expected < cursor else ""))
-    if cursor <= expected <= total - count and all(
-            _body(lines[expected + i]) == wanted for i, wanted in enumerate(hunk.old)):
-        return expected  # the common case, checked without splitting the whole file
+    if cursor <= expected <= total - count:
+        # The common case, checked without splitting the whole file into bodies: first as the
+        # lines are (same endings), then ignoring line endings.
+        if lines[expected:expected + count] == hunk.old_raw or all(
+                _body(lines[expected + i]) == wanted for i, wanted in enumerate(hunk.old)):
+            return expected
     for tolerant in (False, True):
         bodies = file.stripped if tolerant else file.bodies
         old = [b.rstrip() for b in hunk.old] if tolerant else hunk.old
