@@ -124,6 +124,16 @@ def test_target_patterns(kind: str, pattern: str, value: str, matches: bool) -> 
     assert PermissionRule("allow", kind, pattern).matches_target(value) is matches  # type: ignore[arg-type]
 
 
+def test_denies_tool_tells_backends_what_to_hide() -> None:
+    policy = PermissionPolicy(rules=["deny network", "deny mcp:github/delete_*", "deny custom:drop_*",
+                                     "deny shell:rm *"])
+    assert policy.denies_tool("network", "WebFetch")
+    assert policy.denies_tool("mcp", "github/delete_repo")
+    assert not policy.denies_tool("mcp", "github/create_issue")
+    assert policy.denies_tool("custom", "drop_table")
+    assert not policy.denies_tool("shell", "Bash")  # only some commands are denied
+
+
 # ---------------------------------------------------------------------------------------------
 # The decision order: deny rules → ask rules → validation → safety → mode → capability
 

@@ -122,7 +122,7 @@ class PermissionGate:
     cwd: the workspace; home: what `~` means (default: the user's home).
     on_permission: called with a PermissionRequest when a call needs a decision; returns (or
         resolves to) a bool or a PermissionAnswer. None = headless: such calls are denied.
-    ask_timeout: seconds to wait for an answer; no answer in time is a denial.
+    ask_timeout: seconds to wait for an answer; no answer in time is a denial (None: no deadline).
     on_decision: called with every PermissionDecision (events); may be async.
     extra_roots / read_roots: added to the policy's.
     capabilities: the tool kinds this runtime can run (None = all).
@@ -130,7 +130,7 @@ class PermissionGate:
 
     def __init__(self, policy: Any = None, cwd: str | os.PathLike[str] = ".", *,
                  home: str | os.PathLike[str] | None = None, on_permission: PermissionCallback | None = None,
-                 ask_timeout: float = 60.0, on_decision: DecisionHook | None = None,
+                 ask_timeout: float | None = 60.0, on_decision: DecisionHook | None = None,
                  extra_roots: Iterable[str | os.PathLike[str]] = (),
                  read_roots: Iterable[str | os.PathLike[str]] = (),
                  capabilities: Collection[str] | None = None):
@@ -416,7 +416,7 @@ class PermissionGate:
             except TimeoutError:
                 return self._decision(call, verdict, "deny", asked=True, answered_by="timeout",
                                       reason=f"Permission denied: no answer to the permission request within "
-                                             f"{self.ask_timeout:g} s (it was needed because {verdict.reason}).")
+                                             f"{self.ask_timeout or 0:g} s (it was needed because {verdict.reason}).")
             except Exception as exc:  # noqa: BLE001 - a failing callback denies
                 log.warning("on_permission failed: %s: %s", type(exc).__name__, exc)
                 return self._decision(call, verdict, "deny", asked=True, answered_by="error",

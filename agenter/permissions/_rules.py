@@ -308,6 +308,17 @@ class PermissionPolicy:
     def rules_with(self, effect: Effect) -> tuple[PermissionRule, ...]:
         return tuple(rule for rule in self.rules if rule.effect == effect)
 
+    def denies_tool(self, kind: str, name: str) -> bool:
+        """True when every call of this tool would be denied by a rule, so a backend can leave
+        the tool out of what the model sees: a deny rule for the whole kind, or (custom and MCP
+        tools, `name` as "server/tool") one whose pattern matches the name."""
+        for rule in self.rules_with("deny"):
+            if rule.kind != kind:
+                continue
+            if rule.matches_all or (kind in ("custom", "mcp") and rule.matches_target(name)):
+                return True
+        return False
+
     def with_mode(self, mode: str) -> PermissionPolicy:
         return PermissionPolicy(rules=self.rules, mode=normalize_mode(mode),
                                 allowed_mcp_servers=self.allowed_mcp_servers, extra_roots=self.extra_roots,
