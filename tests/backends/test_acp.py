@@ -20,12 +20,15 @@ from typing import Any
 import pytest
 
 from agenter import AutonomousCodingAgent, Budget, CodingStatus
-from agenter._errors import BackendError, ConfigurationError
+from pydantic import ValidationError
+
+from agenter._errors import BackendError, ConfigurationError, RequirementError
 from agenter.backends._prompts import AUTONOMOUS_CONTRACT
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.backends.acp import ACPBackend, ACPOptions
-from agenter.backends.acp.backend import CONTINUE_PROMPT, asks_for_confirmation
-from agenter.testing import hang, reply, text, tool_call
+from agenter.backends.acp._backend import CONTINUE_PROMPT, asks_for_confirmation
+from agenter.backends.acp._usage import ESTIMATE_NOTE
+from agenter.testing import conformance, hang, http_error, reply, text, tool_call
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_AGENT = ROOT / "tests" / "fixtures" / "fake_acp_agent.py"
@@ -95,7 +98,7 @@ class Fake:
                     "AGENTER_TEST_MARK": mark, **env}
 
     def options(self, **extra: Any) -> dict[str, Any]:
-        return {"acp_command": sys.executable, "acp_args": [str(FAKE_AGENT)], "acp_env": self.env, **extra}
+        return {"acp_command": sys.executable, "acp_args": [str(FAKE_AGENT)], "env": self.env, **extra}
 
     def events(self, kind: str | None = None) -> list[dict[str, Any]]:
         if not self.log_path.exists():
@@ -124,24 +127,72 @@ async def one_turn(options: dict[str, Any], cwd: Path, prompt: str = "do it", **
 
 # ---------------------------------------------------------------------------------- options
 def test_permission_policy_is_validated_with_the_valid_values() -> None:
-    with pytest.raises(ConfigurationError) as info:
-        ACPOptions(acp_command="x", acp_permission_policy="ask")
-    assert "deny" in str(info.value) and "allow" in str(info.value)
-    assert info.value.parameter == "acp_permission_policy"
-    with pytest.raises(ConfigurationError, match="deny, allow"):
-        AutonomousCodingAgent(backend="acp", acp_command="x", acp_permission_policy="yes")
+    with pytest.raises(ValidationError):
+        ACPOptions(acp_command="x", permission_policy="ask")
+    for name in ("permission_policy", "acp_permission_policy"):  # the old name maps to the new one
+        with pytest.raises(ConfigurationError) as info:
+            AutonomousCodingAgent(backend="acp", acp_command=sys.executable, **{name: "yes"})
+        assert "'deny'" in str(info.value) and "'allow'" in str(info.value)
+        assert info.value.parameter == "permission_policy"
 
 
 def test_facade_options_errors() -> None:
     with pytest.raises(ConfigurationError, match="acp_command"):
         AutonomousCodingAgent(backend="acp")
+    with pytest.raises(ConfigurationError, match="acp_command must name"):
+        AutonomousCodingAgent(backend="acp", acp_command="  ")
     with pytest.raises(ConfigurationError, match="unknown option"):
-        AutonomousCodingAgent(backend="acp", acp_command="x", acp_wat=1)
-    with pytest.raises(ConfigurationError, match="acp_mcp_servers"):
-        AutonomousCodingAgent(backend="acp", acp_command="x", acp_mcp_servers=[{"name": "m"}])
-    agent = AutonomousCodingAgent(backend="acp", acp_command="x", acp_permission_policy="allow",
-                                  acp_mcp_servers=[{"name": "m", "command": "srv", "env": {"A": "1"}}])
-    assert agent.options.acp_autonomous is True
+        AutonomousCodingAgent(backend="acp", acp_command=sys.executable, acp_wat=1)
+    with pytest.raises(ConfigurationError, match="mcp_servers"):
+        AutonomousCodingAgent(backend="acp", acp_command=sys.executable, acp_mcp_servers=[{"name": "m"}])
+    with pytest.raises(ConfigurationError, match="acp_fs"):
+        AutonomousCodingAgent(backend="acp", acp_command=sys.executable, acp_fs=["exec"])
+    agent = AutonomousCodingAgent(backend="acp", acp_command=sys.executable, permission_policy="allow",
+                                  mcp_servers=[{"name": "m", "command": "srv", "env": {"A": "1"}}])
+    assert agent.options.acp_autonomous is True and agent.options.acp_fs == ["read", "write"]
+
+
+def test_old_option_names_keep_working() -> None:
+    old = ACPOptions(acp_command="x", acp_env={"A": "1"}, acp_mcp_servers=[{"name": "m", "command": "s"}],
+                     acp_permission_policy="allow", startup_timeout=5)
+    assert (old.env, old.mcp_servers, old.permission_policy, old.acp_startup_timeout) == (
+        {"A": "1"}, [{"name": "m", "command": "s"}], "allow", 5.0)
+    with pytest.raises(ConfigurationError, match="pass only 'env'"):
+        ACPOptions(acp_command="x", acp_env={}, env={})
+
+
+def test_a_missing_agent_program_is_named_at_construction() -> None:
+    with pytest.raises(RequirementError) as info:
+        AutonomousCodingAgent(backend="acp", acp_command="no-such-acp-agent-xyz")
+    assert "no-such-acp-agent-xyz" in str(info.value) and "install the ACP agent program" in str(info.value)
+    # looked up on the PATH the agent will get
+    with pytest.raises(RequirementError):
+        AutonomousCodingAgent(backend="acp", acp_command="python3", env={"PATH": "/nonexistent"})
+
+
+def test_a_missing_acp_package_is_named_at_construction() -> None:
+    """Without the extra: one RequirementError naming the pip command, never a ModuleNotFoundError
+    (also with mcp_servers, whose check needs the acp package)."""
+    import subprocess
+
+    code = (
+        "import importlib.abc, sys\n"
+        "class Hide(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'acp' or name.startswith('acp.'):\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, Hide())\n"
+        "from agenter import AutonomousCodingAgent\n"
+        "from agenter._errors import RequirementError\n"
+        "try:\n"
+        "    AutonomousCodingAgent(backend='acp', acp_command=sys.executable,\n"
+        "                          mcp_servers=[{'name': 'm', 'command': 'srv'}])\n"
+        "except RequirementError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install 'agenter-sdk[acp]'" in out.stdout and "agent-client-protocol" in out.stdout
+    assert "Traceback" not in out.stderr
 
 
 def test_confirmation_heuristic() -> None:
@@ -202,7 +253,8 @@ async def test_allowed_write_paths_limit_fs_writes(tmp_path: Path, repo: Path, m
     assert [w["ok"] for w in fake.events("write")] == [True, False]
     assert "writes are limited to: src/" in fake.events("write")[1]["message"]
     assert backend.modified_files().written == {"src/ok.py"}
-    assert "Only these paths" in fake.events("prompt")[0]["text"]
+    assert "Only create, change or delete files matching these gitignore-style patterns" in (
+        fake.events("prompt")[0]["text"])
 
 
 async def test_snapshot_sees_what_the_agent_changes_by_itself(tmp_path: Path, repo: Path, mark: str) -> None:
@@ -225,7 +277,7 @@ async def test_permission_policy_deny_and_allow(tmp_path: Path, repo: Path, mark
 
     (tmp_path / "second").mkdir()
     fake2 = Fake(tmp_path / "second", mark, [[ask]])
-    await one_turn(fake2.options(acp_permission_policy="allow"), repo)
+    await one_turn(fake2.options(permission_policy="allow"), repo)
     assert fake2.events("permission")[0]["chosen"] == "allow_once"  # once, never "always"
     assert (repo / "granted.txt").exists()
 
@@ -237,7 +289,7 @@ async def test_allow_policy_still_rejects_edits_outside_the_sandbox(tmp_path: Pa
         {"permission": {"title": "Run ls", "kind": "execute", "paths": []}},
         {"permission": {"title": "Edit", "kind": "edit", "options": ["allow_once"], "paths": ["/etc/x"]}},
     ]])
-    await one_turn(fake.options(acp_permission_policy="allow"), repo, allowed_write_paths=["app.py"])
+    await one_turn(fake.options(permission_policy="allow"), repo, allowed_write_paths=["app.py"])
     assert [p["chosen"] for p in fake.events("permission")] == ["reject_once", "allow_once", "allow_once", "cancelled"]
 
 
@@ -302,6 +354,9 @@ async def test_messages_are_streamed_and_merged(tmp_path: Path, repo: Path, mark
     fake = Fake(tmp_path, mark, [[{"think": "Let me look."}, {"plan": ["read", "fix"]},
                                   {"say": "I fixed the greeting in app.py."}]])
     _, messages = await one_turn(fake.options(), repo)
+    notes = [m.content for m in messages if m.type is MessageType.STATUS]
+    assert ESTIMATE_NOTE in notes  # this agent reports no usage
+    messages = [m for m in messages if m.type is not MessageType.STATUS]
     kinds = [m.type for m in messages]
     assert kinds == [MessageType.THINKING, MessageType.PLAN, MessageType.TEXT]
     assert messages[2].content == "I fixed the greeting in app.py."  # chunks merged into one message
@@ -324,7 +379,8 @@ async def test_autonomous_contract_and_continue_once(tmp_path: Path, repo: Path,
 async def test_no_contract_and_no_continue_when_not_autonomous(tmp_path: Path, repo: Path, mark: str) -> None:
     fake = Fake(tmp_path, mark, [[{"say": "Shall I fix it?"}]])
     await one_turn(fake.options(acp_autonomous=False), repo, prompt="fix greet")
-    assert [p["text"] for p in fake.events("prompt")] == ["fix greet"]
+    (prompt,) = [p["text"] for p in fake.events("prompt")]  # no continue prompt
+    assert AUTONOMOUS_CONTRACT not in prompt and prompt.endswith("Task:\nfix greet")
 
 
 async def test_session_mode_and_env_var_authentication(tmp_path: Path, repo: Path, mark: str) -> None:
@@ -357,7 +413,7 @@ async def test_agent_crash_is_a_backend_error_with_redacted_stderr(tmp_path: Pat
     fake = Fake(tmp_path, mark, [[{"say": "working"}, {"crash": 3}]], FAKE_ACP_CHILD=str(child_file))
     backend = backend_for(fake.options())
     await backend.connect(SessionSpec(cwd=repo))
-    agent_pid, child_pid = backend._process.pid, int(child_file.read_text())
+    agent_pid, child_pid = backend.agent_pid, int(child_file.read_text())
     try:
         with pytest.raises(BackendError) as info:
             await run_turn(backend, "go")
@@ -386,7 +442,7 @@ async def test_agent_ignoring_stdin_and_sigterm_is_killed_by_pid(tmp_path: Path,
     backend = backend_for(fake.options())
     await backend.connect(SessionSpec(cwd=repo))
     await run_turn(backend, "go")
-    agent_pid = backend._process.pid
+    agent_pid = backend.agent_pid
     started = time.monotonic()
     await backend.disconnect()
     assert time.monotonic() - started < 6
@@ -438,7 +494,7 @@ def claude_options(server: Any, tmp_path: Path, mark: str, **extra: Any) -> dict
     }
     if os.geteuid() == 0:
         env["IS_SANDBOX"] = "1"
-    return {"acp_command": need("claude-agent-acp"), "acp_env": env, **extra}
+    return {"acp_command": need("claude-agent-acp"), "env": env, **extra}
 
 
 def codex_options(server: Any, tmp_path: Path, mark: str, **extra: Any) -> dict[str, Any]:
@@ -451,7 +507,7 @@ def codex_options(server: Any, tmp_path: Path, mark: str, **extra: Any) -> dict[
     env = {"CODEX_HOME": str(codex_home), "HOME": str(tmp_path), "TMPDIR": str(tmp_path),
            "SCRIPTED_API_KEY": "sk-test-0123456789abcdef", "AGENTER_TEST_MARK": mark,
            "PATH": f"{NODE_BIN}:{os.environ.get('PATH', '')}"}
-    return {"acp_command": need("codex-acp"), "acp_env": env, **extra}
+    return {"acp_command": need("codex-acp"), "env": env, **extra}
 
 
 def add_file_patch(path: str, body: str) -> str:
@@ -467,7 +523,7 @@ async def test_claude_agent_acp_writes_with_permission_and_reports_usage(
               tool_call("Write", {"file_path": str(repo / "hello.py"), "content": "print('hi')\n"})),
         reply(text("Created hello.py.")),
     ])
-    backend, messages = await one_turn(claude_options(server, tmp_path, mark, acp_permission_policy="allow"),
+    backend, messages = await one_turn(claude_options(server, tmp_path, mark, permission_policy="allow"),
                                        repo, prompt="create hello.py")
     assert (repo / "hello.py").read_text() == "print('hi')\n"
     assert backend.modified_files().written == {"hello.py"}
@@ -545,7 +601,7 @@ async def test_codex_acp_writes_after_permission_and_deny_blocks(
         reply(text("The edit was rejected.")),
     ])
     # read-only is codex-acp's default mode: every edit asks session/request_permission
-    backend, messages = await one_turn(codex_options(server, tmp_path, mark, acp_permission_policy="allow"), repo)
+    backend, messages = await one_turn(codex_options(server, tmp_path, mark, permission_policy="allow"), repo)
     assert (repo / "hello.py").read_text() == "print('hi')\n"
     assert backend.modified_files().written == {"hello.py"}
     assert any("permission granted" in m.content for m in messages)

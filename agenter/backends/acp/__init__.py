@@ -4,6 +4,7 @@ Importing this package is cheap: the `acp` package (agent-client-protocol) is im
 when a session connects.
 """
 
-from agenter.backends.acp.backend import ACPBackend, ACPOptions
+from agenter.backends.acp._backend import ACPBackend
+from agenter.backends.acp._options import ACPOptions
 
 __all__ = ["ACPBackend", "ACPOptions"]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Collection
+from pathlib import Path
 from typing import Any
 
 from acp import RequestError
@@ -42,29 +43,45 @@ log = logging.getLogger("agenter.backends.acp")
 #: JSON-RPC error code for a file request agenter refuses (sandbox). The message is written for
 #: the model: agents relay it as the tool result.
 SANDBOX_REFUSED = -32602
+#: The spec's "resource not found" error, for a file that does not exist.
+NOT_FOUND = -32002
 #: Tool kinds that change files: their locations must be writable before a permission is granted.
 WRITING_KINDS = frozenset({"edit", "delete", "move"})
 #: Read results larger than this are refused rather than streamed into the agent's context.
 MAX_READ_BYTES = 4 * 1024 * 1024
 _TOOL_RESULT_CHARS = 4000
 
+class _TooLarge(Exception):
+    pass
+
 
 class ACPClient:
-    """Serves one agent connection. `emit` receives every BackendMessage, `on_usage` every
-    usage_update; both are called on the event loop, in the order the agent sent them."""
+    """Serves one agent connection for the backend, through its hooks (all called on the event
+    loop, in the order the agent sent its messages):
 
-    def __init__(self, *, resolver: PathResolver, permission_policy: str,
+    - `emit(message)`: every BackendMessage;
+    - `on_usage(update)`: every usage_update;
+    - `on_denied(tool, target, reason)`: an action refused (a write, a permission);
+    - `on_file(path, read=, written=)`: file text served or written (path None for reads);
+    - `in_thread(fn, *args)`: blocking file work, off the loop.
+    """
+
+    def __init__(self, *, resolver: PathResolver, permission_policy: str, fs: Collection[str],
                  emit: Callable[[BackendMessage], None],
-                 on_usage: Callable[[UsageUpdate], None]):
+                 on_usage: Callable[[UsageUpdate], None],
+                 on_denied: Callable[[str, str, str], Any],
+                 on_file: Callable[..., None],
+                 in_thread: Callable[..., Awaitable[Any]]):
         self.resolver = resolver
         self.permission_policy = permission_policy
+        self.fs = frozenset(fs)
         self._emit = emit
         self._on_usage = on_usage
+        self._on_denied = on_denied
+        self._on_file = on_file
+        self._in_thread = in_thread
         self.session_id: str | None = None
         self.active = False  # updates outside a turn (history replay, command lists) are dropped
-        self.fs_written: set[str] = set()
-        self.fs_deleted: set[str] = set()
-        self.permission_decisions: list[tuple[str, str]] = []  # (title, option kind)
         self.denied_in_turn = 0
         self._text: list[str] = []
         self._text_type: MessageType | None = None
@@ -80,15 +97,9 @@ class ACPClient:
     # ------------------------------------------------------------------ turn bookkeeping
     def start_turn(self) -> None:
         self.active = True
-        self.fs_written = set()
-        self.fs_deleted = set()
         self.denied_in_turn = 0
         self._segments = []
         self._text, self._text_type, self._text_message_id = [], None, None
-
-    def end_turn(self) -> None:
-        self.flush()
-        self.active = False
 
     def final_text(self) -> str:
         """The agent's last text segment of the turn (after its last tool call)."""
@@ -197,19 +208,19 @@ class ACPClient:
     # ------------------------------------------------------------------ fs/*
     async def read_text_file(self, session_id: str, path: str, line: int | None = None,
                              limit: int | None = None, **kwargs: Any) -> ReadTextFileResponse:
+        if "read" not in self.fs:
+            raise RequestError.method_not_found("fs/read_text_file")
         try:
-            target = self.resolver.resolve_read(path)
+            content = await self._in_thread(self._read, path)
         except PathSecurityError as exc:
-            self._note_refusal("read", path, exc)
+            self._refused("read", path, exc)
             raise RequestError(SANDBOX_REFUSED, str(exc), {"path": path}) from None
-        if not target.is_file():
-            raise RequestError(-32002, f"File not found: {path}", {"path": path})
-        try:
-            if target.stat().st_size > MAX_READ_BYTES:
-                raise RequestError(SANDBOX_REFUSED, f"Refused: {path} is larger than "
-                                   f"{MAX_READ_BYTES} bytes; read a part of it another way",
-                                   {"path": path})
-            content = target.read_text(encoding="utf-8", errors="replace")
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            # The spec's wording: agents that match on the message find "Resource not found".
+            raise RequestError(NOT_FOUND, f"Resource not found: {path}", {"path": path}) from None
+        except _TooLarge:
+            raise RequestError(SANDBOX_REFUSED, f"Refused: {path} is larger than {MAX_READ_BYTES} "
+                               "bytes; read a part of it another way", {"path": path}) from None
         except OSError as exc:
             raise RequestError(-32603, f"Could not read {path}: {exc.strerror}", {"path": path}) from None
         if line is not None or limit is not None:
@@ -217,24 +228,37 @@ class ACPClient:
             start = max((line or 1) - 1, 0)
             end = start + limit if limit is not None else None
             content = "".join(lines[start:end])
+        self._on_file(None, read=len(content))
         return ReadTextFileResponse(content=content)
+
+    def _read(self, path: str) -> str:
+        with self.resolver.open_for_read(path) as handle:
+            data = handle.read(MAX_READ_BYTES + 1)
+        if len(data) > MAX_READ_BYTES:
+            raise _TooLarge
+        return data.decode("utf-8", errors="replace")
 
     async def write_text_file(self, session_id: str, path: str, content: str,
                               **kwargs: Any) -> WriteTextFileResponse:
+        if "write" not in self.fs:
+            raise RequestError.method_not_found("fs/write_text_file")
         try:
-            with self.resolver.open_for_write(path) as handle:
-                handle.write(content)
-            rel = self.resolver.relative(self.resolver.resolve_write(path))
+            target = await self._in_thread(self._write, path, content)
         except PathSecurityError as exc:
-            self._note_refusal("write", path, exc)
+            self._refused("write", path, exc)
+            self._on_denied("fs/write_text_file", self.resolver.relative(path), str(exc))
             raise RequestError(SANDBOX_REFUSED, str(exc), {"path": path}) from None
         except OSError as exc:
             raise RequestError(-32603, f"Could not write {path}: {exc.strerror}", {"path": path}) from None
-        self.fs_written.add(rel)
-        self.fs_deleted.discard(rel)
+        self._on_file(str(target), written=len(content))
         return WriteTextFileResponse()
 
-    def _note_refusal(self, action: str, path: str, exc: Exception) -> None:
+    def _write(self, path: str, content: str) -> Path:
+        with self.resolver.open_for_write(path) as handle:
+            handle.write(content)
+        return self.resolver.resolve_write(path)
+
+    def _refused(self, action: str, path: str, exc: Exception) -> None:
         self.flush()
         self._emit(BackendMessage(type=MessageType.STATUS, is_error=True,
                                   content=f"refused fs/{action}_text_file for {path!r}: {exc}"))
@@ -245,25 +269,27 @@ class ACPClient:
         """Answer at once, by policy: an autonomous run has no human to ask, and must never hang."""
         title = tool_call.title or tool_call.kind or tool_call.tool_call_id
         log.debug("permission options for %r: %s", title, [(o.option_id, o.kind, o.name) for o in options])
+        self._remember_tool(tool_call)
         allow = self.permission_policy == "allow"
         reason = f"policy {self.permission_policy!r}"
-        if allow:
-            outside = self._outside_sandbox(tool_call)
-            if outside:
-                allow, reason = False, f"it would change {outside!r}, outside the allowed paths"
+        outside = self._outside_sandbox(tool_call) if allow else None
+        if outside:
+            allow, reason = False, f"it would change {outside!r}, outside the allowed paths"
         wanted = ("allow_once", "allow_always") if allow else ("reject_once", "reject_always")
         chosen = next((o for kind in wanted for o in options if o.kind == kind), None)
         self.flush()
         if not allow:
             self.denied_in_turn += 1
+            paths = self._tool_info.get(tool_call.tool_call_id, (None, []))[1]
+            tool = self._tool_titles.get(tool_call.tool_call_id) or _tool_name(tool_call)
+            self._on_denied(tool, outside or (paths[0] if paths else title),
+                            f"permission refused by agenter ({reason})")
         if chosen is None:
             # No option of the wanted kind: the only safe answer left is "cancelled" (a refusal).
-            self.permission_decisions.append((title, "cancelled"))
             self._emit(BackendMessage(type=MessageType.STATUS,
                                       content=f"permission for {title!r} cancelled ({reason}; no "
                                               f"{'allow' if allow else 'reject'} option offered)"))
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
-        self.permission_decisions.append((title, chosen.kind))
         verb = "granted" if allow else "denied"
         self._emit(BackendMessage(type=MessageType.STATUS,
                                   content=f"permission {verb} for {title!r} ({reason}): {chosen.name}"))
@@ -279,7 +305,6 @@ class ACPClient:
 
         Agents do not always repeat kind and locations in the permission request; what the
         tool call announced in session/update counts too."""
-        self._remember_tool(tool_call)
         kind, paths = self._tool_info[tool_call.tool_call_id]
         has_diff = any(isinstance(item, FileEditToolCallContent) for item in tool_call.content or [])
         if kind not in WRITING_KINDS and not has_diff:
@@ -304,6 +329,12 @@ class ACPClient:
 
     async def kill_terminal(self, *args: Any, **kwargs: Any) -> Any:
         raise RequestError.method_not_found("terminal/kill")
+
+    async def create_elicitation(self, message: str, mode: Any, **kwargs: Any) -> Any:
+        raise RequestError.method_not_found("elicitation/create")  # no human to ask
+
+    async def complete_elicitation(self, elicitation_id: str, **kwargs: Any) -> None:
+        return None
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         raise RequestError.method_not_found(f"_{method}")
