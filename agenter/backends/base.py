@@ -51,6 +51,7 @@ from agenter.backends._prompts import (
     validation_problems,
 )
 from agenter.host.redact import Redactor
+from agenter.permissions import PermissionDecision, PermissionGate, PermissionPolicy, ToolCall
 from agenter.host.requirements import Requirement, check_requirements
 from agenter.tools import Tool
 from agenter.usage import UsageLedger
@@ -66,6 +67,7 @@ log = logging.getLogger("agenter.backends")
 class MessageType(str, Enum):
     TEXT = "text"
     THINKING = "thinking"
+    PERMISSION = "permission"  # a permission decision: tool_input holds the decision's data
     TOOL_CALL = "tool_call"
     TOOL_RESULT = "tool_result"
     PLAN = "plan"
@@ -146,6 +148,11 @@ class BackendSettings(Generic[OptionsT]):
     tools: list[Tool]
     sandbox: bool
     options: OptionsT
+    #: The user's permission policy; None when none was given (the default policy applies:
+    #: bypass mode, the safety checks still hold, where the backend enforces them).
+    permissions: PermissionPolicy | None = None
+    on_permission: Callable[..., Any] | None = None
+    permission_timeout: float | None = 60.0
 
 
 @dataclass
@@ -279,6 +286,11 @@ class BaseBackend(Generic[OptionsT]):
     internal_paths: ClassVar[tuple[str, ...]] = ()
     #: Longest a turn's end waits for tool calls still running (the session allows 5 s in all).
     settle_seconds: ClassVar[float] = 2.5
+    #: Permission rule kinds this backend enforces through the gate ("read", "edit", "shell",
+    #: "network", "mcp", "custom"). A user policy that needs a kind not listed fails when the
+    #: facade is built; a policy mode other than bypass needs "edit" (and "shell" where the agent
+    #: has a shell).
+    permission_kinds: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, settings: BackendSettings[OptionsT]):
         self.settings = settings
@@ -297,6 +309,8 @@ class BaseBackend(Generic[OptionsT]):
         self._session_id: str | None = None
         self._inflight: dict[concurrent.futures.Future[Any] | asyncio.Future[Any], str] = {}
         self._denials: list[Denial] = []
+        self.gate: PermissionGate | None = None
+        self._decisions: list[PermissionDecision] = []
         self._unfinished: list[str] = []
 
     # ------------------------------------------------------------------ configuration
@@ -314,7 +328,27 @@ class BaseBackend(Generic[OptionsT]):
         """Called when the facade is built: requirements first, then tool names and options."""
         check_requirements(cls.requirements(settings), backend=cls.name)
         cls.check_tool_names(settings.tools)
+        cls.check_permissions(settings)
         cls.validate_settings(settings)
+
+    @classmethod
+    def check_permissions(cls, settings: BackendSettings[Any]) -> None:
+        """A policy this backend cannot enforce fails now, never silently ignored."""
+        policy = settings.permissions
+        if policy is None:
+            return
+        needed = {rule.kind for rule in policy.rules}
+        if policy.mode != "bypass":
+            needed.add("edit")
+            if cls.capabilities.shell:
+                needed.add("shell")
+        missing = sorted(needed - cls.permission_kinds)
+        if missing:
+            enforced = ", ".join(sorted(cls.permission_kinds)) or "none"
+            raise ConfigurationError(
+                f"the {cls.name} backend cannot enforce permission rules for: {', '.join(missing)} "
+                f"(it enforces: {enforced}; policy mode {policy.mode!r}). See docs/permissions.md for "
+                "what each backend enforces.", parameter="permissions")
 
     @classmethod
     def check_tool_names(cls, tools: Sequence[Tool]) -> None:
@@ -361,6 +395,11 @@ class BaseBackend(Generic[OptionsT]):
         self._spec = spec
         self._cwd = Path(os.path.realpath(spec.cwd))
         self._state = "connecting"
+        settings = self.settings
+        self.gate = PermissionGate(
+            settings.permissions or PermissionPolicy(mode="bypass"), self._cwd,
+            on_permission=settings.on_permission, ask_timeout=settings.permission_timeout,
+            on_decision=self._decisions.append)
         try:
             await self._connect(spec)
         except BaseException:
@@ -384,10 +423,14 @@ class BaseBackend(Generic[OptionsT]):
         messages = self._turn(prompt)
         try:
             async for message in messages:
+                for decision in self._take_decisions():
+                    yield decision
                 yield message
                 note = self.ledger.take_note()
                 if note:
                     yield BackendMessage(MessageType.STATUS, note)
+            for decision in self._take_decisions():
+                yield decision
         finally:
             aclose = getattr(messages, "aclose", None)
             if aclose is not None:
@@ -449,6 +492,26 @@ class BaseBackend(Generic[OptionsT]):
             cwd=str(self.cwd), sandbox=self.settings.sandbox, allowed_write_paths=spec.allowed_write_paths,
             system_prompt=spec.system_prompt, output_type=spec.output_type, refusal_tool=refusal_tool,
             output_channel=output_channel, output_tool=output_tool, contract=contract)
+
+    async def permit(self, call: ToolCall) -> PermissionDecision:
+        """Decide a tool call through the session's permission gate. A denial is recorded (it
+        goes to result.permission_denials); the caller tells the model `decision.reason`."""
+        gate = self.gate
+        if gate is None:
+            raise BackendError(f"the {self.name} backend is not connected", backend=self.name)
+        decision = await gate.decide(call)
+        if not decision.allowed:
+            self.deny(decision.tool, decision.summary, decision.reason, decision.rule)
+        return decision
+
+    def _take_decisions(self) -> list[BackendMessage]:
+        """Permission decisions made since the last message, as messages (events)."""
+        if not self._decisions:
+            return []
+        decisions, self._decisions[:] = list(self._decisions), []
+        return [BackendMessage(MessageType.PERMISSION, self.redact(d.reason), tool_name=d.tool,
+                               tool_input=self.redact.data(d.event_data()),  # type: ignore[arg-type]
+                               is_error=not d.allowed) for d in decisions]
 
     def deny(self, tool: str, target: str, reason: str, rule: str = "") -> Denial:
         """Record a refused action (the model is told `reason` by the caller)."""

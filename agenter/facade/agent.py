@@ -6,7 +6,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import os
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,9 @@ class AutonomousCodingAgent:
     def __init__(self, backend: str | type[BaseBackend[Any]] = "anthropic-sdk", model: str | None = None,
                  tools: Sequence[Tool | Any] | None = None, validators: Sequence[Any] | None = None,
                  sandbox: bool = True, max_iterations: int | None = None, budget: Budget | None = None,
-                 raise_on_budget_exceeded: bool = False, mode: Mode = "autonomous", **backend_options: Any):
+                 raise_on_budget_exceeded: bool = False, mode: Mode = "autonomous",
+                 permissions: Any = None, on_permission: Callable[..., Any] | None = None,
+                 permission_timeout: float | None = 60.0, **backend_options: Any):
         from agenter.validators import ValidatorChain, resolve_validators
 
         if isinstance(backend, str):
@@ -58,7 +60,21 @@ class AutonomousCodingAgent:
         self.options = self._parse_options(backend_options)
         if self.tools and not self.capabilities.custom_tools:
             raise ConfigurationError(f"backend {self.backend_name!r} cannot run custom tools", parameter="tools")
-        self._settings = BackendSettings(model=model, tools=self.tools, sandbox=sandbox, options=self.options)
+        policy = None
+        if permissions is not None:
+            from agenter.permissions import PermissionPolicy
+
+            policy = PermissionPolicy.coerce(permissions)
+            if mode == "analysis":
+                policy = policy.with_mode("plan")
+        elif mode == "analysis":
+            from agenter.permissions import PermissionPolicy
+
+            policy = PermissionPolicy(mode="plan")
+        self.permissions = policy
+        self._settings = BackendSettings(model=model, tools=self.tools, sandbox=sandbox, options=self.options,
+                                         permissions=policy, on_permission=on_permission,
+                                         permission_timeout=permission_timeout)
         self._backend_class.check_settings(self._settings)
         check_mode(mode, self.capabilities, self.backend_name)
         self.mode: Mode = mode
