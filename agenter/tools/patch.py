@@ -726,7 +726,7 @@ def _apply_block(text: str, block: SearchReplace, number: int) -> str:
         again = text.find(search, at + 1)
         if again >= 0:
             lines = [text.count("\n", 0, at) + 1, text.count("\n", 0, again) + 1]
-            raise _ambiguous(name, lines, text.count(search))
+            raise _ambiguous(name, lines, max(2, text.count(search)))  # count() skips overlaps
         replace = block.replace.replace("\r\n", "\n")
         if _dominant_eol(text) == "\r\n":
             replace = replace.replace("\n", "\r\n")
@@ -739,7 +739,9 @@ def _apply_block_by_lines(text: str, block: SearchReplace, name: str) -> str:
     wanted = [line.rstrip() for line in _block_lines(block.search)]
     count = len(wanted)
     stripped = file.stripped
-    places = [pos for pos in range(len(stripped) - count + 1) if stripped[pos:pos + count] == wanted]
+    first = wanted[0]
+    places = [pos for pos in range(len(stripped) - count + 1)
+              if stripped[pos] == first and stripped[pos:pos + count] == wanted]
     indent: tuple[str, bool] | None = None  # (shift, True if the file is more indented than the search)
     if not places:
         loose = [line.strip() for line in wanted]
