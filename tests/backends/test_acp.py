@@ -475,6 +475,116 @@ async def test_facade_retry_reuses_the_same_acp_session(tmp_path: Path, repo: Pa
     assert result.files == {"calc.py": "def add(a, b):\n    return a + b\n"}
 
 
+async def test_refused_writes_are_named_in_the_result_and_the_retry(tmp_path: Path, repo: Path, mark: str) -> None:
+    """Every write blocked by allowed_write_paths: the result names it as a denial, the retry
+    prompt tells the agent, and the failure says every write was refused (not 'changed nothing')."""
+    refused = [{"write": "app.py", "content": "overwritten"}, {"say": "I tried."}]
+    fake = Fake(tmp_path, mark, [refused, refused])
+    agent = AutonomousCodingAgent(backend="acp", validators=[], max_iterations=2, **fake.options())
+    events = [e async for e in agent.stream_execute("rewrite app.py", cwd=repo, allowed_write_paths=["src/"])]
+    result = events[-1].result
+    assert result.status is CodingStatus.FAILED
+    assert "every write was refused" in result.error and "app.py" in result.error
+    assert result.permission_denials and result.permission_denials[0]["target"] == "app.py"
+    assert result.permission_denials[0]["tool"] == "fs/write_text_file"
+    assert "writes are limited to: src/" in result.permission_denials[0]["reason"]
+    assert "These actions were refused" in fake.events("prompt")[1]["text"]
+    assert (repo / "app.py").read_text().startswith("def greet")
+    said = [e.data.get("content", "") for e in events if e.data.get("message_type") == "status"]
+    assert any("refused fs/write_text_file for 'app.py'" in c for c in said)
+
+
+async def test_permissions_denied_by_policy_are_denials(tmp_path: Path, repo: Path, mark: str) -> None:
+    fake = Fake(tmp_path, mark, [[{"permission": {"title": "Edit app.py", "kind": "edit",
+                                                  "paths": [str(repo / "app.py")]}}]])
+    backend, _ = await one_turn(fake.options(), repo)
+    (denial,) = backend.denials()
+    assert denial.target == str(repo / "app.py") and "policy 'deny'" in denial.reason
+
+
+async def test_fs_capabilities_are_chosen_by_acp_fs(tmp_path: Path, repo: Path, mark: str) -> None:
+    """Gemini CLI needs write only: agenter then advertises (and serves) no fs/read_text_file."""
+    fake = Fake(tmp_path, mark, [[{"read": str(repo / "app.py")}, {"read": str(repo / "nope.py")},
+                                  {"write": "new.py", "content": "N = 1\n"}]])
+    backend, _ = await one_turn(fake.options(acp_fs=["write"]), repo)
+    fs = fake.events("initialize")[0]["fs"]
+    assert fs["writeTextFile"] is True and not fs.get("readTextFile")
+    assert [r["code"] for r in fake.events("read")] == [-32601, -32601]
+    assert backend.modified_files().written == {"new.py"}
+
+    (tmp_path / "all").mkdir()
+    fake = Fake(tmp_path / "all", mark, [[{"read": str(repo / "nope.py")}]])
+    await one_turn(fake.options(), repo)
+    (missing,) = fake.events("read")  # the spec's not-found error, with its wording
+    assert missing["code"] == -32002 and missing["message"].startswith("Resource not found")
+
+
+async def test_usage_is_estimated_when_the_agent_reports_none(tmp_path: Path, repo: Path, mark: str) -> None:
+    words = "word " * 400  # 2000 characters of output
+    fake = Fake(tmp_path, mark, [[{"say": words}], [{"say": words}]])
+    backend = backend_for(fake.options())
+    await backend.connect(SessionSpec(cwd=repo))
+    try:
+        first = await run_turn(backend, "x" * 4000)
+        after_first = backend.usage()
+        second = await run_turn(backend, "y")
+    finally:
+        await backend.disconnect()
+    assert after_first.output_tokens == 500 and after_first.input_tokens >= 1000
+    assert backend.usage().output_tokens == 1000
+    notes = [m.content for m in first + second if m.type is MessageType.STATUS]
+    assert notes.count(ESTIMATE_NOTE) == 1  # said once per session
+
+
+async def test_a_token_budget_bites_on_an_agent_that_reports_no_usage(tmp_path: Path, repo: Path, mark: str) -> None:
+    fake = Fake(tmp_path, mark, [[{"say": "word " * 2000}, {"write": "a.py", "content": "A = 1\n"}]])
+    agent = AutonomousCodingAgent(backend="acp", validators=[], **fake.options())
+    result = await agent.execute("go", cwd=repo, budget=Budget(max_tokens=1000))
+    assert result.status is CodingStatus.BUDGET_EXCEEDED and result.exceeded_limit == "tokens"
+    assert result.total_tokens > 1000
+
+
+class FakeHarness:
+    """The conformance scenarios played by the scripted fake agent (no model: the "model
+    failure" is the agent's own error answer to session/prompt, as real agents relay it)."""
+
+    capabilities = ACPBackend.capabilities
+
+    def __init__(self, root: Path, mark: str):
+        self._root = root
+        self._mark = mark
+        self._made = 0
+
+    def supports(self, scenario: str) -> bool:
+        return scenario in ("write", "shell", "hang", "refuse", "output", "fail", "usage")
+
+    def make(self, scenario: str, cwd: Path) -> ACPBackend:
+        turns: dict[str, list[dict[str, Any]]] = {
+            "write": [{"write": conformance.WRITE_PATH, "content": conformance.WRITE_CONTENT}, {"say": "Done."}],
+            "shell": [{"shell": conformance.SHELL_COMMAND}, {"say": "Ran it."}],
+            "hang": [{"sleep": 60}],
+            "refuse": [{"say": f"REFUSED: {conformance.REFUSAL_REASON}"}],
+            "output": [{"say": f"```json\n{json.dumps(conformance.OUTPUT_VALUE)}\n```"}],
+            "fail": [{"error": {"code": -32603, "message": "Internal error: API Error: 500 scripted failure"}}],
+            "usage": [{"usage": {"used": 1200}}, {"read": "app.py"}, {"usage": {"used": 1500}},
+                      {"say": "It greets."}],
+        }
+        self._made += 1
+        home = self._root / f"fake-{self._made}"
+        home.mkdir()
+        return backend_for(Fake(home, self._mark, [turns[scenario]]).options())
+
+
+@pytest.fixture
+def fake_harness(tmp_path_factory: pytest.TempPathFactory, mark: str) -> FakeHarness:
+    return FakeHarness(tmp_path_factory.mktemp("fake-acp"), mark)
+
+
+@pytest.mark.parametrize("check", conformance.CHECKS, ids=conformance.check_id)
+async def test_conformance_fake_agent(check: Any, fake_harness: FakeHarness, tmp_path: Path) -> None:
+    await check(fake_harness, tmp_path)
+
+
 # ---------------------------------------------------------------------------------- real agents
 def need(program: str) -> str:
     path = NODE_BIN / program
