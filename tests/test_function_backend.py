@@ -113,3 +113,55 @@ async def test_a_sync_tool_still_running_is_reported_not_hidden(tmp_path):
     assert result.status is CodingStatus.BUDGET_EXCEEDED
     assert (tmp_path / "late.txt").exists()
     assert result.files == {"late.txt": "late\n"}
+
+
+async def test_permission_gate_safety_checks_hold_by_default(tmp_path):
+    from agenter.permissions import ToolCall
+
+    decisions = []
+
+    async def turn(ctx: TurnContext):
+        decisions.append(await ctx.permit(ToolCall.shell("git push --force origin main")))
+        decisions.append(await ctx.permit(ToolCall.edit(".git/hooks/pre-commit")))
+        decisions.append(await ctx.permit(ToolCall.shell("pytest -q")))
+        ctx.write("a.py", "a = 1\n")
+        yield "done"
+
+    agent = AutonomousCodingAgent(backend=FunctionBackend, turn=turn)
+    events = [e async for e in agent.stream_execute("p", cwd=tmp_path)]
+    result = events[-1].result
+    assert [d.allowed for d in decisions] == [False, False, True]
+    assert result.status is CodingStatus.COMPLETED
+    assert {d["tool"] for d in result.permission_denials} == {"shell", "edit"} or len(result.permission_denials) == 2
+    permission_events = [e for e in events if e.data.get("message_type") == "permission"]
+    assert len(permission_events) == 3 and permission_events[0].data["tool_input"]["decision"] == "deny"
+
+
+async def test_ask_rules_go_to_the_callback_with_a_deadline(tmp_path):
+    from agenter.permissions import ToolCall
+
+    asked = []
+
+    async def never_answers(request):
+        asked.append(request.question)
+        await asyncio.sleep(60)
+
+    async def turn(ctx: TurnContext):
+        decision = await ctx.permit(ToolCall.shell("npm publish"))
+        ctx.write("a.py", "a = 1\n")
+        yield decision.reason
+
+    agent = AutonomousCodingAgent(backend=FunctionBackend, turn=turn, permissions=["ask shell:npm publish*"],
+                                  on_permission=never_answers, permission_timeout=0.3)
+    result = await agent.execute("p", cwd=tmp_path)
+    assert asked and result.permission_denials and result.permission_denials[0]["tool"]
+
+
+def test_a_policy_the_backend_cannot_enforce_fails_at_construction():
+    from agenter import ConfigurationError
+
+    class Unwired(FunctionBackend):
+        permission_kinds = frozenset({"edit"})
+
+    with pytest.raises(ConfigurationError, match="cannot enforce permission rules for: shell"):
+        AutonomousCodingAgent(backend=Unwired, turn=[], permissions=["deny shell:git push*"])

@@ -39,6 +39,7 @@ from agenter.backends.base import (
     SessionSpec,
     ToolReply,
 )
+from agenter.permissions import PermissionDecision, ToolCall
 
 __all__ = ["FunctionBackend", "FunctionOptions", "TurnContext"]
 
@@ -109,6 +110,10 @@ class TurnContext:
         data = value.model_dump() if isinstance(value, BaseModel) else value
         return self.backend.accept_output(data)
 
+    async def permit(self, call: ToolCall) -> PermissionDecision:
+        """Ask the session's permission gate, as a backend does before running a tool."""
+        return await self.backend.permit(call)
+
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> ToolReply:
         """Call one of the agent's custom tools the way a model would."""
         for tool in self.backend.settings.tools:
@@ -126,6 +131,8 @@ class FunctionBackend(BaseBackend[FunctionOptions]):
         custom_tools=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True,
         resume=True)
     options_model: ClassVar[type[BackendOptions]] = FunctionOptions
+    #: The turn function asks the gate itself (TurnContext.permit), so every kind can be enforced.
+    permission_kinds: ClassVar[frozenset[str]] = frozenset({"read", "edit", "shell", "network", "mcp", "custom"})
 
     def __init__(self, settings: Any):
         super().__init__(settings)
