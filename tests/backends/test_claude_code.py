@@ -10,6 +10,7 @@ import os
 import shutil
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -17,27 +18,18 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from agenter import AutonomousCodingAgent, Budget, CodingStatus
-from agenter._errors import BackendError, ConfigurationError
+from agenter._errors import BackendError, ConfigurationError, RequirementError
 from agenter._types import Usage
-from agenter.backends.base import (
-    BackendSettings,
-    MessageType,
-    ModifiedFiles,
-    SessionSpec,
-)
-from agenter.host import _pids
-from agenter.backends.claude_code import (
-    DEFAULT_ALLOWED_TOOLS,
-    ClaudeCodeBackend,
-    ClaudeCodeOptions,
-)
-from agenter.backends.claude_code._backend import (
-    _max_usage,
-    _result_text,
-    _usage_from,
-    mcp_tool_name,
-)
+from agenter.backends.base import BackendSettings, MessageType, SessionSpec
+from agenter.backends.claude_code import ClaudeCodeBackend, ClaudeCodeOptions
+from agenter.backends.claude_code._events import TurnTranslator, result_text, usage_from
+from agenter.backends.claude_code._options import DEFAULT_ALLOWED_TOOLS
+from agenter.backends.claude_code._permissions import Permissions
+from agenter.backends.claude_code._setup import mcp_tool_name
+from agenter.host import MARK_ENV, Program, PythonPackage, _pids
+from agenter.sandbox.paths import PathResolver
 from agenter.testing import (
+    conformance,
     hang,
     http_error,
     refusal_reply,
@@ -72,10 +64,17 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
+#: Set in every CLI environment of one test, so the leftover check sees only this test's processes
+#: (other test runs on the machine carry process marks of their own).
+TEST_RUN_ENV = "AGENTER_TEST_RUN"
+
+
 @pytest.fixture
-def cli_env(tmp_path: Path) -> dict[str, str]:
-    """The CLI's own HOME and TMPDIR, no retries of 5xx, no deferred tool loading."""
-    home, tmp = tmp_path / "home", tmp_path / "tmp"
+def cli_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The CLI's own HOME and TMPDIR (outside the workspace), no retries of 5xx, no deferred tool
+    loading, and this test's run token."""
+    root = tmp_path_factory.mktemp("claude-cli")
+    home, tmp = root / "home", root / "tmp"
     home.mkdir()
     tmp.mkdir()
     return {
@@ -84,31 +83,45 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "ENABLE_TOOL_SEARCH": "false",
         "CLAUDE_CODE_MAX_RETRIES": "0",
+        TEST_RUN_ENV: uuid.uuid4().hex,
     }
 
 
 @pytest.fixture
-def no_leftover_cli():
-    """Fails the test if a `claude` child of this process, or anything a CLI started (found by
-    the process mark agenter sets on every CLI), outlives it; kills what it finds."""
+def no_leftover_cli(cli_env: dict[str, str]):
+    """Fails the test if a `claude` child of this process, or anything a CLI of this test started
+    (it carries agenter's process mark, MARK_ENV, and this test's run token), outlives it; kills
+    what it finds."""
+    token = f"{TEST_RUN_ENV}={cli_env[TEST_RUN_ENV]}".encode()
+    mark = f"{MARK_ENV}=".encode()
 
     def started_by_a_cli() -> set[int]:
         found = set()
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit():
                 try:
-                    if b"AGENTER_CLI_MARK=" in (entry / "environ").read_bytes():
-                        found.add(int(entry.name))
+                    variables = (entry / "environ").read_bytes().split(b"\0")
                 except OSError:
                     continue
+                if token in variables and any(v.startswith(mark) for v in variables):
+                    found.add(int(entry.name))
         return {pid for pid in found if _pids.is_alive(pid)}
+
+    def describe(pid: int) -> str:
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:120].decode(errors="replace")
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[:2]
+        except OSError:
+            return "(gone)"
+        return f"{command} (state {state[0]}, parent {state[1]})"
 
     before = _pids.children_running(CLI) | started_by_a_cli()
     yield
     leftovers = (_pids.children_running(CLI) | started_by_a_cli()) - before
     alive = {pid for pid in leftovers if _pids.is_alive(pid)}
+    described = {pid: describe(pid) for pid in alive}
     _pids.kill(alive)
-    assert not alive, f"processes left running: {alive}"
+    assert not alive, f"processes left running: {described}"
 
 
 def make_backend(server: Any, cli_env: dict[str, str], *, tools: list | None = None, sandbox: bool = True,
@@ -169,6 +182,9 @@ async def test_write_edit_and_bash_changes_are_all_reported(scripted_model_serve
     try:
         pid = backend.cli_pid
         assert pid and _pids.is_alive(pid)
+        assert pid in _pids.with_environment(TEST_RUN_ENV, cli_env[TEST_RUN_ENV])
+        assert any(v.startswith(f"{MARK_ENV}=".encode())  # the mark reap() finds leftovers by
+                   for v in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
         messages = await run_turn(backend, "Change greet")
     finally:
         await backend.disconnect()
@@ -285,6 +301,9 @@ async def test_write_outside_allowed_paths_is_denied_and_the_model_sees_why(scri
     assert any("docs/notes.md" in e and "allowed" in e.lower() for e in errors)
     assert any("outside" in e.lower() for e in errors)
     assert not any("hook error" in e for e in errors)  # a plain refusal, not a "broken hook"
+    # The model was told the rule up front: the appended system prompt names the patterns.
+    system = json.dumps(server.model_requests[0].model_request.system)
+    assert "gitignore-style patterns" in system and "src/**" in system
 
 
 @agent_test
@@ -535,11 +554,15 @@ async def test_cli_dying_mid_turn_is_an_error_not_a_success(scripted_model_serve
 @agent_test
 @needs_cli
 async def test_missing_cli_is_a_backend_error(repo, cli_env):
-    opts = ClaudeCodeOptions(api_key=API_KEY, env=cli_env, cli_path=str(repo / "no-such-claude"))
+    opts = ClaudeCodeOptions(api_key=API_KEY, env=cli_env, program_path=str(repo / "no-such-claude"))
     backend = ClaudeCodeBackend(BackendSettings(model=None, tools=[], sandbox=False, options=opts))
-    with pytest.raises(BackendError, match="not found"):
+    with pytest.raises(BackendError, match="not found") as caught:
         await backend.connect(SessionSpec(cwd=repo))
     await backend.disconnect()
+    assert caught.value.kind == "missing_program"
+    # Through the facade the same setting fails at construction, naming the option's fix.
+    with pytest.raises(RequirementError, match="program_path"):
+        AutonomousCodingAgent(backend="claude-code", sandbox=False, cli_path=str(repo / "no-such-claude"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -574,6 +597,7 @@ async def test_sandboxed_bash_can_write_only_inside_cwd(scripted_model_server, r
 @needs_cli
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bubblewrap sandbox is Linux-only")
 async def test_sandbox_without_bubblewrap_and_socat_fails_clearly(scripted_model_server, repo, tmp_path, cli_env):
+    """Found when the agent is built (RequirementError), before any CLI or model call runs."""
     # A PATH holding everything from the usual bin folders except bwrap and socat.
     bare = tmp_path / "bin-without-sandbox"
     bare.mkdir()
@@ -584,22 +608,24 @@ async def test_sandbox_without_bubblewrap_and_socat_fails_clearly(scripted_model
             if name not in ("bwrap", "socat") and not (bare / name).exists():
                 (bare / name).symlink_to(os.path.join(folder, name))
     server = scripted_model_server([reply(text("never reached"))])
-    agent = make_agent(server, {**cli_env, "PATH": str(bare)})
-    result = await agent.execute("Change greet", cwd=repo)
-    assert result.status is CodingStatus.ERROR
-    assert "bubblewrap" in result.error and "socat" in result.error and "sandbox=False" in result.error
+    with pytest.raises(RequirementError) as caught:
+        make_agent(server, {**cli_env, "PATH": str(bare)})
+    error = str(caught.value)
+    assert "bubblewrap" in error and "socat" in error and "sandbox=False" in error
+    assert [m.split(":")[0] for m in caught.value.missing] == ["the program 'bwrap' on PATH",
+                                                                 "the program 'socat' on PATH"]
     assert server.model_requests == []  # nothing ran unsandboxed
+    make_agent(server, {**cli_env, "PATH": str(bare)}, sandbox=False)  # without the sandbox: fine
 
 
 @agent_test
 @needs_cli
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bubblewrap sandbox is Linux-only")
 async def test_the_clis_own_sandbox_check_is_reported_too(scripted_model_server, repo, tmp_path, cli_env,
-                                                           no_leftover_cli, monkeypatch):
-    """Our pre-check aside, a sandbox the CLI itself cannot start is an error, never a silent fallback."""
-    import agenter.backends.claude_code._backend as module
+                                                           no_leftover_cli):
+    """Our pre-check aside, a sandbox the CLI itself cannot start is an error, never a silent fallback.
 
-    monkeypatch.setattr(module, "LINUX_SANDBOX_PROGRAMS", {})  # skip our own check (agenter code only)
+    The backend is built directly, so the facade's requirement check (bwrap, socat) never runs."""
     bare = tmp_path / "bin2"
     bare.mkdir()
     for name in ("bash", "sh", "env", "cat", "ls", "rg", "git"):
@@ -646,17 +672,75 @@ async def test_sandbox_off_is_unrestricted(scripted_model_server, repo, tmp_path
 
 
 # ---------------------------------------------------------------------------------------------
+# The contract, checked by agenter's conformance suite against the real CLI
+
+
+class ClaudeCodeHarness:
+    """Scripts the model for each conformance scenario; Claude Code plays them all. sandbox=False
+    (with IS_SANDBOX=1, so the CLI bypasses permission prompts also as root): the suite checks the
+    contract, the sandbox has tests of its own above."""
+
+    capabilities = ClaudeCodeBackend.capabilities
+
+    def __init__(self, start_server: Any, env: dict[str, str]):
+        self._start_server = start_server
+        self._env = {**env, "IS_SANDBOX": "1"}
+
+    def supports(self, scenario: str) -> bool:
+        return scenario in ("write", "shell", "hang", "refuse", "output", "fail", "usage")
+
+    def make(self, scenario: str, cwd: Path) -> ClaudeCodeBackend:
+        usage = {"input_tokens": 1200, "output_tokens": 40}
+        scripts: dict[str, list[Any]] = {
+            "write": [reply(tool_call("Write", {"file_path": conformance.WRITE_PATH,
+                                                "content": conformance.WRITE_CONTENT})), reply(text("Done."))],
+            "shell": [reply(tool_call("Bash", {"command": conformance.SHELL_COMMAND, "description": "Run it"})),
+                      reply(text("Done."))],
+            "hang": [hang(60)],
+            "refuse": [reply(tool_call(mcp_tool_name("refuse_task"), {"reason": conformance.REFUSAL_REASON})),
+                       reply(text("Declined."))],
+            "output": [reply(tool_call("StructuredOutput", conformance.OUTPUT_VALUE)), reply(text("Done."))],
+            "fail": [],
+            "usage": [reply(tool_call("Glob", {"pattern": "*"}), usage=usage), reply(text("Done."), usage=usage)],
+        }
+        default = http_error(500, "conformance failure") if scenario == "fail" else None
+        server = self._start_server(scripts[scenario], default=default)
+        options = ClaudeCodeOptions(api_key=API_KEY, base_url=server.base_url, env=self._env)
+        return ClaudeCodeBackend(BackendSettings(model=None, tools=[], sandbox=False, options=options))
+
+
+@pytest.fixture
+def harness(scripted_model_server, cli_env) -> ClaudeCodeHarness:
+    return ClaudeCodeHarness(scripted_model_server, cli_env)
+
+
+@agent_test
+@needs_cli
+@pytest.mark.parametrize("check", conformance.CHECKS, ids=conformance.check_id)
+async def test_conformance(check, harness, tmp_path, no_leftover_cli):
+    await check(harness, tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------
 # Pure logic
 
 
 def test_options_defaults_and_validation():
     opts = ClaudeCodeOptions()
-    assert opts.allowed_tools == ["Read", "Edit", "Write", "Bash", "Glob", "Grep"]
-    assert opts.setting_sources == []
+    assert opts.claude_allowed_tools == ["Read", "Edit", "Write", "Bash", "Glob", "Grep"]
+    assert opts.claude_setting_sources == []
     with pytest.raises(ValidationError):
         ClaudeCodeOptions(unknown=1)
     with pytest.raises(ValidationError):
-        ClaudeCodeOptions(setting_sources=["everything"])
+        ClaudeCodeOptions(claude_setting_sources=["everything"])
+
+
+def test_old_option_names_keep_working():
+    old = ClaudeCodeOptions(allowed_tools=["Read"], setting_sources=["project"], max_turns=3, cli_path="/x/claude")
+    assert (old.claude_allowed_tools, old.claude_setting_sources, old.claude_max_turns, old.program_path) == (
+        ["Read"], ["project"], 3, "/x/claude")
+    with pytest.raises(ConfigurationError, match="program_path"):
+        ClaudeCodeOptions(cli_path="/a", program_path="/b")
 
 
 def test_unknown_option_through_the_facade_is_a_configuration_error():
@@ -674,6 +758,22 @@ def test_reserved_and_duplicate_tool_names_are_rejected():
         AutonomousCodingAgent(backend="claude-code", tools=[fake])
 
 
+def test_requirements_follow_the_settings():
+    def needs(sandbox: bool, **options: Any) -> list[Any]:
+        settings = BackendSettings(model=None, tools=[], sandbox=sandbox, options=ClaudeCodeOptions(**options))
+        return list(ClaudeCodeBackend.requirements(settings))
+
+    first, *rest = needs(True, env={"PATH": "/opt/bin"})
+    assert isinstance(first, PythonPackage) and first.module == "claude_agent_sdk"
+    assert "agenter-sdk[claude-code]" in first.install
+    if sys.platform.startswith("linux"):
+        assert [(r.name, r.env_path) for r in rest] == [("bwrap", "/opt/bin"), ("socat", "/opt/bin")]
+        assert all(isinstance(r, Program) and "sandbox=False" in r.install for r in rest)
+    assert needs(False) == [first]
+    (_, cli) = needs(False, program_path="/opt/claude")
+    assert isinstance(cli, Program) and cli.path == "/opt/claude"
+
+
 def test_importing_the_backend_does_not_import_the_sdk():
     import subprocess
 
@@ -686,23 +786,65 @@ def test_importing_the_backend_does_not_import_the_sdk():
 def test_usage_helpers():
     raw = {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 100,
            "cache_creation_input_tokens": 7, "service_tier": "standard"}
-    assert _usage_from(raw) == Usage(input_tokens=10, output_tokens=5, cache_read_tokens=100, cache_write_tokens=7)
-    assert _usage_from(None) == Usage()
-    assert _max_usage(Usage(input_tokens=10, output_tokens=1), Usage(input_tokens=10, output_tokens=9)) == Usage(
+    assert usage_from(raw) == Usage(input_tokens=10, output_tokens=5, cache_read_tokens=100, cache_write_tokens=7)
+    assert usage_from(None) == Usage()
+    assert Usage(input_tokens=10, output_tokens=1).maximum(Usage(input_tokens=10, output_tokens=9)) == Usage(
         input_tokens=10, output_tokens=9)
-    assert _result_text([{"type": "text", "text": "a"}, {"type": "image"}]) == "a\n[image]"
+    assert result_text([{"type": "text", "text": "a"}, {"type": "image"}]) == "a\n[image]"
 
 
-def test_changes_merge_tool_tracking_with_the_snapshot(tmp_path):
-    backend = ClaudeCodeBackend(BackendSettings(model=None, tools=[], sandbox=True, options=ClaudeCodeOptions()))
-    backend._cwd = tmp_path
-    (tmp_path / "kept.py").write_text("x")
-    diff = ModifiedFiles(written={"a.py", ".claude/.cc-writes/tmp"}, deleted={"old.py"})
-    changes = backend._changes(diff, {"kept.py", "vanished.py"})
-    assert changes.written == {"a.py", "kept.py"}
-    assert changes.deleted == {"old.py"}
-    assert backend._relative(str(tmp_path / "sub" / "f.py")) == "sub/f.py"
-    assert backend._relative("/etc/passwd") is None
+def test_translator_tracks_writes_usage_and_refusals():
+    from claude_agent_sdk import (
+        AssistantMessage,
+        SystemMessage,
+        TextBlock,
+        ToolResultBlock,
+        ToolUseBlock,
+        UserMessage,
+    )
+
+    events = TurnTranslator(lambda s: s.replace(API_KEY, "[REDACTED]"))
+    calls = AssistantMessage(
+        content=[TextBlock(f"key {API_KEY}"), ToolUseBlock("t1", "Write", {"file_path": "kept.py", "content": "x"}),
+                 ToolUseBlock("t2", "Edit", {"file_path": "/etc/denied"})],
+        model="claude-sonnet-4-5", message_id="m1", usage={"input_tokens": 10, "output_tokens": 1})
+    out = events.translate(calls)
+    assert [m.type for m in out] == [MessageType.TEXT, MessageType.TOOL_CALL, MessageType.TOOL_CALL]
+    assert API_KEY not in out[0].content
+    # A streamed copy of the same API message repeats its usage: counted once, largest figures.
+    events.translate(AssistantMessage(content=[], model="claude-sonnet-4-5", message_id="m1",
+                                      usage={"input_tokens": 10, "output_tokens": 7}))
+    assert events.usage() == Usage(input_tokens=10, output_tokens=7)
+    results = events.translate(UserMessage(content=[ToolResultBlock("t1", "ok"),
+                                                    ToolResultBlock("t2", "denied", is_error=True)]))
+    assert [(m.tool_name, m.is_error) for m in results] == [("Write", False), ("Edit", True)]
+    assert events.take_written() == ["kept.py"] and events.take_written() == []  # failed writes are not
+    assert events.model == "claude-sonnet-4-5"
+    events.translate(SystemMessage("model_refusal", {"api_refusal_category": "cyber"}))
+    assert events.api_refusal == (f"key {API_KEY}", "cyber")  # the backend redacts when it records it
+
+
+async def test_permissions_confine_file_tools_and_answer_prompts(tmp_path):
+    from claude_agent_sdk import PermissionResultAllow, PermissionResultDeny
+
+    gate = Permissions(resolver=PathResolver(tmp_path, ["src/**"]), mode="default", sandbox=True,
+                       allowed=["Read", "Write", mcp_tool_name("refuse_task")])
+    assert gate.write_denial("Write", {"file_path": "src/a.py"}) is None
+    assert "docs/b.md" in (gate.write_denial("Write", {"file_path": "docs/b.md"}) or "")
+    assert gate.write_denial("Bash", {"command": "rm -rf /"}) is None  # the OS sandbox's job
+    hook = await gate.pre_tool_use({"tool_name": "Edit", "tool_input": {"file_path": "/etc/x"}}, None, None)
+    assert hook["hookSpecificOutput"]["permissionDecision"] == "ask"  # the prompt is then denied below
+    assert isinstance(await gate.can_use_tool("Edit", {"file_path": "/etc/x"}, None), PermissionResultDeny)
+    assert isinstance(await gate.can_use_tool("WebFetch", {}, None), PermissionResultDeny)
+    assert isinstance(await gate.can_use_tool("Read", {}, None), PermissionResultAllow)
+    open_gate = Permissions(resolver=None, mode="bypassPermissions", sandbox=False, allowed=[])
+    assert open_gate.hooks() is None
+    assert isinstance(await open_gate.can_use_tool("WebFetch", {}, None), PermissionResultAllow)
+
+
+def test_the_clis_bookkeeping_is_never_a_change():
+    assert ClaudeCodeBackend.internal_paths == (".claude/.cc-writes/",)
+    assert ClaudeCodeBackend.price_provider == "anthropic"
 
 
 def test_descendants_finds_grandchildren():

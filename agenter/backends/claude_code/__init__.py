@@ -4,9 +4,6 @@ Imported lazily by the backend registry; claude_agent_sdk itself is imported onl
 """
 
 from agenter.backends.claude_code._backend import ClaudeCodeBackend
-from agenter.backends.claude_code._options import (
-    DEFAULT_ALLOWED_TOOLS,
-    ClaudeCodeOptions,
-)
+from agenter.backends.claude_code._options import ClaudeCodeOptions
 
-__all__ = ["DEFAULT_ALLOWED_TOOLS", "ClaudeCodeBackend", "ClaudeCodeOptions"]
+__all__ = ["ClaudeCodeBackend", "ClaudeCodeOptions"]

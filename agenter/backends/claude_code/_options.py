@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, SecretStr
 
@@ -15,14 +15,31 @@ DEFAULT_ALLOWED_TOOLS: tuple[str, ...] = ("Read", "Edit", "Write", "Bash", "Glob
 class ClaudeCodeOptions(BackendOptions):
     """How Claude Code is started. Everything has a headless-pipeline default."""
 
-    allowed_tools: list[str] = Field(
+    renamed: ClassVar[dict[str, str]] = {
+        "allowed_tools": "claude_allowed_tools",
+        "setting_sources": "claude_setting_sources",
+        "max_turns": "claude_max_turns",
+        "cli_path": "program_path",
+    }
+
+    api_key: SecretStr | None = Field(
+        None, description="Anthropic API key (ANTHROPIC_API_KEY for the CLI); defaults to the environment."
+    )
+    base_url: str | None = Field(None, description="Anthropic API base URL (ANTHROPIC_BASE_URL for the CLI).")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Extra environment variables for the Claude Code process."
+    )
+    program_path: str | None = Field(
+        None, description="Path of the `claude` executable; default: the one bundled with claude-agent-sdk."
+    )
+    claude_allowed_tools: list[str] = Field(
         default_factory=lambda: list(DEFAULT_ALLOWED_TOOLS),
         description=(
             "Claude Code's built-in tools the agent may use (they are also the only built-in tools it "
             "sees). Custom tools and the refusal tool are added automatically."
         ),
     )
-    setting_sources: list[Literal["user", "project", "local"]] = Field(
+    claude_setting_sources: list[Literal["user", "project", "local"]] = Field(
         default_factory=list,
         description=(
             "Which settings files Claude Code loads. Empty (default): none, so a repository's "
@@ -33,16 +50,6 @@ class ClaudeCodeOptions(BackendOptions):
     claude_max_thinking_tokens: int | None = Field(
         None, ge=0, description="Extended-thinking budget in tokens; 0 disables thinking; None: Claude Code's default."
     )
-    base_url: str | None = Field(None, description="Anthropic API base URL (ANTHROPIC_BASE_URL for the CLI).")
-    api_key: SecretStr | None = Field(
-        None, description="Anthropic API key (ANTHROPIC_API_KEY for the CLI); defaults to the environment."
-    )
-    env: dict[str, str] = Field(
-        default_factory=dict, description="Extra environment variables for the Claude Code process."
-    )
-    cli_path: str | None = Field(
-        None, description="Path of the `claude` executable; default: the one bundled with claude-agent-sdk."
-    )
-    max_turns: int | None = Field(
+    claude_max_turns: int | None = Field(
         None, gt=0, description="Claude Code's own limit on model round trips per iteration."
     )

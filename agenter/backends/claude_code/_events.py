@@ -1,0 +1,200 @@
+"""What Claude Code says, in agenter's terms: claude-agent-sdk messages → BackendMessages, usage
+and error descriptions. Pure functions and one per-turn translator, free of I/O, so each rule can
+be unit-tested with the SDK's own message classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agenter._types import Usage
+from agenter.backends.base import BackendMessage, MessageType
+
+__all__ = ["FILE_WRITE_TOOLS", "TurnTranslator", "describe_result_error", "describe_sdk_error",
+           "result_text", "usage_from"]
+
+#: Claude Code's tools that write a file named in their input, and the input key holding the path.
+FILE_WRITE_TOOLS: dict[str, str] = {
+    "Write": "file_path",
+    "Edit": "file_path",
+    "MultiEdit": "file_path",
+    "NotebookEdit": "notebook_path",
+}
+
+_SANDBOX_HINT = (" — Claude Code's sandbox needs bubblewrap and socat on Linux (apt-get install "
+                 "bubblewrap socat); pass sandbox=False to run without it.")
+
+
+def usage_from(raw: dict[str, Any] | None) -> Usage:
+    """Usage from the Messages API's usage object (as the CLI forwards it)."""
+    raw = raw or {}
+
+    def number(key: str) -> int:
+        value = raw.get(key)
+        return int(value) if isinstance(value, int | float) else 0
+
+    return Usage(
+        input_tokens=number("input_tokens"),
+        output_tokens=number("output_tokens"),
+        cache_read_tokens=number("cache_read_input_tokens"),
+        cache_write_tokens=number("cache_creation_input_tokens"),
+    )
+
+
+def result_text(content: Any) -> str:
+    """Text of a tool result's content (a string or a list of MCP-style blocks)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, dict):
+                parts.append(str(block.get("text", "")) if block.get("type") == "text" else f"[{block.get('type')}]")
+            else:
+                parts.append(str(block))
+        return "\n".join(parts)
+    return str(content)
+
+
+class TurnTranslator:
+    """Translates one turn's SDK messages and keeps what the backend acts on.
+
+    After each message: `session_id`, `model` (from the API's answers) and `init_model` (what the
+    CLI announced), `take_written()` (paths the file tools wrote, as the model gave them),
+    `usage()` (the turn's API messages so far), `api_refusal` (reason, category) and `last_text`.
+    """
+
+    def __init__(self, redact: Callable[[str], str]):
+        self._redact = redact
+        self.session_id: str | None = None
+        self.model: str | None = None
+        self.init_model: str | None = None
+        self.api_refusal: tuple[str, str] | None = None
+        self.last_text = ""
+        self._calls: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._usage: dict[str, Usage] = {}
+        self._written: list[str] = []
+
+    def usage(self) -> Usage:
+        """The turn's API messages so far; streamed copies of one message count once."""
+        return sum(self._usage.values(), Usage())
+
+    def take_written(self) -> list[str]:
+        written, self._written = self._written, []
+        return written
+
+    def translate(self, message: Any) -> list[BackendMessage]:
+        from claude_agent_sdk import AssistantMessage, SystemMessage, UserMessage
+
+        if isinstance(message, AssistantMessage):
+            return self._assistant(message)
+        if isinstance(message, UserMessage) and isinstance(message.content, list):
+            return self._tool_results(message.content)
+        if isinstance(message, SystemMessage):
+            return self._system(message.subtype, message.data)
+        return []
+
+    def _assistant(self, message: Any) -> list[BackendMessage]:
+        from claude_agent_sdk import TextBlock, ThinkingBlock, ToolUseBlock
+
+        if message.model and message.model != "<synthetic>":
+            self.model = message.model
+        if message.usage and message.message_id:
+            earlier = self._usage.get(message.message_id, Usage())
+            self._usage[message.message_id] = earlier.maximum(usage_from(message.usage))
+        out: list[BackendMessage] = []
+        for block in message.content:
+            if isinstance(block, TextBlock):
+                if not message.error and block.text.strip():
+                    self.last_text = block.text.strip()
+                kind = MessageType.ERROR if message.error else MessageType.TEXT
+                out.append(BackendMessage(kind, self._redact(block.text), is_error=bool(message.error)))
+            elif isinstance(block, ThinkingBlock):
+                out.append(BackendMessage(MessageType.THINKING, self._redact(block.thinking)))
+            elif isinstance(block, ToolUseBlock):
+                self._calls[block.id] = (block.name, block.input)
+                out.append(BackendMessage(MessageType.TOOL_CALL, tool_name=block.name,
+                                          tool_input=block.input, tool_call_id=block.id))
+            elif hasattr(block, "name") and hasattr(block, "id"):  # server tools (web search, ...)
+                out.append(BackendMessage(MessageType.TOOL_CALL, tool_name=str(block.name),
+                                          tool_input=getattr(block, "input", None), tool_call_id=str(block.id)))
+        return out
+
+    def _tool_results(self, blocks: list[Any]) -> list[BackendMessage]:
+        from claude_agent_sdk import ToolResultBlock
+
+        out: list[BackendMessage] = []
+        for block in blocks:
+            if not isinstance(block, ToolResultBlock):
+                continue
+            name, tool_input = self._calls.get(block.tool_use_id, (None, {}))
+            if not block.is_error and name in FILE_WRITE_TOOLS:
+                path = tool_input.get(FILE_WRITE_TOOLS[name])
+                if isinstance(path, str) and path:
+                    self._written.append(path)
+            out.append(BackendMessage(MessageType.TOOL_RESULT, self._redact(result_text(block.content)),
+                                      tool_name=name, tool_call_id=block.tool_use_id,
+                                      is_error=bool(block.is_error)))
+        return out
+
+    def _system(self, subtype: str, data: dict[str, Any]) -> list[BackendMessage]:
+        if subtype == "init":
+            session_id = data.get("session_id")
+            if isinstance(session_id, str):
+                self.session_id = session_id
+            model = data.get("model")
+            if isinstance(model, str):
+                self.init_model = model
+            return [BackendMessage(MessageType.STATUS, f"Claude Code session {session_id} (model {model}, "
+                                                       f"permission mode {data.get('permissionMode')})")]
+        if subtype.startswith("model_refusal"):
+            # The API refused (stop_reason "refusal") and Claude Code gave up on the turn.
+            if self.api_refusal is None:
+                explanation = data.get("api_refusal_explanation")
+                category = data.get("api_refusal_category")
+                self.api_refusal = (str(explanation or self.last_text or "the model refused the request"),
+                                    str(category) if category else "refusal")
+            return [BackendMessage(MessageType.STATUS, f"Claude Code: {subtype}")]
+        if subtype == "informational" and data.get("content"):
+            return [BackendMessage(MessageType.STATUS, self._redact(str(data["content"])))]
+        if any(word in subtype for word in ("retry", "error", "compact")):
+            return [BackendMessage(MessageType.STATUS, f"Claude Code: {subtype}")]
+        return []
+
+
+def describe_result_error(result: Any) -> tuple[str, int | None]:
+    """Message and HTTP status for an error result (a ResultMessage or the SDK's ResultError)."""
+    status = getattr(result, "api_error_status", None)
+    text = (getattr(result, "result", None) or "").strip()
+    errors = [str(e) for e in (getattr(result, "errors", None) or [])]
+    subtype = getattr(result, "subtype", None)
+    detail = "; ".join([text] + errors if text else errors) or str(result)
+    if status:
+        message = f"Claude Code API error (HTTP {status}): {detail}"
+    elif subtype and subtype != "success":
+        message = f"Claude Code stopped with {subtype}: {detail}"
+    else:
+        message = f"Claude Code failed: {detail}"
+    if "sandbox" in message.lower() and "unavailable" in message.lower():
+        message += _SANDBOX_HINT
+    return message, status if isinstance(status, int) else None
+
+
+def describe_sdk_error(exc: BaseException, what: str) -> tuple[str, int | None, str | None]:
+    """Message, HTTP status and error kind for an exception of claude-agent-sdk."""
+    from claude_agent_sdk import CLINotFoundError, ProcessError, ResultError
+
+    if isinstance(exc, CLINotFoundError):
+        return (f"Claude Code CLI not found ({exc}). Install claude-agent-sdk (it bundles the CLI) or "
+                "pass program_path=...", None, "missing_program")
+    if isinstance(exc, ResultError):
+        message, status = describe_result_error(exc)
+        return message, status, None
+    if isinstance(exc, ProcessError) and exc.exit_code is not None:
+        how = (f"was killed by signal {-exc.exit_code}" if exc.exit_code < 0
+               else f"exited with code {exc.exit_code}")
+        return f"{what}: the claude process {how}", None, "agent_crash"
+    return f"{what}: {exc}", None, None
