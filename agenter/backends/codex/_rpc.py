@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from agenter._errors import BackendError
-from agenter.host import AgentProcess, redact
+from agenter.host import AgentProcess
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("agenter.backends.codex")
 
 #: Answers a server request (method, params) with a result dict, or raises LookupError (unknown).
 RequestHandler = Callable[[str, dict[str, Any]], dict[str, Any]]
@@ -41,8 +41,11 @@ class AppServerConnection:
     """
 
     def __init__(self, process: AgentProcess, handle_request: RequestHandler,
-                 observe: Callable[[Notification], None] | None = None):
+                 observe: Callable[[Notification], None] | None = None, *, backend: str,
+                 redact: Callable[[str], str]):
         self.process = process
+        self.backend = backend
+        self._redact = redact
         self._handle_request = handle_request
         self._observe = observe
         self._ids = itertools.count(1)
@@ -71,7 +74,7 @@ class AppServerConnection:
                 raise
             try:
                 return await asyncio.wait_for(future, timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise self._error(f"codex app-server did not answer {method} within {timeout:.0f} s") from None
         finally:
             self._pending.pop(request_id, None)
@@ -100,7 +103,7 @@ class AppServerConnection:
                 await stdin.drain()
 
     def _error(self, message: str) -> BackendError:
-        return BackendError(message, backend="codex", stderr_tail=self.process.stderr_tail() or None)
+        return BackendError(message, backend=self.backend, stderr_tail=self.process.stderr_tail() or None)
 
     # ------------------------------------------------------------------ incoming
     async def _read(self) -> None:
@@ -127,13 +130,13 @@ class AppServerConnection:
                     if not isinstance(message, dict):
                         raise ValueError("not an object")
                 except ValueError:
-                    reason = f"codex app-server sent a malformed line: {redact(line[:200])!r}"
+                    reason = f"codex app-server sent a malformed line: {self._redact(line[:200])!r}"
                     break
                 self._dispatch(message)
         except asyncio.CancelledError:
             reason = "connection closed by agenter"
             raise
-        except Exception as exc:  # never let the reader die silently
+        except Exception as exc:  # noqa: BLE001 - never let the reader die silently
             reason = f"reading from codex app-server failed: {exc!r}"
         finally:
             self._close(reason)
@@ -160,7 +163,7 @@ class AppServerConnection:
                 error = message["error"] or {}
                 future.set_exception(BackendError(
                     f"codex app-server rejected the request: {error.get('message', error)}",
-                    backend="codex"))
+                    backend=self.backend))
             else:
                 future.set_result(message.get("result") or {})
         elif "method" in message:

@@ -1,21 +1,141 @@
-"""Finding the codex program, writing its config.toml, and preparing its Linux sandbox."""
+"""Everything Codex needs before it starts: the program, the API key, its config.toml, and a
+Linux sandbox that works."""
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import json
 import os
 import platform
 import re
 import shutil
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from agenter._errors import BackendError
+from agenter.backends.base import BackendSettings
+from agenter.backends.codex._options import CodexOptions
+from agenter.backends.codex._tools_server import SERVER_NAME, TOKEN_ENV_VAR
+from agenter.host import AgentProcess, Program, PythonPackage, Requirement
 
-INSTALL_HINT = ("Install it with `npm install -g @openai/codex` (or add @openai/codex to your "
-                "project's package.json), or pass codex_path=...")
+INSTALL = "npm install -g @openai/codex"
+INSTALL_HINT = (f"Install it with `{INSTALL}` (or add @openai/codex to your project's package.json), "
+                "or pass program_path=...")
+TOOLS_EXTRA = "pip install 'agenter-sdk[codex]'"
 
+#: Name of agenter's provider entry in Codex's config, and the variable that carries its key.
+PROVIDER_NAME = "agenter"
+API_KEY_ENV_VAR = "AGENTER_CODEX_API_KEY"
+#: Where agenter's provider entry points unless base_url says otherwise.
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+#: The variables a key is taken from when api_key is not given (Codex's own names).
+KEY_VARIABLES = ("CODEX_API_KEY", "OPENAI_API_KEY")
+MISSING_KEY = ("the codex backend has no API key for the model provider: set OPENAI_API_KEY (or "
+               "CODEX_API_KEY) or pass api_key=... (any value for a server that needs none); to use "
+               "your own Codex login instead, pass codex_home=")
+#: Codex features that reach services agenter never uses (plugin sync, apps, browser, image
+#: generation) or that would make a dead model server hang instead of fail.
+DISABLED_FEATURES = (
+    "plugins", "apps", "remote_plugin", "browser_use", "browser_use_external", "computer_use",
+    "image_generation", "goals", "unbounded_connection_retries",
+)
+#: Environment variables hidden from the commands Codex runs (Codex matches them case-insensitively).
+SECRET_ENV_PATTERNS = ("*KEY*", "*SECRET*", "*TOKEN*", "*PASSWORD*", "*CREDENTIAL*", "AGENTER_*")
+
+
+# ---------------------------------------------------------------------------------- requirements
+def requirements(settings: BackendSettings[CodexOptions]) -> list[Requirement]:
+    """The codex program (program_path, node_modules/.bin here or above, PATH); with custom
+    tools, the MCP SDK 2.x and uvicorn that serve them."""
+    needs: list[Requirement] = [Program(name="codex", install=INSTALL, path=settings.options.program_path,
+                                        env_path=search_path(Path.cwd(), os.environ))]
+    if settings.tools:
+        needs += [PythonPackage(module="mcp", distribution="mcp", min_major=2, install=TOOLS_EXTRA),
+                  PythonPackage(module="uvicorn", distribution="uvicorn", install=TOOLS_EXTRA)]
+    return needs
+
+
+def search_path(cwd: Path, env: Mapping[str, str]) -> str:
+    """Where `codex` is looked for: node_modules/.bin of cwd and its parents (a project's pinned
+    version first), of the process's directory, then PATH."""
+    dirs = [str(directory / "node_modules" / ".bin")
+            for base in _unique([cwd, Path.cwd()]) for directory in [base, *base.parents]]
+    return os.pathsep.join([*dirs, env.get("PATH", "")])
+
+
+def _unique(paths: list[Path]) -> list[Path]:
+    seen: list[Path] = []
+    for path in paths:
+        resolved = path.resolve()
+        if resolved not in seen:
+            seen.append(resolved)
+    return seen
+
+
+def find_codex(program_path: str | None, cwd: Path, env: Mapping[str, str], *, backend: str) -> str:
+    """The codex program: program_path, then node_modules/.bin of cwd (and of the process cwd),
+    then PATH. Raises BackendError with install instructions when there is none."""
+    if program_path:
+        candidate = Path(program_path).expanduser()
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate.resolve())
+        found = shutil.which(program_path, path=env.get("PATH"))
+        if found:
+            return found
+        raise BackendError(f"program_path {program_path!r} is not an executable program. {INSTALL_HINT}",
+                           backend=backend, kind="missing_program")
+    found = shutil.which("codex", path=search_path(cwd, env))
+    if found:
+        return found
+    raise BackendError(f"The Codex CLI (`codex`) was not found. {INSTALL_HINT}", backend=backend,
+                       kind="missing_program")
+
+
+# ---------------------------------------------------------------------------------- the API key
+def uses_own_provider(options: CodexOptions) -> bool:
+    """Whether Codex talks to the model through agenter's provider entry (which needs a key),
+    rather than a provider or login of the user's own codex_home."""
+    if options.codex_model_provider:
+        return False
+    return bool(options.base_url or options.codex_home is None or options.api_key)
+
+
+def api_key(options: CodexOptions, env: Mapping[str, str]) -> str | None:
+    """api_key, else CODEX_API_KEY or OPENAI_API_KEY from env."""
+    if options.api_key is not None:
+        return options.api_key.get_secret_value()
+    return next((env[name] for name in KEY_VARIABLES if env.get(name)), None)
+
+
+def model_server(options: CodexOptions) -> str:
+    """The model server, as error messages name it."""
+    if uses_own_provider(options):
+        return f"the model server {options.base_url or DEFAULT_BASE_URL}"
+    return f"the model provider {options.codex_model_provider or 'configured'!r} of codex_home"
+
+
+def configured_model(options: CodexOptions) -> str | None:
+    """The model chosen by config (overrides, then codex_home's config.toml), known before Codex
+    starts; None leaves it to Codex (learnt at thread/start)."""
+    model = options.codex_config_overrides.get("model")
+    if isinstance(model, str) and model:
+        return model
+    if options.codex_home is None:
+        return None
+    import tomllib
+
+    try:
+        with open(Path(options.codex_home).expanduser() / "config.toml", "rb") as handle:
+            model = tomllib.load(handle).get("model")
+    except (OSError, ValueError):
+        return None
+    return model if isinstance(model, str) and model else None
+
+
+# ---------------------------------------------------------------------------------- Linux sandbox
 _NATIVE_TRIPLES = {
     ("linux", "x86_64"): ("codex-linux-x64", "x86_64-unknown-linux-musl"),
     ("linux", "aarch64"): ("codex-linux-arm64", "aarch64-unknown-linux-musl"),
@@ -23,29 +143,6 @@ _NATIVE_TRIPLES = {
     ("darwin", "x86_64"): ("codex-darwin-x64", "x86_64-apple-darwin"),
     ("darwin", "arm64"): ("codex-darwin-arm64", "aarch64-apple-darwin"),
 }
-
-
-def find_codex(codex_path: str | None, cwd: Path, env: Mapping[str, str]) -> str:
-    """The codex program: codex_path, then node_modules/.bin of cwd (and of the process cwd),
-    then PATH. Raises BackendError with install instructions when there is none."""
-    if codex_path:
-        candidate = Path(codex_path).expanduser()
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate.resolve())
-        found = shutil.which(codex_path, path=env.get("PATH"))
-        if found:
-            return found
-        raise BackendError(f"codex_path {codex_path!r} is not an executable program. {INSTALL_HINT}",
-                           backend="codex")
-    for base in _unique([cwd, Path.cwd()]):
-        for directory in [base, *base.parents]:
-            local = directory / "node_modules" / ".bin" / "codex"
-            if local.is_file() and os.access(local, os.X_OK):
-                return str(local)
-    found = shutil.which("codex", path=env.get("PATH"))
-    if found:
-        return found
-    raise BackendError(f"The Codex CLI (`codex`) was not found. {INSTALL_HINT}", backend="codex")
 
 
 def native_codex_binary(codex: str) -> Path | None:
@@ -58,9 +155,10 @@ def native_codex_binary(codex: str) -> Path | None:
     if _is_native(real):
         return real
     system = platform.system().lower()
-    package, triple = _NATIVE_TRIPLES.get((system, platform.machine().lower()), (None, None))
-    if package is None:
+    found = _NATIVE_TRIPLES.get((system, platform.machine().lower()))
+    if found is None:
         return None
+    package, triple = found
     # <prefix>/node_modules/@openai/codex/bin/codex.js -> package root <prefix>/node_modules/@openai/codex
     package_root = real.parent.parent
     candidates = [
@@ -107,13 +205,38 @@ def _is_native(path: Path) -> bool:
     return magic in (b"\x7fELF", b"\xcf\xfa\xed\xfe", b"\xca\xfe\xba\xbe", b"\xfe\xed\xfa\xcf")
 
 
-def _unique(paths: list[Path]) -> list[Path]:
-    seen: list[Path] = []
-    for path in paths:
-        resolved = path.resolve()
-        if resolved not in seen:
-            seen.append(resolved)
-    return seen
+_sandbox_checks: dict[str, str | None] = {}
+
+
+async def check_sandbox(codex: str, env: Mapping[str, str], workdir: Path | None, *, backend: str) -> None:
+    """Run one command in Codex's sandbox, once per binary, so a machine where it cannot work
+    (no user namespaces, no bubblewrap) fails now with a clear message, not command by command."""
+    key = str(native_codex_binary(codex) or codex)
+    if key not in _sandbox_checks:
+        _sandbox_checks[key] = await _probe_sandbox(codex, env, workdir or Path(tempfile.gettempdir()))
+    problem = _sandbox_checks[key]
+    if problem:
+        raise BackendError(
+            "Codex's sandbox (workspace-write) cannot run on this machine; pass sandbox=False to "
+            f"run Codex unconfined (danger-full-access). Sandbox check said: {problem}",
+            backend=backend, kind="config")
+
+
+async def _probe_sandbox(codex: str, env: Mapping[str, str], workdir: Path) -> str | None:
+    probe_dir = workdir / "sandbox-check"
+    probe_dir.mkdir(parents=True, exist_ok=True)
+    command = [codex, "sandbox", "-c", 'sandbox_mode="workspace-write"', "--", "sh", "-c", "echo ok > probe"]
+    process = await AgentProcess.start(command, cwd=probe_dir, env=env, stdin_pipe=False, stdout_pipe=False)
+    try:
+        code = await asyncio.wait_for(process.process.wait(), 30)
+    except TimeoutError:
+        return "the sandbox check did not finish within 30 s"
+    finally:
+        await process.terminate(grace=1.0)
+    if code == 0 and (probe_dir / "probe").is_file():
+        return None
+    lines = [line for line in process.stderr_tail().splitlines() if "PATH aliases" not in line]
+    return "\n".join(lines[-5:]) or f"exit code {code}"
 
 
 # ---------------------------------------------------------------------------------- config.toml
@@ -184,3 +307,58 @@ def merge_dotted(config: dict[str, Any], overrides: Mapping[str, Any]) -> None:
             merge_dotted(target[parts[-1]], value)
         else:
             target[parts[-1]] = value
+
+
+def codex_config(options: CodexOptions, *, model: str | None, sandbox: bool, tools_url: str | None) -> dict[str, Any]:
+    """Codex's configuration for one session (written to a private config.toml, or passed as -c
+    overrides with the user's own codex_home)."""
+    # approval_policy goes with thread/start: Codex's config file no longer accepts "untrusted".
+    config: dict[str, Any] = {
+        "sandbox_mode": "workspace-write" if sandbox else "danger-full-access",
+        "check_for_update_on_startup": False,
+        "web_search": "disabled",
+        "sandbox_workspace_write": {
+            # Writes go to cwd and the private TMPDIR only, not to all of /tmp.
+            "exclude_slash_tmp": True,
+            "exclude_tmpdir_env_var": False,
+            "network_access": options.codex_network_access,
+        },
+        # Commands the model runs must not see API keys or the tools server's token.
+        "shell_environment_policy": {
+            "inherit": "all",
+            "ignore_default_excludes": False,
+            "exclude": list(SECRET_ENV_PATTERNS),
+        },
+        "features": {name: False for name in DISABLED_FEATURES},
+        "analytics": {"enabled": False},
+        "agents": {"enabled": False},  # no sub-agents: one thread per session
+    }
+    if model:
+        config["model"] = model
+    if options.codex_reasoning_effort:
+        config["model_reasoning_effort"] = options.codex_reasoning_effort
+    if options.codex_model_provider:
+        config["model_provider"] = options.codex_model_provider
+    elif uses_own_provider(options):
+        provider: dict[str, Any] = {
+            "name": PROVIDER_NAME,
+            "base_url": options.base_url or DEFAULT_BASE_URL,
+            "wire_api": options.codex_wire_api,
+            "env_key": API_KEY_ENV_VAR,
+        }
+        if options.max_retries is not None:
+            provider["request_max_retries"] = options.max_retries
+            provider["stream_max_retries"] = options.max_retries
+        if options.codex_stream_idle_timeout is not None:
+            provider["stream_idle_timeout_ms"] = int(options.codex_stream_idle_timeout * 1000)
+        config["model_provider"] = PROVIDER_NAME
+        config["model_providers"] = {PROVIDER_NAME: provider}
+    servers: dict[str, Any] = {server.name: server.to_config() for server in options.mcp_servers}
+    if tools_url is not None:
+        # The user handed these tools to agenter: Codex may call them without asking.
+        servers[SERVER_NAME] = {"url": tools_url, "bearer_token_env_var": TOKEN_ENV_VAR,
+                                "default_tools_approval_mode": "approve"}
+    if servers:
+        config["mcp_servers"] = servers
+    merge_dotted(config, copy.deepcopy(options.codex_config_overrides))
+    return config

@@ -11,19 +11,27 @@ import asyncio
 import contextlib
 import secrets
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agenter._errors import ConfigurationError
 from agenter.backends._prompts import REFUSAL_TOOL_DESCRIPTION, REFUSAL_TOOL_NAME, REFUSAL_TOOL_SCHEMA
+from agenter.backends.base import ToolReply
 from agenter.tools import Tool
 
+#: The MCP server's name in Codex's config; the model sees its tools as `mcp__<name>.<tool>`.
 SERVER_NAME = "agenter_tools"
 TOKEN_ENV_VAR = "AGENTER_TOOLS_MCP_TOKEN"
 
+#: Runs one custom tool (the backend's `run_tool`: errors redacted, the call tracked).
+RunTool = Callable[[Tool, dict[str, Any]], Awaitable[ToolReply]]
+#: Records a refusal (the backend's `refuse`).
+Refuse = Callable[[dict[str, Any]], ToolReply]
+
 
 class ToolsServer:
-    """Start with `await ToolsServer.start(tools, on_refusal)`; `url` and `token` go into Codex's config."""
+    """Start with `await ToolsServer.start(tools, run_tool, refuse)`; `url` and `token` go into
+    Codex's config."""
 
     def __init__(self) -> None:
         self.url = ""
@@ -32,7 +40,7 @@ class ToolsServer:
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
-    async def start(cls, tools: list[Tool], on_refusal: Callable[[str, str | None], None]) -> ToolsServer:
+    async def start(cls, tools: list[Tool], run_tool: RunTool, refuse: Refuse) -> ToolsServer:
         self = cls()
         try:
             import uvicorn
@@ -55,20 +63,15 @@ class ToolsServer:
 
         async def call_tool(ctx: Any, params: Any) -> Any:
             arguments = params.arguments or {}
-            if params.name == REFUSAL_TOOL_NAME:
-                on_refusal(str(arguments.get("reason") or "no reason given"), arguments.get("category"))
-                return CallToolResult(content=[TextContent(
-                    text="Refusal recorded. Stop now without making changes.")])
             tool = by_name.get(params.name)
-            if tool is None:
+            if params.name == REFUSAL_TOOL_NAME:
+                reply = refuse(arguments)
+            elif tool is None:
                 return CallToolResult(content=[TextContent(text=f"unknown tool {params.name!r}")],
                                       is_error=True)
-            try:
-                text = await tool.run(arguments)
-            except Exception as exc:  # the model sees the error and may correct its call
-                return CallToolResult(content=[TextContent(text=f"{type(exc).__name__}: {exc}")],
-                                      is_error=True)
-            return CallToolResult(content=[TextContent(text=text)])
+            else:
+                reply = await run_tool(tool, arguments)
+            return CallToolResult(content=[TextContent(text=reply.text)], is_error=reply.is_error)
 
         server = Server(SERVER_NAME, on_list_tools=list_tools, on_call_tool=call_tool)
         app = server.streamable_http_app(json_response=True, stateless_http=True)
@@ -80,7 +83,7 @@ class ToolsServer:
         port = sock.getsockname()[1]
         config = uvicorn.Config(guarded, log_level="warning", lifespan="on", access_log=False)
         self._server = uvicorn.Server(config)
-        self._server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        self._server.install_signal_handlers = lambda: None
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
         for _ in range(200):
             if self._server.started or self._task.done():

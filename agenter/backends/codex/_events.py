@@ -1,0 +1,211 @@
+"""What `codex app-server` reports, in agenter's terms: pure functions from notifications to
+BackendMessages, usage, changed paths and turn failures, free of I/O so each rule is testable."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agenter._types import Usage
+from agenter.backends.base import BackendMessage, MessageType
+
+#: Codex turn errors that mean the model declined for policy reasons (a refusal, not a failure).
+POLICY_REFUSALS = frozenset({"cyberPolicy", "misalignmentPolicyViolation", "inferenceHookDenied"})
+
+#: codexErrorInfo in its string form: (HTTP status, BackendError kind, what it means). Codex sends
+#: the object form ({"httpConnectionFailed": {"httpStatusCode": 503}}) for most HTTP errors, but
+#: a bare name for some, e.g. "internalServerError" for a 500.
+_ERROR_NAMES: dict[str, tuple[int | None, str | None, str]] = {
+    "internalServerError": (500, "transient", "internal server error"),
+    "serverOverloaded": (503, "transient", "server overloaded"),
+    "modelNotFound": (404, "config", "model not found"),
+    "badRequest": (400, "config", "bad request"),
+    "unauthorized": (401, "auth", "unauthorized"),
+    "rateLimitExceeded": (429, "rate_limit", "rate limit exceeded"),
+    "usageLimitExceeded": (None, "quota", "usage limit exceeded"),
+    "sessionBudgetExceeded": (None, "quota", "session budget exceeded"),
+    "contextWindowExceeded": (None, "context_length", "context window exceeded"),
+    "flexUnavailable": (None, "transient", "flex processing unavailable"),
+    "policyCapacityUnavailable": (None, "transient", "capacity unavailable"),
+}
+#: "unexpected status 401 Unauthorized: ..." / "exceeded retry limit, last status: 429 ..."
+_STATUS_IN_TEXT = re.compile(r"\b(?:unexpected status|last status:?)\s+(\d{3})\b")
+
+
+@dataclass(frozen=True)
+class TurnFailure:
+    """Why a turn did not complete. `refusal`: the model declined on policy grounds."""
+
+    message: str
+    status_code: int | None = None
+    kind: str | None = None
+    refusal: bool = False
+
+
+def turn_failure(turn: dict[str, Any], server: str) -> TurnFailure:
+    """A failed or interrupted turn, described for a BackendError; `server` names the model
+    server (e.g. 'the model server https://api.openai.com/v1')."""
+    error = turn.get("error") or {}
+    info = error.get("codexErrorInfo")
+    status = turn.get("status") or "failed"
+    message = str(error.get("message") or f"turn {status}")
+    if isinstance(info, str) and info in POLICY_REFUSALS:
+        return TurnFailure(message, refusal=True)
+    status_code, kind, meaning = None, None, ""
+    if isinstance(info, str) and info in _ERROR_NAMES:
+        status_code, kind, meaning = _ERROR_NAMES[info]
+    elif isinstance(info, dict):
+        for detail in info.values():
+            if isinstance(detail, dict) and detail.get("httpStatusCode"):
+                status_code = int(detail["httpStatusCode"])
+    if status_code is None:
+        found = _STATUS_IN_TEXT.search(message)
+        status_code = int(found.group(1)) if found else None
+    if status_code is not None:
+        what = f"HTTP {status_code}" + (f" ({meaning})" if meaning else "")
+        message = f"{server} answered {what}: {message}"
+    elif isinstance(info, dict) or kind is not None:
+        message = f"{message} ({server})"
+    if error.get("additionalDetails"):
+        message = f"{message} ({error['additionalDetails']})"
+    return TurnFailure(f"Codex turn {status}: {message}", status_code, kind)
+
+
+def thread_total(data: dict[str, Any]) -> Usage | None:
+    """The thread's cumulative usage from thread/tokenUsage/updated (cached input apart)."""
+    total = (data.get("tokenUsage") or {}).get("total")
+    if not isinstance(total, dict):
+        return None
+    cached = int(total.get("cachedInputTokens") or 0)
+    cache_write = int(total.get("cacheWriteInputTokens") or 0)
+    return Usage(
+        input_tokens=max(int(total.get("inputTokens") or 0) - cached - cache_write, 0),
+        output_tokens=int(total.get("outputTokens") or 0),
+        cache_read_tokens=cached,
+        cache_write_tokens=cache_write,
+    )
+
+
+def usage_note(usage: Usage) -> str:
+    """A model call's usage, as a STATUS line."""
+    return (f"model call: {usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens} input "
+            f"tokens ({usage.cache_read_tokens} cached), {usage.output_tokens} output tokens")
+
+
+def changed_paths(item: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(written, deleted) paths of a completed fileChange item, as Codex reports them."""
+    written: list[str] = []
+    deleted: list[str] = []
+    if item.get("status") != "completed":
+        return written, deleted
+    for change in item.get("changes") or []:
+        path = change.get("path")
+        kind = change.get("kind") or {}
+        if not path:
+            continue
+        if kind.get("type") == "delete":
+            deleted.append(path)
+        elif kind.get("move_path"):
+            deleted.append(path)
+            written.append(kind["move_path"])
+        else:
+            written.append(path)
+    return written, deleted
+
+
+def pending_paths(item: dict[str, Any]) -> list[str]:
+    """The paths a fileChange item is about to touch."""
+    return [change.get("path", "") for change in item.get("changes") or []]
+
+
+def messages(method: str, data: dict[str, Any], redact: Callable[[str], str]) -> list[BackendMessage]:
+    """The BackendMessages one notification stands for (most stand for none)."""
+    item = data.get("item") or {}
+    if method == "item/started":
+        return _started(item)
+    if method == "item/completed":
+        return _completed(item)
+    if method == "turn/plan/updated":
+        steps = data.get("plan") or []
+        text = "\n".join(f"[{step.get('status')}] {step.get('step')}" for step in steps)
+        return [BackendMessage(MessageType.PLAN, text)] if text else []
+    if method == "error":
+        error = data.get("error") or {}
+        note = " (Codex retries)" if data.get("willRetry") else ""
+        return [BackendMessage(MessageType.ERROR, redact(str(error.get("message", ""))) + note, is_error=True)]
+    if method in ("warning", "configWarning", "deprecationNotice"):
+        text = data.get("message") or data.get("summary") or str(data)
+        return [BackendMessage(MessageType.STATUS, f"Codex {method}: {redact(str(text))}")]
+    return []
+
+
+def _started(item: dict[str, Any]) -> list[BackendMessage]:
+    kind, item_id = item.get("type"), item.get("id")
+    if kind == "commandExecution":
+        return [BackendMessage(MessageType.TOOL_CALL, item.get("command") or "", tool_name="shell",
+                               tool_input={"command": item.get("command"), "cwd": item.get("cwd")},
+                               tool_call_id=item_id)]
+    if kind == "fileChange":
+        paths = pending_paths(item)
+        return [BackendMessage(MessageType.TOOL_CALL, "\n".join(paths), tool_name="apply_patch",
+                               tool_input={"paths": paths}, tool_call_id=item_id)]
+    if kind == "mcpToolCall":
+        name = mcp_tool_name(item)
+        arguments = item.get("arguments")
+        if not isinstance(arguments, dict):
+            arguments = {"arguments": arguments}
+        return [BackendMessage(MessageType.TOOL_CALL, name, tool_name=name, tool_input=arguments,
+                               tool_call_id=item_id)]
+    if kind in ("webSearch", "dynamicToolCall", "imageView"):
+        return [BackendMessage(MessageType.TOOL_CALL, str(item.get("query") or item.get("tool") or ""),
+                               tool_name=kind, tool_call_id=item_id)]
+    return []
+
+
+def _completed(item: dict[str, Any]) -> list[BackendMessage]:
+    kind, item_id = item.get("type"), item.get("id")
+    if kind == "agentMessage" and item.get("text"):
+        return [BackendMessage(MessageType.TEXT, item["text"])]
+    if kind == "reasoning":
+        text = "\n".join([*(item.get("summary") or []), *(item.get("content") or [])])
+        return [BackendMessage(MessageType.THINKING, text)] if text.strip() else []
+    if kind == "plan" and item.get("text"):
+        return [BackendMessage(MessageType.PLAN, item["text"])]
+    if kind == "commandExecution":
+        status = item.get("status")
+        failed = status in ("failed", "declined") or (item.get("exitCode") not in (None, 0))
+        output = (item.get("aggregatedOutput") or "")[-4000:]
+        if status == "declined":
+            output = output or "command declined"
+        return [BackendMessage(MessageType.TOOL_RESULT, output, tool_name="shell",
+                               tool_call_id=item_id, is_error=failed)]
+    if kind == "fileChange":
+        status = item.get("status")
+        return [BackendMessage(MessageType.TOOL_RESULT, f"{status}: " + ", ".join(pending_paths(item)),
+                               tool_name="apply_patch", tool_call_id=item_id, is_error=status != "completed")]
+    if kind == "mcpToolCall":
+        error = item.get("error")
+        text = mcp_result_text(item.get("result")) if not error else str(error.get("message", error))
+        return [BackendMessage(MessageType.TOOL_RESULT, text, tool_name=mcp_tool_name(item),
+                               tool_call_id=item_id, is_error=bool(error) or item.get("status") == "failed")]
+    return []
+
+
+def mcp_tool_name(item: dict[str, Any]) -> str:
+    return f"{item.get('server')}.{item.get('tool')}"
+
+
+def mcp_result_text(result: Any) -> str:
+    if not isinstance(result, dict):
+        return "" if result is None else str(result)
+    texts = [block.get("text", "") for block in result.get("content") or [] if isinstance(block, dict)]
+    return "\n".join(t for t in texts if t) or str(result.get("structuredContent") or "")
+
+
+def final_text(turn: dict[str, Any]) -> str | None:
+    """The last agent message among a completed turn's items, if Codex included them."""
+    texts = [item["text"] for item in turn.get("items") or []
+             if item.get("type") == "agentMessage" and item.get("text")]
+    return texts[-1] if texts else None
