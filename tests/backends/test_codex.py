@@ -18,13 +18,21 @@ import pytest
 from pydantic import BaseModel
 
 from agenter import AutonomousCodingAgent, Budget, CodingStatus
-from agenter._errors import BackendError, ConfigurationError
-from agenter.backends import register_backend
+from agenter._errors import BackendError, ConfigurationError, RequirementError
+from agenter.backends._prompts import strict_schema
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.backends.codex import CodexBackend, CodexMCPServer, CodexOptions
-from agenter.backends.codex._backend import strict_schema
-from agenter.backends.codex._setup import config_overrides, merge_dotted, native_codex_binary, render_toml
-from agenter.testing import hang, reply, text, tool_call
+from agenter.backends.codex._events import changed_paths, thread_total, turn_failure
+from agenter.backends.codex._permissions import Approvals
+from agenter.backends.codex._rpc import Notification
+from agenter.backends.codex._setup import (
+    codex_config,
+    config_overrides,
+    merge_dotted,
+    native_codex_binary,
+    render_toml,
+)
+from agenter.testing import conformance, hang, http_error, reply, text, tool_call
 from agenter.tools import tool
 
 API_KEY = "sk-test-SUPERSECRET-0123456789abcdef"
@@ -59,7 +67,7 @@ def repo(tmp_path: Path) -> Path:
 
 def options(server: Any, codex_path: str, **extra: Any) -> dict[str, Any]:
     """Backend options for a scripted run: no retries, so failures are quick and countable."""
-    return {"codex_path": codex_path, "base_url": server.openai_base_url, "api_key": API_KEY,
+    return {"program_path": codex_path, "base_url": server.openai_base_url, "api_key": API_KEY,
             "max_retries": 0, **extra}
 
 
@@ -189,6 +197,7 @@ async def test_untrusted_policy_is_answered_headless(scripted_model_server, code
     assert any("approved file change" in d for d in decisions)
     assert any("declined file change" in d and "outside the workspace" in d for d in decisions)
     assert backend.modified_files().written == {"from_patch.txt"}
+    assert {d.tool for d in backend.denials()} == {"shell", "apply_patch"}  # in the result too
     # The model was told about the declined command and could go on.
     assert "rejected" in json.dumps(server.model_requests[1].body["input"][-1])
 
@@ -229,7 +238,7 @@ async def test_workspace_write_sandbox_refuses_writes_outside_cwd(scripted_model
     backend = make_backend(server, codex_path)  # sandbox=True, approval policy never
     try:
         await backend.connect(SessionSpec(cwd=repo))
-        messages = await run_turn(backend, "escape")
+        await run_turn(backend, "escape")
     finally:
         await backend.disconnect()
     assert not (outside / "shell.txt").exists()
@@ -354,7 +363,7 @@ async def test_text_refusal_and_structured_output(scripted_model_server, codex_p
 
 @agent_test
 async def test_dead_model_server_fails_fast_and_truthfully(codex_path, repo, unused_tcp_port):
-    agent = AutonomousCodingAgent(backend="codex", model=MODEL, codex_path=codex_path, api_key=API_KEY,
+    agent = AutonomousCodingAgent(backend="codex", model=MODEL, program_path=codex_path, api_key=API_KEY,
                                   base_url=f"http://127.0.0.1:{unused_tcp_port}/v1", max_retries=0)
     started = time.monotonic()
     result = await agent.execute("Do something", cwd=repo)
@@ -366,21 +375,68 @@ async def test_dead_model_server_fails_fast_and_truthfully(codex_path, repo, unu
 
 
 @agent_test
+async def test_model_http_500_is_a_transient_error_naming_status_and_server(scripted_model_server,
+                                                                            codex_path, repo):
+    # Codex reports a 500 as codexErrorInfo "internalServerError" (a bare string) with the text
+    # "We're currently experiencing high demand": the status code must still reach the caller.
+    server = scripted_model_server([], default=http_error(500))
+    backend = make_backend(server, codex_path, sandbox=False)
+    try:
+        await backend.connect(SessionSpec(cwd=repo))
+        with pytest.raises(BackendError) as caught:
+            await asyncio.wait_for(run_turn(backend, "go"), 60)
+    finally:
+        await backend.disconnect()
+    error = caught.value
+    assert error.status_code == 500 and error.kind == "transient"
+    assert "HTTP 500" in str(error) and server.openai_base_url in str(error)
+    assert len(server.model_requests) == 1  # max_retries=0
+
+
+def test_missing_api_key_is_a_configuration_error(monkeypatch, tmp_path):
+    for name in ("OPENAI_API_KEY", "CODEX_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ConfigurationError) as caught:
+        AutonomousCodingAgent(backend="codex", model=MODEL)
+    assert "OPENAI_API_KEY" in str(caught.value) and "api_key=" in str(caught.value)
+    assert "AGENTER_CODEX_API_KEY" not in str(caught.value)
+    assert caught.value.parameter == "api_key"
+    # A key from any of these sources is enough; your own Codex login needs none.
+    AutonomousCodingAgent(backend="codex", model=MODEL, api_key=API_KEY)
+    AutonomousCodingAgent(backend="codex", model=MODEL, env={"CODEX_API_KEY": API_KEY})
+    AutonomousCodingAgent(backend="codex", model=MODEL, codex_home=tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    AutonomousCodingAgent(backend="codex", model=MODEL)
+
+
+async def test_missing_api_key_at_connect_fails_before_codex_starts(monkeypatch, repo, tmp_path):
+    for name in ("OPENAI_API_KEY", "CODEX_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    program = fake_codex(tmp_path, f"touch {tmp_path}/started\nsleep 30\n")
+    backend = CodexBackend(BackendSettings(model=MODEL, tools=[], sandbox=False,
+                                           options=CodexOptions(program_path=program)))
+    with pytest.raises(BackendError) as caught:
+        await backend.connect(SessionSpec(cwd=repo))
+    assert caught.value.kind == "auth" and "OPENAI_API_KEY" in str(caught.value)
+    assert not (tmp_path / "started").exists()
+
+
+@agent_test
 async def test_time_budget_kills_the_process_group(scripted_model_server, codex_path, repo):
-    instances: list[CodexBackend] = []
+    instances: list[RecordingCodex] = []
 
     class RecordingCodex(CodexBackend):
         def __init__(self, settings: BackendSettings):
             super().__init__(settings)
             instances.append(self)
 
-        async def connect(self, spec: SessionSpec) -> None:
-            await super().connect(spec)
-            self.pid = self._process.pid  # type: ignore[union-attr]
+        async def _connect(self, spec: SessionSpec) -> None:
+            await super()._connect(spec)
+            assert self.app_server_pid is not None
+            self.pid: int = self.app_server_pid
 
-    register_backend("codex-recording", RecordingCodex)
     server = scripted_model_server([hang()])
-    agent = AutonomousCodingAgent(backend="codex-recording", model=MODEL,
+    agent = AutonomousCodingAgent(backend=RecordingCodex, model=MODEL,
                                   budget=Budget(max_time_seconds=8), **options(server, codex_path))
     started = time.monotonic()
     result = await agent.execute("Think forever", cwd=repo)
@@ -404,33 +460,41 @@ def fake_codex(tmp_path: Path, body: str) -> str:
     return str(path)
 
 
-@agent_test
-async def test_missing_codex_says_how_to_install(repo, tmp_path):
-    agent = AutonomousCodingAgent(backend="codex", codex_path=str(tmp_path / "no-such-codex"),
-                                  api_key=API_KEY, sandbox=False)
-    result = await agent.execute("x", cwd=repo)
-    assert result.status is CodingStatus.ERROR
-    assert "npm install -g @openai/codex" in (result.error or "")
+def test_missing_codex_says_how_to_install(tmp_path):
+    # Probed when the agent is built, before anything runs.
+    with pytest.raises(RequirementError) as caught:
+        AutonomousCodingAgent(backend="codex", program_path=str(tmp_path / "no-such-codex"),
+                              api_key=API_KEY, sandbox=False)
+    assert "npm install -g @openai/codex" in str(caught.value)
+
+
+async def test_missing_codex_at_connect_is_a_missing_program_error(repo, tmp_path):
+    backend = CodexBackend(BackendSettings(model=None, tools=[], sandbox=False, options=CodexOptions(
+        program_path=str(tmp_path / "no-such-codex"), api_key=API_KEY)))
+    with pytest.raises(BackendError) as caught:
+        await backend.connect(SessionSpec(cwd=repo))
+    assert caught.value.kind == "missing_program"
+    assert "npm install -g @openai/codex" in str(caught.value)
 
 
 @agent_test
 async def test_crashed_process_reports_exit_code_and_stderr(repo, tmp_path):
     program = fake_codex(tmp_path, f"echo 'fatal: model config broken {API_KEY}' >&2\nexit 3\n")
     backend = CodexBackend(BackendSettings(model=None, tools=[], sandbox=False, options=CodexOptions(
-        codex_path=program, api_key=API_KEY, base_url="http://127.0.0.1:9/v1")))
+        program_path=program, api_key=API_KEY, base_url="http://127.0.0.1:9/v1")))
     with pytest.raises(BackendError) as caught:
         await backend.connect(SessionSpec(cwd=repo))
     message = str(caught.value)
     assert "exited with code 3" in message and "fatal: model config broken" in message
     assert API_KEY not in message
-    assert backend._process is None  # disconnected on failure
+    assert backend.app_server_pid is None and not backend.connected  # disconnected on failure
 
 
 @agent_test
 async def test_malformed_line_is_a_clear_error(repo, tmp_path):
     program = fake_codex(tmp_path, "read line\necho 'this is not json'\nsleep 30\n")
     backend = CodexBackend(BackendSettings(model=None, tools=[], sandbox=False, options=CodexOptions(
-        codex_path=program, api_key=API_KEY)))
+        program_path=program, api_key=API_KEY)))
     started = time.monotonic()
     with pytest.raises(BackendError, match="malformed line"):
         await backend.connect(SessionSpec(cwd=repo))
@@ -449,9 +513,12 @@ def test_options_are_validated_by_the_facade():
         AutonomousCodingAgent(backend="codex", codex_mcp_servers=[{"name": "x"}])
     with pytest.raises(ConfigurationError, match="reserved"):
         AutonomousCodingAgent(backend="codex", codex_mcp_servers=[{"name": "agenter_tools", "url": "http://h"}])
-    agent = AutonomousCodingAgent(backend="codex", codex_reasoning_effort="high",
+    agent = AutonomousCodingAgent(backend="codex", codex_reasoning_effort="high", api_key=API_KEY,
                                   codex_mcp_servers=[{"name": "docs", "command": "docs-mcp", "args": ["-q"]}])
     assert agent.capabilities.custom_tools and agent.capabilities.resume
+    assert [server.name for server in agent.options.mcp_servers] == ["docs"]  # the old name still works
+    with pytest.raises(ConfigurationError, match="old name"):
+        AutonomousCodingAgent(backend="codex", api_key=API_KEY, codex_path="codex", program_path="codex")
 
 
 def test_config_renders_to_toml_and_overrides():
@@ -484,31 +551,114 @@ def test_strict_schema_closes_objects_and_makes_optionals_nullable():
 
 
 def test_approval_decisions_by_policy(tmp_path):
-    def backend(policy: str, sandbox: bool) -> CodexBackend:
-        b = CodexBackend(BackendSettings(model=None, tools=[], sandbox=sandbox,
-                                         options=CodexOptions(codex_approval_policy=policy)))
-        b._cwd = tmp_path
-        b._writable_roots = [tmp_path]
-        return b
+    reports: list[tuple[bool, str]] = []
+
+    def backend(policy: str, sandbox: bool) -> Approvals:
+        return Approvals(policy=policy, sandbox=sandbox, cwd=tmp_path, writable_roots=[tmp_path],
+                         report=lambda decision: reports.append((decision.approved, decision.text)))
+
+    def patch_started(approvals: Approvals, item_id: str, paths: list[str]) -> None:
+        approvals.observe(Notification("item/started", {"item": {
+            "type": "fileChange", "id": item_id, "changes": [{"path": p} for p in paths]}}))
 
     command = {"command": "rm -rf build", "itemId": "c1"}
-    assert backend("untrusted", True)._answer_server_request(
+    assert backend("untrusted", True).answer(
         "item/commandExecution/requestApproval", command) == {"decision": "decline"}
-    assert backend("on-request", True)._answer_server_request(
+    assert backend("on-request", True).answer(
         "item/commandExecution/requestApproval", command) == {"decision": "decline"}
-    assert backend("on-request", False)._answer_server_request(
+    assert backend("on-request", False).answer(
         "item/commandExecution/requestApproval", command) == {"decision": "accept"}
     inside = backend("untrusted", True)
-    inside._pending_changes["p1"] = [str(tmp_path / "a.py")]
-    assert inside._answer_server_request("item/fileChange/requestApproval", {"itemId": "p1"}) == {
+    patch_started(inside, "p1", [str(tmp_path / "a.py")])
+    assert inside.answer("item/fileChange/requestApproval", {"itemId": "p1"}) == {
         "decision": "accept"}
-    inside._pending_changes["p2"] = [str(tmp_path / "a.py"), "/etc/passwd"]
-    assert inside._answer_server_request("item/fileChange/requestApproval", {"itemId": "p2"}) == {
+    patch_started(inside, "p2", [str(tmp_path / "a.py"), "/etc/passwd"])
+    assert inside.answer("item/fileChange/requestApproval", {"itemId": "p2"}) == {
         "decision": "decline"}
-    assert inside._answer_server_request("item/tool/requestUserInput", {}) == {"answers": {}}
-    assert inside._answer_server_request("mcpServer/elicitation/request", {"serverName": "x"})["action"] == "decline"
+    assert inside.answer("item/tool/requestUserInput", {}) == {"answers": {}}
+    assert inside.answer("mcpServer/elicitation/request", {"serverName": "x"})["action"] == "decline"
     with pytest.raises(LookupError):
-        inside._answer_server_request("account/chatgptAuthTokens/refresh", {})
+        inside.answer("account/chatgptAuthTokens/refresh", {})
+    assert reports[0] == (False, "agenter declined command 'rm -rf build': approval policy 'untrusted': "
+                                 "only commands Codex itself trusts run; nobody can vouch for this one "
+                                 "in a headless run")
+    assert any(accept is False and "/etc/passwd" in why for accept, why in reports)
+
+
+def test_turn_failures_carry_status_and_kind():
+    server = "the model server http://h/v1"
+    named = turn_failure({"status": "failed", "error": {
+        "message": "We\u2019re currently experiencing high demand", "codexErrorInfo": "internalServerError"}}, server)
+    assert (named.status_code, named.kind) == (500, "transient")
+    assert named.message.startswith("Codex turn failed: the model server http://h/v1 answered HTTP 500")
+    http = turn_failure({"status": "failed", "error": {
+        "message": "unexpected status 401 Unauthorized: bad key",
+        "codexErrorInfo": {"httpConnectionFailed": {"httpStatusCode": 401}}}}, server)
+    assert (http.status_code, http.kind) == (401, None) and "HTTP 401" in http.message
+    other = turn_failure({"status": "failed", "error": {
+        "message": "exceeded retry limit, last status: 429 Too Many Requests", "codexErrorInfo": "other"}}, server)
+    assert other.status_code == 429
+    context = turn_failure({"status": "failed", "error": {
+        "message": "too long", "codexErrorInfo": "contextWindowExceeded"}}, server)
+    assert (context.status_code, context.kind) == (None, "context_length")
+    policy = turn_failure({"status": "failed", "error": {"message": "no", "codexErrorInfo": "cyberPolicy"}}, server)
+    assert policy.refusal
+
+
+def test_usage_and_file_changes_from_notifications():
+    total = thread_total({"tokenUsage": {"total": {"inputTokens": 1000, "cachedInputTokens": 600,
+                                                   "outputTokens": 50}}})
+    assert total is not None
+    assert (total.input_tokens, total.cache_read_tokens, total.output_tokens) == (400, 600, 50)
+    assert thread_total({}) is None
+    item = {"status": "completed", "changes": [
+        {"path": "/r/a.py", "kind": {"type": "update"}},
+        {"path": "/r/old.py", "kind": {"type": "update", "move_path": "/r/new.py"}},
+        {"path": "/r/gone.py", "kind": {"type": "delete"}}]}
+    assert changed_paths(item) == (["/r/a.py", "/r/new.py"], ["/r/old.py", "/r/gone.py"])
+    assert changed_paths({**item, "status": "failed"}) == ([], [])
+
+
+def test_cumulative_usage_is_settled_once_per_increase():
+    backend = CodexBackend(BackendSettings(model=MODEL, tools=[], sandbox=False,
+                                           options=CodexOptions(api_key=API_KEY)))
+
+    def report(inputs: int, outputs: int) -> str | None:
+        return backend._record_usage({"tokenUsage": {"total": {"inputTokens": inputs, "outputTokens": outputs}}})
+
+    assert report(100, 10) == "model call: 100 input tokens (0 cached), 10 output tokens"
+    first = backend.usage()
+    assert report(100, 10) is None  # the same total again: nothing new
+    assert backend.usage() == first
+    report(250, 30)
+    assert (backend.usage().input_tokens, backend.usage().output_tokens) == (250, 30)
+    assert backend.usage().cost_usd > first.cost_usd > 0  # gpt-5.5 is priced, each increase once
+
+
+def test_default_model_is_known_before_connect(tmp_path):
+    def model(**options: Any) -> str | None:
+        settings_model = options.pop("model", None)
+        return CodexBackend(BackendSettings(model=settings_model, tools=[], sandbox=False,
+                                            options=CodexOptions(api_key=API_KEY, **options))).default_model
+
+    assert model(model=MODEL) == MODEL
+    assert model(codex_config_overrides={"model": "gpt-5.4"}) == "gpt-5.4"
+    (tmp_path / "config.toml").write_text('model = "gpt-5.3-codex"\n')
+    assert model(codex_home=tmp_path) == "gpt-5.3-codex"
+    assert model() is None  # Codex's own default: learnt at thread/start
+
+
+def test_renamed_options_reach_codex_config():
+    old_names: dict[str, Any] = {"network_access": True, "stream_idle_timeout_seconds": 2.5,
+                                 "config_overrides": {"web_search": "live"}, "wire_api": "responses"}
+    options = CodexOptions(api_key=API_KEY, base_url="http://h/v1", **old_names)
+    assert options.codex_network_access and options.codex_stream_idle_timeout == 2.5
+    config = codex_config(options, model=MODEL, sandbox=True, tools_url=None)
+    assert config["sandbox_workspace_write"]["network_access"] is True
+    provider = config["model_providers"]["agenter"]
+    assert provider["stream_idle_timeout_ms"] == 2500 and provider["wire_api"] == "responses"
+    assert provider["base_url"] == "http://h/v1" and config["web_search"] == "live"
+    assert API_KEY not in render_toml(config)  # the key travels in the environment only
 
 
 def test_native_binary_is_found_behind_the_npm_wrapper():
@@ -517,3 +667,51 @@ def test_native_binary_is_found_behind_the_npm_wrapper():
         pytest.skip("Codex CLI not installed")
     native = native_codex_binary(program)
     assert native is not None and native.read_bytes()[:4] == b"\x7fELF"
+
+
+# ---------------------------------------------------------------------------------- conformance
+class CodexHarness:
+    """Real Codex against the scripted model server, one server per backend."""
+
+    capabilities = CodexBackend.capabilities
+
+    def __init__(self, start_server: Any, codex_path: str):
+        self._start_server = start_server
+        self._codex_path = codex_path
+
+    def supports(self, scenario: str) -> bool:
+        return True
+
+    def make(self, scenario: str, cwd: Path) -> CodexBackend:
+        script: list[Any]
+        default = None
+        if scenario == "write":
+            script = [reply(patch(f"*** Add File: {conformance.WRITE_PATH}\n"
+                                  f"+{conformance.WRITE_CONTENT.rstrip()}\n")), reply(text("Written."))]
+        elif scenario == "shell":
+            script = [reply(shell(conformance.SHELL_COMMAND)), reply(text("Ran it."))]
+        elif scenario == "hang":
+            script = [hang()]
+        elif scenario == "refuse":  # no custom tools here: the model states it in text
+            script = [reply(text(f"REFUSED: {conformance.REFUSAL_REASON}"))]
+        elif scenario == "output":
+            script = [reply(text(json.dumps(conformance.OUTPUT_VALUE)))]
+        elif scenario == "fail":
+            script, default = [], http_error(500)
+        elif scenario == "usage":
+            script = [reply(shell("cat app.py || true")), reply(text("It greets."))]
+        else:
+            raise ValueError(scenario)
+        server = self._start_server(script, default=default)
+        return make_backend(server, self._codex_path)
+
+
+@pytest.fixture
+def harness(scripted_model_server, codex_path) -> CodexHarness:
+    return CodexHarness(scripted_model_server, codex_path)
+
+
+@agent_test
+@pytest.mark.parametrize("check", conformance.CHECKS, ids=conformance.check_id)
+async def test_conformance(check, harness, tmp_path):
+    await check(harness, tmp_path)
