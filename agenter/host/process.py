@@ -15,6 +15,7 @@ import collections
 import contextlib
 import os
 import signal
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -50,8 +51,22 @@ async def reap(mark: str | None, *, pid: int | None = None, pgid: int | None = N
     """SIGKILL whatever is left of a run; the scan runs in a thread. Returns the pids killed."""
     if pgid:
         _pids.kill_group(pgid)
-    found = await asyncio.to_thread(leftovers, mark, pid=pid, pgid=pgid, session=session)
+    found = await asyncio.to_thread(_kill_and_wait, mark, pid, pgid, session)
+    return found
+
+
+def _kill_and_wait(mark: str | None, pid: int | None, pgid: int | None, session: int | None,
+                   wait: float = 1.0) -> set[int]:
+    """One scan, SIGKILL, then a short wait until they are gone (a disconnect that returns
+    while a killed process is still exiting would not be truthful)."""
+    found = leftovers(mark, pid=pid, pgid=pgid, session=session)
     _pids.kill(found)
+    deadline = time.monotonic() + wait
+    alive = set(found)
+    while alive and time.monotonic() < deadline:
+        alive = {p for p in alive if _pids.is_alive(p)}
+        if alive:
+            time.sleep(0.01)
     return found
 
 
@@ -124,6 +139,12 @@ class AgentProcess:
                 if not raw:
                     break
                 self._stderr.append(raw.decode("utf-8", "replace").rstrip())
+
+    async def drain_stderr(self, timeout: float = 1.0) -> None:
+        """Wait (bounded) until stderr is read to its end, so the tail holds the last lines."""
+        if self._stderr_task is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(self._stderr_task), timeout)
 
     def stderr_tail(self) -> str:
         """The last lines of stderr, redacted and without terminal escapes."""
