@@ -63,7 +63,7 @@ STRUCTURED_NUDGE = (f"You have not called the {STRUCTURED_OUTPUT_TOOL_NAME} tool
 EVENT_TEXT_LIMIT = 4000
 
 # Output-token ceilings per model family (substring match, most specific first), for the
-# one-time max_output_tokens escalation after a cut-off response.
+# one-time max_tokens escalation after a cut-off response.
 _MODEL_OUTPUT_LIMITS: tuple[tuple[str, int], ...] = (
     ("sonnet-5", 128000), ("opus-5", 128000), ("haiku-5", 128000), ("fable-5", 128000),
     ("mythos-5", 128000), ("opus-4-5", 64000), ("opus-4-6", 64000), ("opus-4-7", 64000),
@@ -100,8 +100,10 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
     """The default backend: Claude through the Anthropic SDK with agenter's sandboxed file tools."""
 
     name: ClassVar[str] = "anthropic-sdk"
+    # No shell: the model cannot run programs (validators run after the turn instead).
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
-        custom_tools=True, structured_output=True, resume=True, sandbox=True)
+        text_completion=True, streaming=True, structured_output=True, native_tool_loop=True,
+        custom_tools=True, filesystem_read=True, filesystem_edit=True, sandbox=True, resume=True)
     options_model: ClassVar[type[AnthropicSDKOptions]] = AnthropicSDKOptions
     reserved_tool_names: ClassVar[frozenset[str]] = frozenset({TEXT_EDITOR_TOOL_NAME, *FILE_TOOL_NAMES})
     price_provider: ClassVar[str | None] = "anthropic"
@@ -119,7 +121,7 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
         self._tool_definitions: list[dict[str, Any]] = []
         self._system_blocks: list[dict[str, Any]] = []
         self._custom_tools = {tool.name: tool for tool in settings.tools}
-        self._max_tokens = self.options.max_output_tokens
+        self._max_tokens = self.options.max_tokens
         self._escalated = False
         self._pending_results: list[dict[str, Any]] | None = None
         self._retry = RetryPolicy(

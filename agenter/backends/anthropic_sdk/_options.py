@@ -16,7 +16,6 @@ class AnthropicSDKOptions(BackendOptions):
     """How the anthropic-sdk backend talks to the Messages API and runs its tool loop."""
 
     renamed: ClassVar[dict[str, str]] = {
-        "max_tokens": "max_output_tokens",
         "use_anthropic_tools": "anthropic_text_editor",
         "bedrock": "anthropic_bedrock",
         "aws_region": "anthropic_aws_region",
@@ -36,7 +35,7 @@ class AnthropicSDKOptions(BackendOptions):
     max_retry_wait: float = Field(60.0, ge=0, description="Cap in seconds on one retry wait (retry-after included).")
     request_timeout: float = Field(600.0, gt=0, description="Seconds per HTTP request (and between stream chunks).")
     # Model settings other model backends have too.
-    max_output_tokens: int = Field(16384, gt=0, description="Output token limit per model response.")
+    max_tokens: int = Field(16384, gt=0, description="Output token limit per model response.")
     temperature: float | None = Field(
         None, ge=0.0, le=1.0, description="Sampling temperature. Claude 5 models reject non-default values.")
     thinking: Literal["adaptive", "between_tools", "disabled"] | int | None = Field(
@@ -67,8 +66,8 @@ class AnthropicSDKOptions(BackendOptions):
         if isinstance(self.thinking, int):
             if self.thinking < 1024:
                 raise ValueError("a thinking budget must be at least 1024 tokens")
-            if self.thinking >= self.max_output_tokens:
-                raise ValueError("the thinking budget must be smaller than max_output_tokens")
+            if self.thinking >= self.max_tokens:
+                raise ValueError("the thinking budget must be smaller than max_tokens")
         if self.thinking not in (None, "disabled") and self.temperature is not None:
             raise ValueError("temperature cannot be set while thinking is on (the API requires the default)")
         return self
