@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
+
 from agenter import AutonomousCodingAgent, Budget, CodingStatus
 from agenter._errors import BackendError, ConfigurationError
-from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.backends.anthropic_sdk import AnthropicSDKBackend, AnthropicSDKOptions
 from agenter.backends.anthropic_sdk._conversation import (
     StreamAccumulator,
@@ -25,10 +26,10 @@ from agenter.backends.anthropic_sdk._conversation import (
     with_cache_marks,
 )
 from agenter.backends.anthropic_sdk._file_tools import FileToolbox, glob_to_regex
+from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.sandbox.paths import PathResolver
-from agenter.testing import disconnect, hang, http_error, refusal_reply, reply, text, tool_call
+from agenter.testing import conformance, disconnect, hang, http_error, refusal_reply, reply, text, tool_call
 from agenter.tools import tool
-from pydantic import BaseModel
 
 API_KEY = "sk-test-SUPERSECRET-0123456789abcdef"
 agent_test = pytest.mark.agent
@@ -97,6 +98,12 @@ async def test_writes_and_edits_files_on_disk(scripted_model_server, repo):
     assert changed.deleted == set() or changed.deleted == {"pkg/util.py"}
     kinds = [m.type for m in messages]
     assert kinds[0] is MessageType.TEXT and MessageType.TOOL_CALL in kinds and MessageType.TOOL_RESULT in kinds
+    # Every tool that ran was announced right before its result, in the order the model asked.
+    calls = [m.tool_call_id for m in messages if m.type is MessageType.TOOL_CALL]
+    results = [m.tool_call_id for m in messages if m.type is MessageType.TOOL_RESULT]
+    assert len(calls) == 5 and calls == results
+    pairs = [(m.type, m.tool_call_id) for m in messages if m.type in (MessageType.TOOL_CALL, MessageType.TOOL_RESULT)]
+    assert pairs == [(kind, call) for call in calls for kind in (MessageType.TOOL_CALL, MessageType.TOOL_RESULT)]
     read_result = [m for m in messages if m.type is MessageType.TOOL_RESULT and m.tool_name == "read_file"][0]
     assert "return 'hi'" in read_result.content
     assert messages[-1].content == "All done."
@@ -417,7 +424,7 @@ async def test_retries_exhausted_is_a_backend_error(scripted_model_server, repo)
             await run_turn(backend, "go")
     finally:
         await backend.disconnect()
-    assert caught.value.status_code == 529
+    assert caught.value.status_code == 529 and caught.value.kind == "transient"
     assert "Overloaded" in str(caught.value) and "3 attempts" in str(caught.value)
     assert len(server.model_requests) == 3
     assert invariant_violations(backend.messages) == []
@@ -430,6 +437,19 @@ async def test_bad_request_is_not_retried(scripted_model_server, repo):
     assert result.status is CodingStatus.ERROR
     assert "400" in result.error and "prompt is too long" in result.error
     assert len(server.model_requests) == 1
+
+
+@agent_test
+async def test_prompt_too_long_is_a_context_length_error(scripted_model_server, repo):
+    server = scripted_model_server([http_error(400, "prompt is too long: 210000 tokens > 200000 maximum")])
+    backend = make_backend(server)
+    await backend.connect(SessionSpec(cwd=repo))
+    try:
+        with pytest.raises(BackendError) as caught:
+            await run_turn(backend, "go")
+    finally:
+        await backend.disconnect()
+    assert caught.value.status_code == 400 and caught.value.kind == "context_length"
 
 
 @agent_test
@@ -528,6 +548,7 @@ async def test_auth_failure_never_shows_the_key(scripted_model_server, repo):
     finally:
         await backend.disconnect()
     assert caught.value.status_code == 403 and API_KEY not in str(caught.value)
+    assert caught.value.kind == "auth"
 
 
 async def test_missing_api_key_is_a_clear_error(repo, monkeypatch):
@@ -646,6 +667,120 @@ async def test_prompt_caching_marks_prefix_and_rolling_breakpoint(scripted_model
     assert usage.cache_read_tokens > usage.cache_write_tokens
 
 
+def _finished(events: list) -> dict[str, Any]:
+    """The result carried by SESSION_END (always the last event)."""
+    return events[-1].data["result"]
+
+
+@agent_test
+async def test_token_budget_stop_reports_exactly_what_the_file_tool_wrote(scripted_model_server, tmp_path):
+    """Issue 11 item 6: a budget that ends the turn while write_file runs. Whether the tool got
+    to write or not, what is on disk is what result.files says, nothing changes after the result,
+    and a tool that ran was reported as a tool_call event."""
+    server = scripted_model_server(default=reply(
+        tool_call("write_file", {"path": "out.txt", "content": "written\n"}),
+        usage={"input_tokens": 5000, "output_tokens": 20}))
+    agent = make_agent(server, budget=Budget(max_tokens=100))
+    for run in range(15):
+        cwd = tmp_path / f"run{run}"
+        cwd.mkdir()
+        events = [event async for event in agent.stream_execute("write out.txt", cwd=cwd)]
+        result = _finished(events)
+        assert result["status"] == "budget_exceeded" and result["exceeded_limit"] == "tokens", result
+        on_disk = (cwd / "out.txt").exists()
+        assert on_disk == ("out.txt" in result["files"]), (run, on_disk, result["files"])
+        await asyncio.sleep(0.2)
+        assert (cwd / "out.txt").exists() == on_disk, f"run {run}: the workspace changed after the result"
+        calls = [e.data for e in events if e.data.get("message_type") == "tool_call"]
+        if on_disk:
+            assert [c["tool_name"] for c in calls] == ["write_file"], calls
+
+
+@agent_test
+@pytest.mark.parametrize("seconds", [1.0, 4.0])
+async def test_time_budget_waits_for_a_sync_tool_or_names_it(scripted_model_server, tmp_path, seconds):
+    """A sync custom tool still sleeping when the time budget ends the turn: its file is in
+    result.files (it finished within the wait) or the error names it as still running (it
+    outlived the wait: 4 s); it is never written unreported."""
+    import threading
+
+    started, done = threading.Event(), threading.Event()
+    workspace = tmp_path / "repo"
+    workspace.mkdir()
+
+    def slow_write() -> str:
+        """Takes a while, then writes slow.txt."""
+        started.set()
+        try:
+            time.sleep(seconds)
+            (workspace / "slow.txt").write_text("late\n")
+        finally:
+            done.set()
+        return "written"
+
+    server = scripted_model_server([reply(text("warm"))], default=reply(tool_call("slow_write", {})))
+    agent = make_agent(server, tools=[slow_write])
+    # A first run pays the process's one-time costs (imports, price table), so that the short
+    # time budget below ends the turn while the tool sleeps, not while the client starts.
+    await agent.execute("warm up", cwd=tmp_path, require_changes=False)
+    events = [event async for event in agent.stream_execute(
+        "write slowly", cwd=workspace, budget=Budget(max_time_seconds=0.6))]
+    result = _finished(events)
+    reported = "slow.txt" in result["files"]
+    assert started.is_set() and result["status"] == "budget_exceeded" and result["exceeded_limit"] == "time"
+    assert reported == (workspace / "slow.txt").exists()
+    assert done.wait(seconds + 2)
+    if not reported:
+        assert "slow_write" in (result["error"] or "") and "still running" in result["error"], result["error"]
+    if seconds > 2.5:  # longer than the backend waits (BaseBackend.settle_seconds)
+        assert not reported and (workspace / "slow.txt").exists()
+    else:
+        assert reported
+
+
+@agent_test
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the SDK warns about the older model
+async def test_each_response_is_priced_once(scripted_model_server, repo):
+    from agenter._types import Usage
+    from agenter.usage import estimate_cost
+
+    first = Usage(input_tokens=3000, output_tokens=400, cache_read_tokens=1000)
+    second = Usage(input_tokens=300_000, output_tokens=50)  # above the long-context tier
+    server = scripted_model_server([
+        reply(tool_call("list_directory", {}), usage={
+            "input_tokens": 3000, "output_tokens": 400, "cache_read_input_tokens": 1000}),
+        reply(text("done"), usage={"input_tokens": 300_000, "output_tokens": 50}),
+    ])
+    model = "claude-sonnet-4-5"  # its input price is higher above 200k tokens
+    options = AnthropicSDKOptions(api_key=API_KEY, base_url=server.base_url, anthropic_prompt_caching=False)
+    backend = AnthropicSDKBackend(BackendSettings(model=model, tools=[], sandbox=True, options=options))
+    await backend.connect(SessionSpec(cwd=repo))
+    try:
+        await run_turn(backend, "look")
+    finally:
+        await backend.disconnect()
+    usage = backend.usage()
+    assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens) == (303_000, 450, 1000)
+    expected = estimate_cost(model, first, "anthropic") + estimate_cost(model, second, "anthropic")
+    assert usage.cost_usd == pytest.approx(expected)
+    assert usage.cost_usd != pytest.approx(estimate_cost(model, first + second, "anthropic"))
+
+
+@agent_test
+async def test_old_option_names_still_work(scripted_model_server, repo):
+    server = scripted_model_server([reply(text("done"))])
+    agent = make_agent(server, prompt_caching=False, max_turns_per_iteration=2, use_anthropic_tools=True)
+    await agent.execute("say done", cwd=repo, require_changes=False)
+    body = server.model_requests[0].body
+    assert "cache_control" not in json.dumps(body)
+    assert body["tools"][0]["name"] == "str_replace_based_edit_tool"
+    options = AnthropicSDKOptions(bedrock=True, aws_region="eu-west-1", aws_secret_key="s3cr3t-value")
+    assert options.anthropic_bedrock and options.anthropic_aws_region == "eu-west-1"
+    assert "s3cr3t-value" in options.secrets()
+    with pytest.raises(ConfigurationError, match="anthropic_prompt_caching"):
+        AnthropicSDKOptions(prompt_caching=False, anthropic_prompt_caching=True)
+
+
 # ---------------------------------------------------------------------------------------------
 # Unit tests: conversation rules
 
@@ -753,6 +888,23 @@ def test_malformed_tool_input_without_cutoff_is_reported():
     assert "not valid JSON" in accumulator.input_errors()["t1"]
 
 
+def test_retry_delay_honours_the_server_within_the_cap():
+    import email.utils
+
+    from agenter.backends.anthropic_sdk._retry import retry_delay
+
+    assert retry_delay(0, {"retry-after-ms": "250"}, 60) == 0.25
+    assert retry_delay(0, {"retry-after": "3"}, 60) == 3.0
+    assert retry_delay(0, {"retry-after": "0"}, 60) == 0.0
+    assert retry_delay(0, {"retry-after": "120"}, 10) == 10
+    in_five = email.utils.formatdate(time.time() + 5, usegmt=True)
+    assert 3.5 <= retry_delay(0, {"retry-after": in_five}, 60) <= 5
+    assert 0.375 <= retry_delay(0, {"retry-after": "soon"}, 60) <= 0.5  # unreadable: backoff
+    assert [retry_delay(n, None, 60) <= 8 for n in range(12)] == [True] * 12
+    assert 3 <= retry_delay(3, None, 60) <= 4
+    assert retry_delay(5, None, 1.5) == 1.5
+
+
 # ---------------------------------------------------------------------------------------------
 # Unit tests: file tools
 
@@ -851,3 +1003,45 @@ async def test_thinking_blocks_are_reported_and_sent_back(scripted_model_server,
     assert first["thinking"] == {"type": "adaptive"} and first["output_config"] == {"effort": "low"}
     echoed = second["messages"][1]["content"][0]
     assert echoed["type"] == "thinking" and echoed["signature"] and "create the file" in echoed["thinking"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The backend contract (agenter.testing.conformance), real HTTP against the scripted server
+
+
+class AnthropicSDKHarness:
+    """Plays the conformance scenarios through the scripted server's Anthropic wire. "shell" is
+    not played: this backend gives its model no shell."""
+
+    capabilities = AnthropicSDKBackend.capabilities
+
+    def __init__(self, start_server: Any):
+        self.start_server = start_server
+
+    def supports(self, scenario: str) -> bool:
+        return scenario in ("write", "refuse", "output", "fail", "usage", "hang")
+
+    def make(self, scenario: str, cwd: Path) -> AnthropicSDKBackend:
+        usage = {"input_tokens": 1200, "output_tokens": 40}
+        scripts: dict[str, Any] = {
+            "write": [reply(tool_call("write_file", {"path": conformance.WRITE_PATH,
+                                                     "content": conformance.WRITE_CONTENT})), reply(text("done"))],
+            "refuse": [reply(tool_call("refuse_task", {"reason": conformance.REFUSAL_REASON}))],
+            "output": [reply(tool_call("final_result", conformance.OUTPUT_VALUE))],
+            "usage": [reply(tool_call("list_directory", {}), usage=usage), reply(text("done"), usage=usage)],
+            "hang": [hang()],
+        }
+        if scenario == "fail":
+            return make_backend(self.start_server(default=http_error(500, "scripted failure")), max_retries=0)
+        return make_backend(self.start_server(scripts[scenario]))
+
+
+@pytest.fixture
+def harness(scripted_model_server: Any) -> AnthropicSDKHarness:
+    return AnthropicSDKHarness(scripted_model_server)
+
+
+@agent_test
+@pytest.mark.parametrize("check", conformance.CHECKS, ids=conformance.check_id)
+async def test_conformance(check, harness, tmp_path):
+    await check(harness, tmp_path)
