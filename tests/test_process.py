@@ -51,3 +51,20 @@ def test_redact_env_values_and_key_shapes(monkeypatch):
     monkeypatch.setenv("SOME_SERVICE_TOKEN", "tok_abcdefgh12345")
     text = redact("token tok_abcdefgh12345, key sk-ant-api03-XYZxyz1234567890, Authorization: Bearer abcdefghijkl")
     assert "tok_abcdefgh12345" not in text and "sk-ant-api03" not in text and "abcdefghijkl" not in text
+
+
+async def test_a_grandchild_that_calls_setsid_does_not_outlive_the_command(tmp_path):
+    """Issue 11 item 15: a validator command's grandchild in a session of its own is still ended."""
+    from agenter.host import _pids
+    from agenter.host.process import run_process
+
+    script = ("import subprocess, sys; "
+              "p = subprocess.Popen(['setsid', 'sleep', '300'], stdout=subprocess.DEVNULL, "
+              "stderr=subprocess.DEVNULL, start_new_session=True); print(p.pid)")
+    outcome = await run_process([sys.executable, "-c", script], cwd=tmp_path, timeout=30)
+    pid = int(outcome.stdout.strip().splitlines()[-1])
+    try:
+        assert outcome.returncode == 0
+        assert not _pids.is_alive(pid), "the setsid grandchild outlived run_process"
+    finally:
+        _pids.kill({pid})

@@ -212,7 +212,7 @@ async def test_security_bandit_missing_is_a_failure(tmp_path):
     result = await SecurityValidator(python=str(bare)).validate(["app.py"], tmp_path)
     assert not result.passed and not result.skipped
     assert "bandit is not installed" in result.errors[0]
-    assert "agenter[security]" in result.errors[0]
+    assert "agenter-sdk[security]" in result.errors[0]
 
 
 async def test_security_interpreter_missing_is_a_failure(tmp_path):
