@@ -108,7 +108,7 @@ def main() -> dict[str, float]:
               f"of {ROUNDS}, best {min(applies) * 1000:.1f} ms (parse JSON + unidiff + check + atomic writes; "
               f"goal <= 50 ms; ratio to goal {median / 0.05:.2f})")
         print(f"  CPU time of this process during apply: {statistics.median(cpu) * 1000:6.1f} ms median "
-              "(less sensitive to other load than the wall clock; the rest is waiting for the disk)")
+              "(user + system; the rest of the wall time is waiting for a CPU or the disk)")
         print(f"  floor, unidiff parse + bare temp file and os.replace per file: {bare * 1000:6.1f} ms median, "
               f"best {min(floors) * 1000:.1f} ms (apply / floor {median / bare:.2f})")
         print(f"check only (no writes): {statistics.median(checks) * 1000:6.1f} ms median")
