@@ -10,24 +10,25 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-from agenter import AutonomousCodingAgent, Budget, CodingStatus
 from pydantic import ValidationError
 
+from agenter import AutonomousCodingAgent, Budget, CodingStatus
 from agenter._errors import BackendError, ConfigurationError, RequirementError
 from agenter.backends._prompts import AUTONOMOUS_CONTRACT
-from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.backends.acp import ACPBackend, ACPOptions
 from agenter.backends.acp._backend import CONTINUE_PROMPT, asks_for_confirmation
 from agenter.backends.acp._usage import ESTIMATE_NOTE
+from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.testing import conformance, hang, http_error, reply, text, tool_call
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -588,9 +589,12 @@ async def test_conformance_fake_agent(check: Any, fake_harness: FakeHarness, tmp
 # ---------------------------------------------------------------------------------- real agents
 def need(program: str) -> str:
     path = NODE_BIN / program
-    if not path.exists():
+    if path.exists():
+        return str(path)
+    found = shutil.which(program)
+    if found is None:
         pytest.skip(f"{program} is not installed (run `npm install` in the project root)")
-    return str(path)
+    return found
 
 
 def claude_options(server: Any, tmp_path: Path, mark: str, **extra: Any) -> dict[str, Any]:
@@ -779,3 +783,182 @@ async def test_codex_acp_crash_mid_turn_is_an_error(
     assert result.status is CodingStatus.ERROR
     assert "exited with code" in (result.error or "")
     assert not live_pids_with_mark(mark)
+
+
+class ClaudeAgentHarness:
+    """The conformance scenarios played by claude-agent-acp (Claude Code) against the scripted
+    model server. Its edits and commands ask session/request_permission: the policy allows them."""
+
+    capabilities = ACPBackend.capabilities
+
+    def __init__(self, start_server: Any, root: Path, mark: str):
+        self._start_server = start_server
+        self._root = root
+        self._mark = mark
+
+    def supports(self, scenario: str) -> bool:
+        return scenario in ("write", "shell", "hang", "refuse", "output", "fail", "usage")
+
+    def make(self, scenario: str, cwd: Path) -> ACPBackend:
+        usage = {"input_tokens": 1200, "output_tokens": 40}
+        scripts: dict[str, list[Any]] = {
+            "write": [reply(tool_call("Write", {"file_path": str(cwd / conformance.WRITE_PATH),
+                                                "content": conformance.WRITE_CONTENT})), reply(text("Done."))],
+            "shell": [reply(tool_call("Bash", {"command": conformance.SHELL_COMMAND, "description": "Run it"})),
+                      reply(text("Done."))],
+            "hang": [hang(60)],
+            "refuse": [reply(text(f"REFUSED: {conformance.REFUSAL_REASON}"))],
+            "output": [reply(text(f"```json\n{json.dumps(conformance.OUTPUT_VALUE)}\n```"))],
+            "fail": [],
+            "usage": [reply(tool_call("Glob", {"pattern": "*"}), usage=usage), reply(text("Done."), usage=usage)],
+        }
+        default = http_error(500, "conformance failure") if scenario == "fail" else None
+        server = self._start_server(scripts[scenario], default=default)
+        home = Path(tempfile.mkdtemp(dir=self._root))
+        options = claude_options(server, home, self._mark, permission_policy="allow")
+        options["env"]["CLAUDE_CODE_MAX_RETRIES"] = "0"
+        return backend_for(options)
+
+
+@pytest.fixture
+def claude_harness(scripted_model_server: Any, tmp_path_factory: pytest.TempPathFactory,
+                   mark: str) -> ClaudeAgentHarness:
+    need("claude-agent-acp")
+    return ClaudeAgentHarness(scripted_model_server, tmp_path_factory.mktemp("claude-acp"), mark)
+
+
+@agent_test
+@pytest.mark.parametrize("check", conformance.CHECKS, ids=conformance.check_id)
+async def test_conformance_claude_agent_acp(check: Any, claude_harness: ClaudeAgentHarness, tmp_path: Path) -> None:
+    await check(claude_harness, tmp_path)
+
+
+# ---------------------------------------------------------------------------------- Gemini CLI
+def gemini_options(server: Any, root: Path, cwd: Path, mark: str, **extra: Any) -> dict[str, Any]:
+    """`gemini --acp` (Gemini CLI 0.61) against the scripted server's Gemini API: an API-key
+    login in a private HOME, the workspace trusted, and a fixed model (its default "auto" first
+    asks a router model, which would take a script item)."""
+    home = root / "gemini-home"
+    (home / ".gemini").mkdir(parents=True, exist_ok=True)
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "privacy": {"usageStatisticsEnabled": False},
+        # maxAttempts 1: no retries of a failed model call (its own backoff takes minutes)
+        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False, "maxAttempts": 1},
+        "telemetry": {"enabled": False},
+    }
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(cwd): "TRUST_FOLDER"}))
+    env = {"HOME": str(home), "TMPDIR": str(root), "GOOGLE_GEMINI_BASE_URL": server.base_url,
+           "GEMINI_API_KEY": "dummy-gemini-key-0123456789", "AGENTER_TEST_MARK": mark,
+           "PATH": f"{NODE_BIN}:{os.environ.get('PATH', '')}"}
+    return {"acp_command": need("gemini"), "acp_args": ["--acp", "-m", "gemini-2.5-flash"], "env": env,
+            "acp_fs": ["write"], "permission_policy": "allow", **extra}
+
+
+@agent_test
+async def test_gemini_cli_creates_files_through_agenter_and_reports_usage(
+        scripted_model_server: Any, tmp_path: Path, repo: Path, mark: str) -> None:
+    """With acp_fs=['write'] Gemini CLI reads by itself and writes through agenter's
+    fs/write_text_file: a new file is created, a write outside allowed_write_paths is refused
+    and named as a denial. Its token counts come from the
+    prompt response's _meta.quota (Gemini's extension), priced as the model it names."""
+    content = "def add(a, b):\n    return a + b\n"
+    server = scripted_model_server([
+        reply(text("Writing."), tool_call("write_file", {"file_path": "calc.py", "content": content})),
+        reply(tool_call("write_file", {"file_path": "app.py", "content": "clobbered"})),
+        reply(text("Done.")),
+    ])
+    options = gemini_options(server, tmp_path, repo, mark, acp_session_mode="yolo")
+    backend, messages = await one_turn(options, repo, prompt="create calc.py", allowed_write_paths=["calc.py"])
+    assert (repo / "calc.py").read_text() == content
+    assert (repo / "app.py").read_text().startswith("def greet")
+    assert backend.modified_files().written == {"calc.py"}
+    # Gemini CLI 0.61 shows the model "[object Object]" for any JSON-RPC error, not agenter's
+    # reason: the denial (which the session's retry prompt names) is what carries it.
+    refused = server.model_requests[2].model_request.tool_results[-1]
+    assert "Error writing to file" in str(refused["output"])
+    (denial,) = backend.denials()
+    assert "writes are limited to: calc.py" in denial.reason
+    assert denial.tool == "fs/write_text_file" and denial.target == "app.py"
+    assert any(m.type is MessageType.TOOL_CALL and m.content.startswith("Writing to calc.py") for m in messages)
+    usage = backend.usage()
+    assert usage.input_tokens > 1000 and usage.output_tokens > 0 and usage.cost_usd > 0
+    assert ESTIMATE_NOTE not in [m.content for m in messages]
+    assert {r.path for r in server.model_requests} == {"/v1beta/models/gemini-2.5-flash:streamGenerateContent"}
+
+
+@agent_test
+async def test_gemini_cli_cannot_create_a_file_while_agenter_serves_reads(
+        scripted_model_server: Any, tmp_path: Path, repo: Path, mark: str) -> None:
+    """Gemini CLI 0.61 takes the spec's not-found answer to fs/read_text_file for a failure and
+    aborts the write: agenter says so, and acp_fs=['write'] (above) is the way out."""
+    server = scripted_model_server([
+        reply(tool_call("write_file", {"file_path": "calc.py", "content": "X = 1\n"})), reply(text("Done.")),
+    ])
+    options = gemini_options(server, tmp_path, repo, mark, acp_fs=["read", "write"])
+    backend, messages = await one_turn(options, repo, prompt="create calc.py")
+    assert not (repo / "calc.py").exists() and not backend.modified_files()
+    assert any("pass acp_fs=['write']" in m.content for m in messages if m.type is MessageType.STATUS)
+    failed = server.model_requests[1].model_request.tool_results[-1]
+    assert "Resource not found" in str(failed["output"])
+
+
+@agent_test
+async def test_gemini_cli_model_failure_carries_the_http_status(
+        scripted_model_server: Any, tmp_path: Path, repo: Path, mark: str) -> None:
+    server = scripted_model_server([http_error(429, "quota exhausted")])
+    backend = backend_for(gemini_options(server, tmp_path, repo, mark))
+    await backend.connect(SessionSpec(cwd=repo))
+    try:
+        with pytest.raises(BackendError) as info:
+            await run_turn(backend, "anything")
+    finally:
+        await backend.disconnect()
+    assert info.value.status_code == 429 and info.value.kind == "rate_limit"
+
+
+class GeminiHarness:
+    """The conformance scenarios played by `gemini --acp`. Its edits and commands ask
+    session/request_permission (default mode): the policy allows them; its writes then reach
+    agenter's fs/write_text_file."""
+
+    capabilities = ACPBackend.capabilities
+
+    def __init__(self, start_server: Any, root: Path, mark: str):
+        self._start_server = start_server
+        self._root = root
+        self._mark = mark
+
+    def supports(self, scenario: str) -> bool:
+        return scenario in ("write", "shell", "hang", "refuse", "output", "fail", "usage")
+
+    def make(self, scenario: str, cwd: Path) -> ACPBackend:
+        usage = {"input_tokens": 1200, "output_tokens": 40}
+        scripts: dict[str, list[Any]] = {
+            "write": [reply(tool_call("write_file", {"file_path": conformance.WRITE_PATH,
+                                                     "content": conformance.WRITE_CONTENT})), reply(text("Done."))],
+            "shell": [reply(tool_call("run_shell_command", {"command": conformance.SHELL_COMMAND})),
+                      reply(text("Done."))],
+            "hang": [hang(60)],
+            "refuse": [reply(text(f"REFUSED: {conformance.REFUSAL_REASON}"))],
+            "output": [reply(text(f"```json\n{json.dumps(conformance.OUTPUT_VALUE)}\n```"))],
+            "fail": [],
+            "usage": [reply(tool_call("list_directory", {"dir_path": "."}), usage=usage),
+                      reply(text("Done."), usage=usage)],
+        }
+        default = http_error(500, "conformance failure") if scenario == "fail" else None
+        server = self._start_server(scripts[scenario], default=default)
+        return backend_for(gemini_options(server, Path(tempfile.mkdtemp(dir=self._root)), cwd, self._mark))
+
+
+@pytest.fixture
+def gemini_harness(scripted_model_server: Any, tmp_path_factory: pytest.TempPathFactory, mark: str) -> GeminiHarness:
+    need("gemini")
+    return GeminiHarness(scripted_model_server, tmp_path_factory.mktemp("gemini-acp"), mark)
+
+
+@agent_test
+@pytest.mark.parametrize("check", conformance.CHECKS, ids=conformance.check_id)
+async def test_conformance_gemini_cli(check: Any, gemini_harness: GeminiHarness, tmp_path: Path) -> None:
+    await check(gemini_harness, tmp_path)

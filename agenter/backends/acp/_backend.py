@@ -33,6 +33,7 @@ from agenter.backends.base import (
 )
 from agenter.host import AgentProcess, Program, PythonPackage, Redactor, find_program
 from agenter.host.requirements import Requirement
+from agenter.usage import is_known_model
 
 if TYPE_CHECKING:
     from agenter.backends.acp._client import ACPClient
@@ -196,6 +197,10 @@ class ACPBackend(BaseBackend[ACPOptions]):
                 terminal=False),
             client_info=Implementation(name="agenter", title="agenter", version=__version__),
         )
+        agent = init.agent_info.name if init.agent_info is not None else None
+        if agent == "gemini-cli" and "read" in fs:
+            self._notes.append("Gemini CLI cannot create a new file while agenter serves fs/read_text_file "
+                               "(it takes the spec's not-found answer for a failure); pass acp_fs=['write']")
         cwd = str(self.cwd)
         mcp_servers = [mcp_server_json(s) for s in self.options.mcp_servers]
         if spec.resume_session_id:
@@ -250,8 +255,10 @@ class ACPBackend(BaseBackend[ACPOptions]):
             return
         if not model:
             current = getattr(option, "current_value", None)
-            if isinstance(current, str) and current:
-                self.ledger.model = current  # priced as the model the agent says it uses
+            # Priced as the model the agent says it uses, when that is a model id genai-prices
+            # knows (claude-agent-acp says "default").
+            if isinstance(current, str) and current and await asyncio.to_thread(is_known_model, current):
+                self.ledger.model = current
             return
         values = [getattr(getattr(o, "root", o), "value", None) for o in getattr(option, "options", [])]
         if values and model not in values:
@@ -364,7 +371,7 @@ class ACPBackend(BaseBackend[ACPOptions]):
                 self._tokens.abandon()
                 raise await self._failure("the ACP agent failed during the turn", exc) from None
             self._stop_reason = response.stop_reason
-            note = self._tokens.finish(getattr(response, "usage", None))
+            note = self._tokens.finish(response)
             if note:
                 yield BackendMessage(type=MessageType.STATUS, content=note)
         finally:
@@ -429,10 +436,13 @@ class ACPBackend(BaseBackend[ACPOptions]):
         if data:
             detail = f"{detail}: {data}"
         kind = None
+        code = getattr(exc, "code", None)
+        # Some agents (Gemini CLI) answer a failed model call with its HTTP status as the code.
+        status = code if isinstance(code, int) and 400 <= code < 600 else None
         process = self._process
         if process is not None and await process.wait_exit(1.0):
             detail = f"the agent process exited with code {process.returncode} ({detail})"
             kind = "agent_crash"
             await process.terminate(grace=0)  # the rest of its group; its stderr read to the end
         return BackendError(self.redact(f"{what}: {detail}"), backend=self.name,
-                            stderr_tail=self._stderr_tail() or None, kind=kind)
+                            stderr_tail=self._stderr_tail() or None, status_code=status, kind=kind)

@@ -156,18 +156,17 @@ class ACPClient:
         if isinstance(update, ToolCallStart | ToolCallProgress):
             self._remember_tool(update)
         if isinstance(update, ToolCallStart):
-            self._segments.append("")  # text before a tool call is not the final answer
-            name = _tool_name(update)
-            self._tool_titles[update.tool_call_id] = name
-            self._pending_tools[update.tool_call_id] = BackendMessage(
-                type=MessageType.TOOL_CALL, content=update.title or name, tool_name=name,
-                tool_input=_as_input(update.raw_input), tool_call_id=update.tool_call_id)
+            self._start_tool(update)
             if update.status in ("in_progress", "completed", "failed"):
                 self._flush_tools(update.tool_call_id)
             if update.status in ("completed", "failed"):
                 self._emit(self._tool_result(update))
             return
         if isinstance(update, ToolCallProgress):
+            if update.tool_call_id not in self._tool_titles:
+                # Never started (Gemini CLI announces a call only in its permission request or
+                # its completion): this is its start.
+                self._start_tool(update)
             held = self._pending_tools.get(update.tool_call_id)
             if held is not None:
                 if isinstance(update.raw_input, dict) and update.raw_input:
@@ -193,6 +192,15 @@ class ACPClient:
             self._emit(BackendMessage(type=MessageType.STATUS,
                                       content=f"agent switched to mode {update.current_mode_id!r}"))
         # user_message_chunk, available_commands_update, config/session info: not agent output
+
+    def _start_tool(self, update: ToolCallStart | ToolCallProgress | ToolCallUpdate) -> None:
+        """Hold the TOOL_CALL message of a tool call, until it runs or its input is known."""
+        self._segments.append("")  # text before a tool call is not the final answer
+        name = _tool_name(update)
+        self._tool_titles[update.tool_call_id] = name
+        self._pending_tools[update.tool_call_id] = BackendMessage(
+            type=MessageType.TOOL_CALL, content=update.title or name, tool_name=name,
+            tool_input=_as_input(update.raw_input), tool_call_id=update.tool_call_id)
 
     def _tool_result(self, update: ToolCallStart | ToolCallProgress) -> BackendMessage:
         name = self._tool_titles.get(update.tool_call_id) or _tool_name(update)
@@ -270,6 +278,9 @@ class ACPClient:
         title = tool_call.title or tool_call.kind or tool_call.tool_call_id
         log.debug("permission options for %r: %s", title, [(o.option_id, o.kind, o.name) for o in options])
         self._remember_tool(tool_call)
+        if self.active and tool_call.tool_call_id not in self._tool_titles:
+            self._flush_text()
+            self._start_tool(tool_call)  # asked about before it was announced
         allow = self.permission_policy == "allow"
         reason = f"policy {self.permission_policy!r}"
         outside = self._outside_sandbox(tool_call) if allow else None

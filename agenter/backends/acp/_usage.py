@@ -1,13 +1,16 @@
 """Usage of an ACP session, from whatever the agent reports, into the backend's ledger.
 
-ACP agents report usage three ways, or not at all:
+ACP agents report usage in several ways, or not at all:
 
 - `usage_update` notifications: `used` is the context size now (a floor for the input tokens of
   the prompt in flight: every model call re-reads the context) and `cost` the session's
   cumulative cost;
 - `PromptResponse.usage` (unstable in ACP): the prompt's exact token counts;
-- nothing (Gemini CLI 0.61): the tokens are then estimated from the text exchanged, about four
-  characters a token, so token and cost budgets still bite; the estimate is said once.
+- `PromptResponse._meta.quota` (Gemini CLI's extension): the prompt's input and output tokens,
+  and the model that used them;
+- nothing: the tokens are then estimated from the text exchanged, about four characters a
+  token, so token and cost budgets still bite; the estimate is said once. The same estimate
+  stands in while a prompt runs, until the agent's own figure arrives.
 """
 
 from __future__ import annotations
@@ -77,14 +80,14 @@ class SessionUsage:
         self._chars_out += written
         self._estimate_running()
 
-    def finish(self, exact: Any | None) -> str | None:
-        """The prompt ended; `exact` is PromptResponse.usage. Returns the estimate note, once."""
+    def finish(self, response: Any) -> str | None:
+        """The prompt ended with this PromptResponse. Returns the estimate note, once."""
         cost = 0.0 if self._agent_prices else None
+        exact, model = reported_usage(response)
         if exact is not None:
-            self.ledger.settle(Usage(
-                input_tokens=int(exact.input_tokens or 0), output_tokens=int(exact.output_tokens or 0),
-                cache_read_tokens=int(exact.cached_read_tokens or 0),
-                cache_write_tokens=int(exact.cached_write_tokens or 0)), cost)
+            if model and self.ledger.model is None:
+                self.ledger.model = model
+            self.ledger.settle(exact, cost)
             return None
         if self._reported:
             self.ledger.settle(Usage(input_tokens=self._floor), cost)
@@ -106,3 +109,26 @@ class SessionUsage:
     def _estimate_running(self) -> None:
         if not self._reported:
             self.ledger.running(self._estimate())
+
+
+def reported_usage(response: Any) -> tuple[Usage | None, str | None]:
+    """A prompt's token counts from its response (`usage`, else Gemini CLI's `_meta.quota`), and
+    the model when the agent names exactly one."""
+    usage = getattr(response, "usage", None)
+    if usage is not None:
+        return Usage(input_tokens=int(usage.input_tokens or 0), output_tokens=int(usage.output_tokens or 0),
+                     cache_read_tokens=int(usage.cached_read_tokens or 0),
+                     cache_write_tokens=int(usage.cached_write_tokens or 0)), None
+    quota = (getattr(response, "field_meta", None) or {}).get("quota")
+    if not isinstance(quota, dict) or not isinstance(quota.get("token_count"), dict):
+        return None, None
+    counts = quota["token_count"]
+    try:
+        # Gemini's promptTokenCount, summed over the prompt's model calls: cached tokens included.
+        found = Usage(input_tokens=int(counts.get("input_tokens") or 0),
+                      output_tokens=int(counts.get("output_tokens") or 0))
+    except (TypeError, ValueError):
+        return None, None
+    models = {m.get("model") for m in quota.get("model_usage") or [] if isinstance(m, dict)}
+    model = models.pop() if len(models) == 1 else None
+    return found, model if isinstance(model, str) else None
