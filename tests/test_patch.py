@@ -570,12 +570,13 @@ def edited(draw):
                 new[at] = draw(LINE)
     old_final = draw(st.booleans())
     new_final = draw(st.booleans()) if new != old else old_final
-    return _join(old, old_final), _join(new, new_final), draw(st.sampled_from([0, 1, 3]))
+    eol = draw(st.sampled_from(["\n", "\r\n"]))
+    return _join(old, old_final, eol), _join(new, new_final, eol), draw(st.sampled_from([0, 1, 3]))
 
 
-def _join(lines: list[str], final_newline: bool) -> str:
-    text = "\n".join(lines)
-    return text + "\n" if lines and final_newline else text
+def _join(lines: list[str], final_newline: bool, eol: str) -> str:
+    text = eol.join(lines)
+    return text + eol if lines and final_newline else text
 
 
 def _difflib_diff(old: str, new: str, context: int) -> str:
@@ -595,10 +596,10 @@ def test_difflib_diffs_apply_back_exactly(case):
     diff = _difflib_diff(old, new, context)
     with tempfile.TemporaryDirectory() as directory:
         target = Path(directory) / "f.txt"
-        target.write_text(old)
+        target.write_bytes(old.encode())
         result = apply_proposal(proposal(modify("f.txt", diff=diff)), PathResolver(directory))
-        assert target.read_text() == new
+        assert target.read_bytes() == new.encode()
         # The result's own diff applies to the old content too.
-        target.write_text(old)
+        target.write_bytes(old.encode())
         apply_proposal(proposal(modify("f.txt", diff=result.diff)), PathResolver(directory))
-        assert target.read_text() == new
+        assert target.read_bytes() == new.encode()

@@ -512,8 +512,9 @@ def _apply_diff(text: str, diff: str, label: str, names: set[str]) -> str:
     shift = 0   # how far the previous hunk was from its header's line: the next is expected as far
     touched_end = False
     last_hunk: _Hunk | None = None
-    # Added lines are taken as they are when the diff's endings are the file's; else re-ended.
-    as_is = file.eol == "\n" and "\r" not in diff
+    # Added lines are taken as they are when the diff's endings are the file's, or the file has
+    # none to follow (empty, or one line without an ending); else they get the file's ending.
+    as_is = (file.eol == "\n" and "\r" not in diff) or "\n" not in text
     for hunk in hunks:
         try:
             pos = _locate(file, hunk, hunk.start + shift, cursor)
