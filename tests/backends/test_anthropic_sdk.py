@@ -563,13 +563,22 @@ async def test_missing_api_key_is_a_clear_error(repo, monkeypatch):
     assert result.status is CodingStatus.ERROR and "ANTHROPIC_API_KEY" in result.error
 
 
-def test_bedrock_without_boto3_is_a_configuration_error():
+async def test_resume_of_an_earlier_session_is_a_clear_error(repo):
+    result = await AutonomousCodingAgent(backend="anthropic-sdk", api_key=API_KEY).execute(
+        "go", cwd=repo, resume="0123abcd")
+    assert result.status is CodingStatus.ERROR and "cannot resume session '0123abcd'" in result.error
+
+
+def test_bedrock_needs_boto3_and_defaults_to_the_bedrock_model():
     import importlib.util
 
-    if importlib.util.find_spec("boto3") is not None:
-        pytest.skip("boto3 is installed")
-    with pytest.raises(ConfigurationError, match=r"agenter-sdk\[bedrock\]"):
-        AutonomousCodingAgent(backend="anthropic-sdk", anthropic_bedrock=True, anthropic_aws_region="us-east-1")
+    if importlib.util.find_spec("boto3") is None:
+        with pytest.raises(ConfigurationError, match=r"agenter-sdk\[bedrock\]"):
+            AutonomousCodingAgent(backend="anthropic-sdk", anthropic_bedrock=True, anthropic_aws_region="us-east-1")
+        return
+    options = AnthropicSDKOptions(anthropic_bedrock=True, anthropic_aws_region="us-east-1")
+    backend = AnthropicSDKBackend(BackendSettings(model=None, tools=[], sandbox=True, options=options))
+    assert backend.default_model == "us.anthropic.claude-sonnet-5-5" and backend.ledger.provider == "aws"
 
 
 @agent_test

@@ -148,6 +148,11 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
         from agenter.sandbox.paths import PathResolver
         from agenter.usage import is_known_model
 
+        if spec.resume_session_id:
+            # Resume here means the retries of one run share a conversation; it lives in memory.
+            raise ConfigurationError(
+                f"the {self.name} backend cannot resume session {spec.resume_session_id!r}: its "
+                "conversation lives only as long as one run", parameter="resume")
         self._toolbox = FileToolbox(PathResolver(spec.cwd, spec.allowed_write_paths, sandbox=self.settings.sandbox))
         # The first imports of anthropic and of the price table take seconds on a busy machine:
         # do them off the event loop so the session's other tasks (and timers) keep running.
