@@ -178,6 +178,7 @@ def test_every_failing_hunk_is_reported(project: Path):
     diff = "@@ -1 +1 @@\n-def nope():\n+def x():\n@@ -4 +4 @@\n-    return 0\n+    return 1\n"
     error = refused(project, modify("src/app.py", diff=diff))
     assert [e.message.split(" (")[0] for e in error.errors] == ["hunk #1", "hunk #2"]
+    assert list(error.by_path) == ["src/app.py"] and len(error.by_path["src/app.py"]) == 2
 
 
 def test_diff_creates_a_file_from_dev_null(project: Path):

@@ -143,6 +143,14 @@ class PatchError(AgenterError, ValueError):
         self.partial = partial
         super().__init__(self.for_model())
 
+    @property
+    def by_path(self) -> dict[str | None, list[str]]:
+        """The messages grouped by path (None: about the proposal as a whole)."""
+        grouped: dict[str | None, list[str]] = {}
+        for error in self.errors:
+            grouped.setdefault(error.path, []).append(error.message)
+        return grouped
+
     def for_model(self) -> str:
         """All problems as one text to send back to the model."""
         count = len(self.errors)
