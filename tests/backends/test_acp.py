@@ -962,3 +962,121 @@ def gemini_harness(scripted_model_server: Any, tmp_path_factory: pytest.TempPath
 @pytest.mark.parametrize("check", conformance.CHECKS, ids=conformance.check_id)
 async def test_conformance_gemini_cli(check: Any, gemini_harness: GeminiHarness, tmp_path: Path) -> None:
     await check(gemini_harness, tmp_path)
+
+
+# ---------------------------------------------------------------------------------- OpenCode
+def opencode_server(start_server: Any, script: list[Any], **kwargs: Any) -> Any:
+    """OpenCode first asks a small model for the session title (a request without tools): that
+    one gets a title, the script plays the agent's model."""
+    return start_server(script, handler=lambda request: None if request.tool_names else reply(text("Title")),
+                        **kwargs)
+
+
+def opencode_options(server: Any, root: Path, mark: str, *, config: dict[str, Any] | None = None,
+                     **extra: Any) -> dict[str, Any]:
+    """`opencode acp` with an OpenAI-compatible provider pointed at the scripted server, in a
+    private HOME, with no update checks, model list downloads, sharing or default plugins. The
+    model is not named gpt-*: OpenCode gives GPT models apply_patch instead of write/edit."""
+    home = root / "opencode-home"
+    home.mkdir(parents=True, exist_ok=True)
+    settings = {
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {"scripted": {"npm": "@ai-sdk/openai-compatible", "name": "Scripted",
+                                  "options": {"baseURL": server.openai_base_url, "apiKey": "sk-test-0123456789abcdef"},
+                                  "models": {"test-model": {"name": "Test model"}}}},
+        "model": "scripted/test-model", "small_model": "scripted/test-model",
+        "autoupdate": False, "share": "disabled", **(config or {}),
+    }
+    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".data"),
+           "XDG_CACHE_HOME": str(home / ".cache"), "XDG_STATE_HOME": str(home / ".state"), "TMPDIR": str(root),
+           "OPENCODE_CONFIG_CONTENT": json.dumps(settings), "OPENCODE_DISABLE_MODELS_FETCH": "1",
+           "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_SHARE": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+           "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1", "OPENCODE_DISABLE_CLAUDE_CODE": "1",
+           "AGENTER_TEST_MARK": mark, "PATH": f"{NODE_BIN}:{os.environ.get('PATH', '')}"}
+    return {"acp_command": need("opencode"), "acp_args": ["acp"], "env": env, **extra}
+
+
+@agent_test
+async def test_opencode_acp_writes_and_runs_commands_by_itself(
+        scripted_model_server: Any, tmp_path: Path, repo: Path, mark: str) -> None:
+    """OpenCode edits and runs commands with its own tools (never fs/*): the snapshot reports
+    them. Its exact token counts come in the prompt response's usage."""
+    content = "def add(a, b):\n    return a + b\n"
+    server = opencode_server(scripted_model_server, [
+        reply(text("Writing."), tool_call("write", {"filePath": str(repo / "calc.py"), "content": content})),
+        reply(tool_call("bash", {"command": "printf made > made.txt && rm app.py", "description": "Shell"})),
+        reply(text("Done.")),
+    ])
+    backend, messages = await one_turn(opencode_options(server, tmp_path, mark), repo, prompt="create calc.py")
+    assert (repo / "calc.py").read_text() == content and (repo / "made.txt").exists()
+    changed = backend.modified_files()
+    assert changed.written == {"calc.py", "made.txt"} and changed.deleted == {"app.py"}
+    call = next(m for m in messages if m.type is MessageType.TOOL_CALL)
+    assert call.tool_name == "edit" and call.tool_input == {"filePath": str(repo / "calc.py"), "content": content}
+    usage = backend.usage()
+    assert usage.input_tokens + usage.cache_read_tokens > 1000 and usage.output_tokens > 0
+    assert ESTIMATE_NOTE not in [m.content for m in messages]
+    assert {r.model_request.model for r in server.model_requests} == {"test-model"}
+
+
+@agent_test
+async def test_opencode_acp_asks_permission_when_configured_and_agenter_refuses_outside_allowed_paths(
+        scripted_model_server: Any, tmp_path: Path, repo: Path, mark: str) -> None:
+    """With OpenCode's own permission set to "ask", its edits reach session/request_permission:
+    agenter rejects one outside allowed_write_paths even under the allow policy."""
+    server = opencode_server(scripted_model_server, [
+        reply(tool_call("write", {"filePath": str(repo / "app.py"), "content": "clobbered"})),
+        reply(text("It was rejected.")),
+    ], default=reply(text("Stopping.")))
+    options = opencode_options(server, tmp_path, mark, config={"permission": {"edit": "ask", "bash": "ask"}},
+                               permission_policy="allow")
+    backend, messages = await one_turn(options, repo, allowed_write_paths=["src/"])
+    assert (repo / "app.py").read_text().startswith("def greet") and not backend.modified_files()
+    assert any("permission denied" in m.content and "outside the allowed paths" in m.content for m in messages)
+    (denial,) = backend.denials()
+    assert denial.target == str(repo / "app.py")
+
+
+class OpenCodeHarness:
+    """The conformance scenarios played by `opencode acp`, which edits and runs commands by
+    itself (its default permissions allow both)."""
+
+    capabilities = ACPBackend.capabilities
+
+    def __init__(self, start_server: Any, root: Path, mark: str):
+        self._start_server = start_server
+        self._root = root
+        self._mark = mark
+
+    def supports(self, scenario: str) -> bool:
+        return scenario in ("write", "shell", "hang", "refuse", "output", "fail", "usage")
+
+    def make(self, scenario: str, cwd: Path) -> ACPBackend:
+        usage = {"input_tokens": 1200, "output_tokens": 40}
+        scripts: dict[str, list[Any]] = {
+            "write": [reply(tool_call("write", {"filePath": str(cwd / conformance.WRITE_PATH),
+                                                "content": conformance.WRITE_CONTENT})), reply(text("Done."))],
+            "shell": [reply(tool_call("bash", {"command": conformance.SHELL_COMMAND, "description": "Run it"})),
+                      reply(text("Done."))],
+            "hang": [hang(60)],
+            "refuse": [reply(text(f"REFUSED: {conformance.REFUSAL_REASON}"))],
+            "output": [reply(text(f"```json\n{json.dumps(conformance.OUTPUT_VALUE)}\n```"))],
+            "fail": [],
+            "usage": [reply(tool_call("glob", {"pattern": "*"}), usage=usage), reply(text("Done."), usage=usage)],
+        }
+        default = http_error(500, "conformance failure") if scenario == "fail" else None
+        server = opencode_server(self._start_server, scripts[scenario], default=default)
+        return backend_for(opencode_options(server, Path(tempfile.mkdtemp(dir=self._root)), self._mark))
+
+
+@pytest.fixture
+def opencode_harness(scripted_model_server: Any, tmp_path_factory: pytest.TempPathFactory,
+                     mark: str) -> OpenCodeHarness:
+    need("opencode")
+    return OpenCodeHarness(scripted_model_server, tmp_path_factory.mktemp("opencode-acp"), mark)
+
+
+@agent_test
+@pytest.mark.parametrize("check", conformance.CHECKS, ids=conformance.check_id)
+async def test_conformance_opencode(check: Any, opencode_harness: OpenCodeHarness, tmp_path: Path) -> None:
+    await check(opencode_harness, tmp_path)
