@@ -255,12 +255,11 @@ async def test_stopping_the_stream_early_disconnects_the_backend(tmp_path):
     cancelled = asyncio.Event()
 
     async def slow(ctx):
-        yield BackendMessage(MessageType.TEXT, content="working")
         try:
+            yield BackendMessage(MessageType.TEXT, content="working")
             await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
+        finally:
+            cancelled.set()  # closed at its yield or cancelled in the sleep: either way, stopped
 
     a = agent(slow)
     async with contextlib.aclosing(a.stream_execute(CodingRequest(prompt="p", cwd=tmp_path))) as stream:

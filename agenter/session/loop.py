@@ -76,18 +76,32 @@ async def _within_time(source: AsyncIterator[Any], tracker: BudgetTracker,
                        name: str) -> AsyncGenerator[Any, None]:
     """Items of `source`, consumed in a task of its own so that the time budget can cancel it
     wherever it is waiting (a hung model, a slow test command). Raises _TimeUp when the budget
-    runs out; an exception of the source arrives as a _Failure item and ends the stream."""
+    runs out; an exception of the source arrives as a _Failure item and ends the stream.
+
+    Lock-step: the source is resumed only after the session has taken its previous item, so a
+    turn never runs ahead of the session's budget checks (a tool the session stopped the turn
+    before does not run, and every tool that ran has had its event taken).
+    """
     queue: asyncio.Queue[Any] = asyncio.Queue()
+    taken = asyncio.Event()
 
     async def pump() -> None:
         try:
             async for item in source:
+                taken.clear()
                 queue.put_nowait(item)
+                await taken.wait()
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # noqa: BLE001 - handed to the session, never lost
             queue.put_nowait(_Failure(exc))
         finally:
+            # Cancelled between items: close the source here, so its own cleanup (the backend's
+            # last snapshot, ending its process) runs now rather than when it is collected.
+            aclose = getattr(source, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(BaseException):
+                    await aclose()
             queue.put_nowait(_END)
 
     task = asyncio.create_task(pump(), name=f"agenter-{name}")
@@ -103,6 +117,7 @@ async def _within_time(source: AsyncIterator[Any], tracker: BudgetTracker,
             if item is _END:
                 return
             yield item
+            taken.set()
     finally:
         if not task.done():
             task.cancel()
