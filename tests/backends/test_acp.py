@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from agenter import AutonomousCodingAgent, Budget, CodingStatus
 from agenter._errors import BackendError, ConfigurationError, RequirementError
+from agenter._types import Usage
 from agenter.backends._prompts import AUTONOMOUS_CONTRACT
 from agenter.backends.acp import ACPBackend, ACPOptions
 from agenter.backends.acp._backend import CONTINUE_PROMPT, asks_for_confirmation
@@ -202,6 +203,23 @@ def test_confirmation_heuristic() -> None:
     assert asks_for_confirmation("Would you like me to proceed")
     assert not asks_for_confirmation("Fixed the bug in app.py and added a test.")
     assert not asks_for_confirmation("")
+
+
+def test_usage_reported_in_the_prompt_response() -> None:
+    from acp.schema import PromptResponse
+
+    from agenter.backends.acp._usage import reported_usage
+
+    spec = PromptResponse.model_validate({"stopReason": "end_turn", "usage": {
+        "totalTokens": 180, "inputTokens": 100, "outputTokens": 20, "cachedReadTokens": 60}})
+    assert reported_usage(spec) == (Usage(input_tokens=100, output_tokens=20, cache_read_tokens=60), None)
+    gemini = PromptResponse.model_validate({"stopReason": "end_turn", "_meta": {"quota": {
+        "token_count": {"input_tokens": 24377, "output_tokens": 25},
+        "model_usage": [{"model": "gemini-2.5-flash", "token_count": {"input_tokens": 24377, "output_tokens": 25}}]}}})
+    assert reported_usage(gemini) == (Usage(input_tokens=24377, output_tokens=25), "gemini-2.5-flash")
+    assert reported_usage(PromptResponse(stop_reason="end_turn")) == (None, None)
+    assert reported_usage(PromptResponse.model_validate({"stopReason": "end_turn", "_meta": {"quota": "?"}})) == (
+        None, None)
 
 
 def test_module_imports_without_acp_package() -> None:

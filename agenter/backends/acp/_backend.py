@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import logging
 import os
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
@@ -39,8 +38,6 @@ if TYPE_CHECKING:
     from agenter.backends.acp._client import ACPClient
 
 __all__ = ["ACPBackend"]
-
-log = logging.getLogger("agenter.backends.acp")
 
 #: How long a cancelled prompt may take to acknowledge session/cancel before the process goes.
 CANCEL_GRACE_SECONDS = 1.0
