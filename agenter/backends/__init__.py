@@ -30,6 +30,8 @@ _REGISTRY: dict[str, str | type[Any]] = {
     "codex": "agenter.backends.codex:CodexBackend",
     "openhands": "agenter.backends.openhands:OpenHandsBackend",
     "acp": "agenter.backends.acp:ACPBackend",
+    "openai": "agenter.backends.openai_compat:OpenAICompatBackend",
+    "litellm": "agenter.backends.litellm:LiteLLMBackend",
 }
 
 
