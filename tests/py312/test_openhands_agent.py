@@ -6,35 +6,50 @@ Every test runs OpenHands' own file editor / terminal tools and checks files it 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
-import tempfile
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 from agenter import AutonomousCodingAgent, Budget, CodingStatus
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
-from agenter.backends.openhands import OpenHandsBackend, OpenHandsOptions, runtime_problem
-from agenter.testing import ScriptedModelServer, hang, http_error, reply, text, tool_call
+from agenter.backends.openhands import OpenHandsBackend, OpenHandsOptions
+from agenter.host.requirements import missing_requirements
+from agenter.testing import ScriptedModelServer, conformance, hang, http_error, reply, text, tool_call
 from agenter.tools import tool
 from agenter.validators import SyntaxValidator
+
+MISSING = "; ".join(missing_requirements(OpenHandsBackend.requirements(None)))  # type: ignore[arg-type]
 
 pytestmark = [
     pytest.mark.agent,
     pytest.mark.py312,
-    pytest.mark.skipif(runtime_problem() is not None, reason=str(runtime_problem())),
+    pytest.mark.skipif(bool(MISSING), reason=MISSING),
     pytest.mark.usefixtures("openhands_imported"),
     pytest.mark.timeout(180),
 ]
 
 MODEL = "openai/gpt-4o"  # LiteLLM's bundled price map knows it: cost comes from LiteLLM
 API_KEY = "sk-test-openhands-0123456789"
+#: An empty HOME for the terminal's interactive bash. OpenHands gives a new bash a fixed second
+#: before it sets the prompt it parses; a slow ~/.bashrc (this machine's runs pyenv init) makes
+#: the terminal miss it, and every command then waits 30 s for output.
+QUIET_HOME = tempfile.mkdtemp(prefix="agenter-openhands-home-")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_quiet_home():
+    yield
+    shutil.rmtree(QUIET_HOME, ignore_errors=True)
 
 
 def usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
@@ -43,8 +58,8 @@ def usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
 
 
 def options(server: ScriptedModelServer, **overrides) -> dict:
-    values = {"base_url": server.base_url + "/v1", "api_key": API_KEY, "num_retries": 0,
-              "retry_min_wait": 0, "retry_max_wait": 0}
+    values = {"base_url": server.base_url + "/v1", "api_key": API_KEY, "max_retries": 0,
+              "openhands_retry_min_wait": 0, "max_retry_wait": 0, "env": {"HOME": QUIET_HOME}}
     values.update(overrides)
     return values
 
@@ -129,7 +144,7 @@ async def test_editor_terminal_and_custom_tool(tmp_path: Path, stream: bool, no_
         reply(tool_call("finish", {"message": "Created hello.py and shell.txt."}), usage=usage(1400, 15)),
     ]
     with ScriptedModelServer(script) as server:
-        backend = make_backend(server, tools=[multiply], stream=stream)
+        backend = make_backend(server, tools=[multiply], openhands_stream=stream)
         try:
             await backend.connect(SessionSpec(cwd=tmp_path))
             messages = [m async for m in backend.execute("Create hello.py and shell.txt")]
@@ -258,7 +273,7 @@ async def test_a_5xx_is_retried_by_litellm(tmp_path: Path, no_leftovers) -> None
               reply(tool_call("finish", {"message": "done"}))]
     with ScriptedModelServer(script) as server:
         agent = AutonomousCodingAgent(backend="openhands", model=MODEL, sandbox=False,
-                                      **options(server, num_retries=1))
+                                      **options(server, max_retries=1))
         result = await agent.execute("Write ok.txt", cwd=tmp_path)
     assert result.status is CodingStatus.COMPLETED, result.error
     assert (tmp_path / "ok.txt").read_text() == "ok\n"
@@ -297,11 +312,14 @@ async def test_structured_output_and_system_prompt(tmp_path: Path, no_leftovers)
     with ScriptedModelServer(script) as server:
         agent = AutonomousCodingAgent(backend="openhands", model=MODEL, sandbox=False, **options(server))
         result = await agent.execute("Write notes.md and report", cwd=tmp_path, output_type=Answer,
-                                     system_prompt="Always write Markdown.")
+                                     system_prompt="Always write Markdown.", allowed_write_paths=["*.md"])
         system = str(server.model_requests[0].model_request.messages[0])
     assert result.status is CodingStatus.COMPLETED, result.error
     assert result.output == Answer(files=["notes.md"], lines=2)
     assert "Always write Markdown." in system and '"lines"' in system  # prompt + output schema
+    # the model is told which files it may change, before the user's own system prompt
+    assert "gitignore-style patterns" in system and "*.md" in system
+    assert system.index("*.md") < system.index("Always write Markdown.")
 
 
 async def test_only_loopback_connections(tmp_path: Path, no_leftovers) -> None:
@@ -380,7 +398,7 @@ async def test_tmux_terminal(tmp_path: Path, no_leftovers) -> None:
     os.environ["TMUX_TMPDIR"] = str(socket_dir)  # this test's own tmux server, found by its socket
     try:
         with ScriptedModelServer(script) as server:
-            backend = make_backend(server, terminal_type="tmux")
+            backend = make_backend(server, openhands_terminal_type="tmux")
             try:
                 await backend.connect(SessionSpec(cwd=tmp_path))
                 messages = [m async for m in backend.execute("Write tmux.txt")]
@@ -404,3 +422,126 @@ async def test_tmux_terminal(tmp_path: Path, no_leftovers) -> None:
 def tmux_server_answers(socket: Path) -> bool:
     probe = subprocess.run(["tmux", "-S", str(socket), "list-sessions"], capture_output=True, timeout=10)
     return probe.returncode == 0
+
+
+@tool
+async def lookup(key: str) -> str:
+    """Look a key up (async: runs on the caller's event loop)."""
+    asyncio.get_running_loop()  # raises when called outside a loop
+    if key == "secret":
+        raise PermissionError(f"refused with {API_KEY}")
+    return f"{key}={threading.current_thread() is threading.main_thread()}"
+
+
+async def test_async_custom_tool_runs_on_the_callers_loop_and_its_errors_are_redacted(
+        tmp_path: Path, no_leftovers) -> None:
+    script = [reply(tool_call("lookup", {"key": "colour"})),
+              reply(tool_call("lookup", {"key": "secret"})),
+              reply(tool_call("finish", {"message": "ok"}))]
+    with ScriptedModelServer(script) as server:
+        backend = make_backend(server, tools=[lookup])
+        try:
+            await backend.connect(SessionSpec(cwd=tmp_path))
+            messages = [m async for m in backend.execute("Look things up")]
+        finally:
+            await backend.disconnect()
+        results = {r["output"] for req in server.model_requests[1:] for r in req.model_request.tool_results}
+    assert any(r.endswith("colour=True") for r in results), results  # ran on the main thread's loop
+    failed = [r for r in results if "PermissionError" in r]
+    assert failed and all(API_KEY not in r for r in failed) and "[REDACTED]" in failed[0]
+    errors = [m for m in messages if m.type is MessageType.TOOL_RESULT and m.is_error]
+    assert [m.tool_name for m in errors] == ["lookup"]
+
+
+async def test_refusal_without_a_reason_is_accepted(tmp_path: Path, no_leftovers) -> None:
+    """One refusal behaviour for every backend: an empty reason is recorded, not sent back."""
+    with ScriptedModelServer([reply(tool_call("refuse_task", {"reason": ""}))]) as server:
+        backend = make_backend(server)
+        try:
+            await backend.connect(SessionSpec(cwd=tmp_path))
+            [m async for m in backend.execute("Do it")]
+        finally:
+            await backend.disconnect()
+        assert len(server.model_requests) == 1
+    refusal = backend.refusal()
+    assert refusal is not None and refusal.reason == "No reason given."
+
+
+async def test_terminal_env_and_what_the_terminal_started_ends_with_the_session(tmp_path: Path, no_leftovers) -> None:
+    """`env` reaches the shell; a command that left the shell's session (setsid) still carries
+    the session's process mark and is ended by disconnect()."""
+    marker = "42.7182"
+    command = f"printf \"$GREETING\" > env.txt && (setsid sleep {marker} > /dev/null 2>&1 &)"
+    script = [reply(tool_call("terminal", {"command": command})), reply(tool_call("finish", {"message": "ok"}))]
+    with ScriptedModelServer(script) as server:
+        backend = make_backend(server, env={"HOME": QUIET_HOME, "GREETING": "hello from env"})
+        try:
+            await backend.connect(SessionSpec(cwd=tmp_path))
+            [m async for m in backend.execute("Write env.txt")]
+            assert wait_until(lambda: processes_running(f"sleep {marker}"))
+        finally:
+            await backend.disconnect()
+    assert (tmp_path / "env.txt").read_text() == "hello from env"
+    assert wait_until(lambda: not processes_running(f"sleep {marker}")), "the setsid command survived"
+
+
+async def test_editor_paths_outside_cwd_are_not_reported(tmp_path: Path, no_leftovers) -> None:
+    cwd = tmp_path / "repo"
+    (cwd / "src").mkdir(parents=True)
+    outside = tmp_path / "outside.txt"
+    script = [
+        reply(tool_call("file_editor", {"command": "create", "path": f"{cwd}/src/../b.py", "file_text": "b = 1\n"})),
+        reply(tool_call("file_editor", {"command": "create", "path": str(outside), "file_text": "x\n"})),
+        reply(tool_call("finish", {"message": "ok"})),
+    ]
+    with ScriptedModelServer(script) as server:
+        backend = make_backend(server)
+        try:
+            await backend.connect(SessionSpec(cwd=cwd))
+            [m async for m in backend.execute("Write b.py")]
+        finally:
+            await backend.disconnect()
+    assert outside.read_text() == "x\n"  # OpenHands' editor can reach it: there is no sandbox
+    assert backend.modified_files().written == {"b.py"}
+
+
+# --- the contract, as every backend runs it ----------------------------------------------------
+
+class OpenHandsHarness:
+    """Plays every conformance scenario with OpenHands' own tools, on the OpenAI wire LiteLLM uses.
+    Structured output is a fenced JSON object in the finish message."""
+
+    capabilities = OpenHandsBackend.capabilities
+
+    def __init__(self, start_server: Any):
+        self.start_server = start_server
+
+    def supports(self, scenario: str) -> bool:
+        return scenario in ("write", "shell", "hang", "refuse", "output", "fail", "usage")
+
+    def make(self, scenario: str, cwd: Path) -> OpenHandsBackend:
+        if scenario == "fail":
+            return make_backend(self.start_server(default=http_error(500, "scripted failure")))
+        finish = reply(tool_call("finish", {"message": "done"}))
+        answer = "Here it is.\n```json\n" + json.dumps(conformance.OUTPUT_VALUE) + "\n```"
+        scripts: dict[str, list[Any]] = {
+            "write": [reply(tool_call("file_editor", {"command": "create", "path": str(cwd / conformance.WRITE_PATH),
+                                                      "file_text": conformance.WRITE_CONTENT})), finish],
+            "shell": [reply(tool_call("terminal", {"command": conformance.SHELL_COMMAND})), finish],
+            "hang": [hang(60)],
+            "refuse": [reply(tool_call("refuse_task", {"reason": conformance.REFUSAL_REASON}))],
+            "output": [reply(tool_call("finish", {"message": answer}))],
+            "usage": [reply(tool_call("file_editor", {"command": "view", "path": str(cwd)}), usage=usage(1200, 40)),
+                      reply(text("done"), usage=usage(1300, 10))],
+        }
+        return make_backend(self.start_server(scripts[scenario]))
+
+
+@pytest.fixture
+def harness(scripted_model_server: Any) -> OpenHandsHarness:
+    return OpenHandsHarness(scripted_model_server)
+
+
+@pytest.mark.parametrize("check", conformance.CHECKS, ids=conformance.check_id)
+async def test_conformance(check, harness, tmp_path, no_leftovers):
+    await check(harness, tmp_path)

@@ -17,14 +17,16 @@ from openhands.sdk.mcp.definition import MCPToolAction, MCPToolObservation
 from openhands.sdk.tool import Action, Observation, ToolAnnotations, ToolDefinition, ToolExecutor, register_tool
 from pydantic import Field
 
+from agenter.backends.base import ToolReply
+
 if TYPE_CHECKING:
     from openhands.sdk.conversation.state import ConversationState
 
 #: Name of the OpenHands tool spec that resolves a session's agenter tools.
 TOOL_SPEC_NAME = "AgenterTools"
 
-#: A handler runs in an OpenHands tool thread: arguments -> (text for the model, is_error).
-ToolHandler = Callable[[dict[str, Any]], tuple[str, bool]]
+#: A handler runs in an OpenHands tool thread: arguments -> what the model reads.
+ToolHandler = Callable[[dict[str, Any]], ToolReply]
 
 
 @dataclass(frozen=True)
@@ -54,13 +56,13 @@ class _HandlerExecutor(ToolExecutor):
     def __init__(self, tool: SessionTool):
         self.tool = tool
 
-    def __call__(self, action: Action, conversation: Any = None) -> Observation:  # noqa: ARG002
+    def __call__(self, action: Action, conversation: Any = None) -> Observation:
         arguments = dict(getattr(action, "data", {}) or {})
         try:
-            text, is_error = self.tool.handler(arguments)
-        except Exception as exc:  # the model reads the failure and may try again
-            text, is_error = f"Tool {self.tool.name!r} failed: {type(exc).__name__}: {exc}", True
-        return MCPToolObservation.from_text(text=text, is_error=is_error, tool_name=self.tool.name)
+            reply = self.tool.handler(arguments)
+        except Exception as exc:  # noqa: BLE001 - handlers report failures themselves; never lost
+            reply = ToolReply(f"Tool {self.tool.name!r} failed: {type(exc).__name__}", is_error=True)
+        return MCPToolObservation.from_text(text=reply.text, is_error=reply.is_error, tool_name=self.tool.name)
 
 
 class AgenterToolDefinition(ToolDefinition[MCPToolAction, MCPToolObservation]):
@@ -70,11 +72,11 @@ class AgenterToolDefinition(ToolDefinition[MCPToolAction, MCPToolObservation]):
     input_schema: dict[str, Any] = Field(default_factory=dict)
 
     @property
-    def name(self) -> str:  # type: ignore[override]
+    def name(self) -> str:  # type: ignore[override, unused-ignore]
         return self.tool_name
 
     @classmethod
-    def create(cls, conv_state: ConversationState | None = None,  # noqa: ARG003
+    def create(cls, conv_state: ConversationState | None = None,
                session: str = "", **_: Any) -> Sequence[AgenterToolDefinition]:
         with _SESSIONS_LOCK:
             tools = list(_SESSIONS.get(session, []))
@@ -97,7 +99,7 @@ class AgenterToolDefinition(ToolDefinition[MCPToolAction, MCPToolObservation]):
         return MCPToolAction(data={k: v for k, v in arguments.items() if v is not None})
 
     def _get_tool_schema(self, add_security_risk_prediction: bool = False,
-                         action_type: Any = None) -> dict[str, Any]:  # noqa: ARG002
+                         action_type: Any = None) -> dict[str, Any]:
         schema = copy.deepcopy(self.input_schema) or {"type": "object", "properties": {}}
         schema.setdefault("type", "object")
         schema.setdefault("properties", {})
