@@ -143,9 +143,11 @@ class UsageLedger:
         self._settled = self._settled + priced
         return priced
 
-    def running(self, usage: Usage) -> None:
-        """The response in flight, so far (replaces the previous in-flight figure)."""
-        self._running = usage.model_copy(update={"cost_usd": self._estimate(usage)})
+    def running(self, usage: Usage, cost: float | None = None) -> None:
+        """The response in flight, so far (replaces the previous in-flight figure); `cost` when
+        the agent reports it, else estimated from per-token rates."""
+        estimate = self._estimate(usage) if cost is None else max(cost, 0.0)
+        self._running = usage.model_copy(update={"cost_usd": estimate})
 
     def abandon_running(self) -> None:
         """A response that ended early (dropped, cancelled): its tokens were still spent."""

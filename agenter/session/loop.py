@@ -359,7 +359,10 @@ class CodingSession:
         if not self._changed and self.request.require_changes:
             if self._denials:
                 refused = ", ".join(sorted({d.target for d in self._denials})[:10])
-                return f"the agent changed no file in {n} iteration(s): every write was refused ({refused})"
+                if all(any(w in d.tool.lower() for w in ("write", "edit")) for d in self._denials):
+                    return f"the agent changed no file in {n} iteration(s): every write was refused ({refused})"
+                return (f"the agent changed no file in {n} iteration(s); these actions were refused: "
+                        f"{refused}")
             return f"the agent changed no file in {n} iteration(s)"
         return f"validation did not pass within {n} iterations"
 
