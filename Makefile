@@ -1,4 +1,5 @@
 # Two entry points on a fresh machine: `make demo` and `make test`.
+comma := ,
 PYTHON ?= python3
 PYTHON312 ?= python3.12
 VENV := .venv
@@ -39,7 +40,7 @@ install-py312: $(VENV)/bin/python
 	bash scripts/install-py312.sh
 
 bench: install-python
-	$(VENV)/bin/python benchmarks/run_all.py
+	$(VENV)/bin/python benchmarks/run_all.py $(subst $(comma), ,$(NAMES))
 
 clean:
 	rm -rf $(VENV) $(VENV312) node_modules .pytest_cache

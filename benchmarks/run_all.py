@@ -8,6 +8,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-for name in ("bench_import", "bench_turn_overhead", "bench_change_detection", "bench_cache_share"):
-    print(f"== {name}")
+BENCHMARKS = ("bench_import", "bench_turn_overhead", "bench_change_detection", "bench_cache_share",
+              "bench_patch")
+
+# `make bench NAMES=bench_patch,bench_import` runs a subset.
+only = [n for n in sys.argv[1:] if n]
+for name in BENCHMARKS:
+    if only and name not in only:
+        continue
+    if not (Path(__file__).parent / f"{name}.py").is_file():
+        continue
+    print(f"== {name}", flush=True)
     importlib.import_module(name).main()
