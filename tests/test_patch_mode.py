@@ -452,3 +452,76 @@ async def test_server_error_is_a_truthful_error_status(project: Path):
         result, _ = await run(make_agent(server, max_retries=1), "Do it", project)
     assert result.status is CodingStatus.ERROR
     assert "error 500 after 2 attempts" in (result.error or "") and "model crashed" in (result.error or "")
+
+
+async def test_test_commands_never_see_secrets(project: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("SOME_SERVICE_API_KEY", "sk-should-not-reach-the-command")
+    monkeypatch.setenv("PLAIN_SETTING", "visible")
+    probe = ("python -c \"import os; open('env.txt', 'w').write(os.environ.get('SOME_SERVICE_API_KEY', 'none') "
+             "+ ' ' + os.environ.get('PLAIN_SETTING', 'none'))\"")
+    with ScriptedModelServer([proposal(change("calc.py", content="ok = 1\n"), tests=[probe])]) as server:
+        result, _ = await run(make_agent(server, allowed_commands=["python -c"]), "Do it", project)
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert (project / "env.txt").read_text() == "none visible"
+
+
+# ---------------------------------------------------------------------- pure helpers
+
+
+def test_repo_map_lists_everything_that_fits():
+    from agenter.backends._completion import render_repo_map
+
+    assert render_repo_map([("a.py", 3), ("pkg/b.py", None)], 1000) == "a.py (3 lines)\npkg/b.py"
+
+
+def test_repo_map_prefers_shallow_and_shown_files_and_sums_up_the_rest():
+    from agenter.backends._completion import render_repo_map
+
+    files = [("README.md", 10)] + [(f"src/deep/m{i}.py", 5) for i in range(200)] + [("src/main.py", 50)]
+    text = render_repo_map(files, 400, first=["src/deep/m150.py"])
+    lines = text.splitlines()
+    assert "README.md (10 lines)" in lines and "src/main.py (50 lines)" in lines
+    assert "src/deep/m150.py (5 lines)" in lines
+    assert lines[-1].startswith("src/ ... ") and lines[-1].endswith("more file(s) not listed")
+    assert len(text) <= 400
+
+
+def test_named_files_are_found_by_path_or_unique_name():
+    from agenter.backends._completion import select_named_files
+
+    files = ["calc.py", "pkg/util.py", "pkg/a/__init__.py", "pkg/b/__init__.py", "docs/readme.md"]
+    assert select_named_files("Fix pkg/util.py and calc.py.", files) == ["pkg/util.py", "calc.py"]
+    assert select_named_files("Fix util.py", files) == ["pkg/util.py"]
+    assert select_named_files("Fix mycalc.py", files) == []
+
+
+def test_retry_delay_honours_the_server_then_backs_off():
+    from agenter.backends._completion import retry_delay
+
+    assert retry_delay(0, {"retry-after-ms": "250"}, 60) == 0.25
+    assert retry_delay(0, {"retry-after": "3"}, 2) == 2
+    assert retry_delay(2, None, 60, rand=lambda: 0.0) == 2.0
+    assert retry_delay(10, None, 60, rand=lambda: 0.0) == 8.0
+
+
+async def test_proposal_wrapped_in_prose_is_taken(project: Path):
+    body = json.dumps({"summary": "s", "files": [change("calc.py", content="ok = 1\n")], "test_commands": [],
+                       "risks": []})
+    with ScriptedModelServer([reply(text(f"Here is my proposal:\n{body}\nHope it helps."))]) as server:
+        result, _ = await run(make_agent(server), "Do it", project)
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert (project / "calc.py").read_text() == "ok = 1\n" and len(server.model_requests) == 1
+
+
+async def test_sandbox_off_still_refuses_git_internals(project: Path):
+    (project / ".git").mkdir()
+    (project / ".git" / "config").write_text("[core]\n")
+    script = [proposal(change(".git/config", content="[core]\n\thooksPath = /tmp\n")),
+              proposal(change("calc.py", content="ok = 1\n"))]
+    with ScriptedModelServer(script) as server:
+        agent = AutonomousCodingAgent(backend="openai", model="m", base_url=server.openai_base_url, api_key="k",
+                                      mode="patch", sandbox=False)
+        result, _ = await run(agent, "Do it", project)
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert (project / ".git" / "config").read_text() == "[core]\n"
+    assert [d["target"] for d in result.permission_denials] == [".git/config"]

@@ -514,7 +514,11 @@ class CompletionBackend(BaseBackend[OptionsT]):
                 try:
                     proposal = parse_proposal(completion.text)
                 except PatchError as exc:
-                    raise _Feedback(exc.for_model() + "\n" + PROPOSAL_AGAIN) from None
+                    # Small models often wrap the JSON in prose: take the object when it is valid.
+                    found = find_json(completion.text, PatchProposal)
+                    if not isinstance(found, PatchProposal):
+                        raise _Feedback(exc.for_model() + "\n" + PROPOSAL_AGAIN) from None
+                    proposal = found
                 yield _plan_message(proposal)
                 if not proposal.files:
                     summaries.append(proposal.summary)
@@ -599,7 +603,7 @@ class CompletionBackend(BaseBackend[OptionsT]):
                                      content=_truncate(f"not run: {reason}", EVENT_TEXT_LIMIT))
                 continue
             try:
-                outcome = await run_process(["/bin/sh", "-c", command], cwd=self.cwd,
+                outcome = await run_process(["/bin/sh", "-c", command], cwd=self.cwd, env=command_env(),
                                             timeout=self.options.command_timeout, merge_stderr=True,
                                             stdout_limit=64 * 1024)
             except OSError as exc:
@@ -684,7 +688,7 @@ class CompletionBackend(BaseBackend[OptionsT]):
                 return
             problem = CUT_OFF if completion.finish_reason == "length" else None
             if problem is None:
-                parsed = parse_structured_output(completion.text, model)
+                parsed = find_json(completion.text, model)
                 if parsed is not None:
                     yield parsed
                     return
@@ -888,7 +892,8 @@ def render_repo_map(files: Sequence[tuple[str, int | None]], budget_chars: int, 
     priority = [p for p in first if p in entries]
     rest = sorted((p for p in entries if p not in set(priority)), key=lambda p: (p.count("/"), p))
     shown: list[str] = []
-    used = 0
+    # Room for the summary lines of what does not fit (one per top-level directory at most).
+    used = 50 + sum(len(top) + 40 for top in {p.split("/", 1)[0] for p in entries if "/" in p})
     for path in priority + rest:
         cost = len(line(path, entries[path])) + 1
         if used + cost > budget_chars:
@@ -924,6 +929,16 @@ def select_named_files(prompt: str, files: Sequence[str]) -> list[str]:
         if name in prompt and re.search(_WORD_EDGE.format(re.escape(name)), prompt):
             named.extend(p for p in paths if p not in named)
     return named
+
+
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
+
+
+def command_env() -> dict[str, str]:
+    """The environment of a proposed test command: ours without anything that looks secret (a
+    model-written command must not reach the API key) nor agenter's own variables."""
+    return {name: value for name, value in os.environ.items()
+            if not _SECRET_NAME.search(name) and not name.startswith("AGENTER_")}
 
 
 def _read_text(resolver: Any, path: str) -> str | None:
@@ -1026,6 +1041,32 @@ def _why_invalid(text: str, model: type[BaseModel]) -> str:
     except ValidationError as exc:
         return f"The JSON does not match the schema: {validation_problems(exc)}."
     return "The reply could not be read as one JSON object."
+
+
+_T = TypeVar("_T", bound=BaseModel)
+
+
+def find_json(text: str, model: type[_T]) -> _T | None:
+    """An instance of `model` from a reply: the whole reply, a fenced block, or the first JSON
+    object in it that validates (prose before or after it is ignored)."""
+    parsed = parse_structured_output(text, model)
+    if parsed is not None:
+        return parsed  # type: ignore[return-value]
+    decoder = json.JSONDecoder()
+    position = text.find("{")
+    while position != -1:
+        try:
+            data, end = decoder.raw_decode(text, position)
+        except ValueError:
+            position = text.find("{", position + 1)
+            continue
+        if isinstance(data, dict):
+            try:
+                return model.model_validate(data)
+            except ValidationError:
+                pass
+        position = text.find("{", end)
+    return None
 
 
 def _first_lines(text: str) -> str:
