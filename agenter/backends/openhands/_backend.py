@@ -120,8 +120,13 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
     def _start(self, instructions: str, terminal_env: dict[str, str]) -> None:
         """Import OpenHands and create the conversation (blocking: seconds on first use)."""
         from agenter.backends.openhands import _runtime
+        from agenter.usage import is_known_model
 
         _runtime.prepare_environment()
+        # The ledger prices responses on the caller's loop while OpenHands runs. Load the price
+        # table now: its first import pulls in httpx2, and the openai client on the loop thread
+        # would meanwhile find that module half-initialised in sys.modules and fail its request.
+        is_known_model(self.settings.model, self.price_provider)
         try:
             from agenter.backends.openhands import _tools
         except ImportError as exc:  # a broken install: say what to do, not a traceback
