@@ -525,3 +525,12 @@ async def test_sandbox_off_still_refuses_git_internals(project: Path):
     assert result.status is CodingStatus.COMPLETED, result.error
     assert (project / ".git" / "config").read_text() == "[core]\n"
     assert [d["target"] for d in result.permission_denials] == [".git/config"]
+
+
+async def test_refusal_in_the_read_step_ends_the_turn(project: Path):
+    for i in range(30):
+        (project / f"m{i}.py").write_text("x = 1\n" * 100)
+    with ScriptedModelServer([reply(text("REFUSED: not touching this code"))]) as server:
+        result, _ = await run(make_agent(server, context_tokens=300), "Do it", project)
+    assert result.status is CodingStatus.REFUSED and result.refusal_reason == "not touching this code"
+    assert len(server.model_requests) == 1

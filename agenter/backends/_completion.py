@@ -442,6 +442,10 @@ class CompletionBackend(BaseBackend[OptionsT]):
             else:
                 yield item
         assert context is not None
+        refusal = self.refusal()
+        if refusal is not None:  # declined already in the read step
+            yield BackendMessage(MessageType.TEXT, content=refusal.reason)
+            return
         output_type = self.spec.output_type
         system = ANALYSIS_GUIDANCE.format(cwd=self.cwd) + "\n\n" + self.instructions(
             refusal_tool=None, output_channel="native", contract=False)
@@ -484,6 +488,10 @@ class CompletionBackend(BaseBackend[OptionsT]):
             else:
                 yield item
         assert context is not None
+        refusal = self.refusal()
+        if refusal is not None:  # declined already in the read step
+            yield BackendMessage(MessageType.TEXT, content=refusal.reason)
+            return
         example = json.dumps(_EXAMPLE)
         system = PATCH_GUIDANCE.format(cwd=self.cwd, example=example) + "\n\n" + self.instructions(
             refusal_tool=None, output_channel="native", contract=False)
@@ -549,6 +557,7 @@ class CompletionBackend(BaseBackend[OptionsT]):
                     raise _Feedback(exc.for_model() + "\n" + PROPOSAL_AGAIN) from None
                 self.track(written=sorted(result.written), deleted=sorted(result.deleted))
                 self._remember_changed(result.written, result.deleted)
+                self._applied_diff += result.diff
                 applied.append(result)
                 summaries.append(proposal.summary)
                 yield BackendMessage(MessageType.TOOL_RESULT, tool_name="apply_patch",
@@ -661,7 +670,6 @@ class CompletionBackend(BaseBackend[OptionsT]):
                 head += f"\n\nNo change was applied ({replies} proposal(s)); the last problem:\n{problem}"
             return head
         diff = "".join(result.diff for result in applied)
-        self._applied_diff += diff
         written = sorted(set().union(*(r.written for r in applied)))
         deleted = sorted(set().union(*(r.deleted for r in applied)))
         text = summary + "\n\n" + _applied_text(set(written), set(deleted))
