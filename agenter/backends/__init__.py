@@ -32,6 +32,11 @@ _REGISTRY: dict[str, str | type[Any]] = {
     "acp": "agenter.backends.acp:ACPBackend",
     "openai": "agenter.backends.openai_compat:OpenAICompatBackend",
     "litellm": "agenter.backends.litellm:LiteLLMBackend",
+    "claude-cli": "agenter.backends.cli.claude:ClaudeCliBackend",
+    "codex-cli": "agenter.backends.cli.codex:CodexCliBackend",
+    "gemini-cli": "agenter.backends.cli.gemini:GeminiCliBackend",
+    "opencode-cli": "agenter.backends.cli.opencode:OpenCodeCliBackend",
+    "aider-cli": "agenter.backends.cli.aider:AiderCliBackend",
 }
 
 

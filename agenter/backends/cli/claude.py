@@ -1,0 +1,235 @@
+"""claude-cli: Claude Code's own CLI, `claude -p --output-format stream-json --verbose`.
+
+The prompt goes through stdin, agenter's instructions through --append-system-prompt-file.
+Edits are accepted (permission mode acceptEdits, never bypassPermissions); with sandbox=True,
+commands run in Claude Code's OS sandbox (bubblewrap and socat on Linux; it fails instead of
+running unsandboxed), without it `claude_allowed_tools` decides. Structured output uses
+--json-schema, resume --resume <session id>.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from agenter._types import Usage
+from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
+from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, search_path, table
+from agenter.backends.cli._runner import Invocation, Line
+from agenter.host import Program, Requirement, find_program
+
+__all__ = ["ClaudeCliBackend", "ClaudeCliOptions"]
+
+_SANDBOX_INSTALL = "apt-get install bubblewrap socat (Claude Code's sandbox on Linux), or pass sandbox=False"
+#: Claude Code's tools that write the file named in their input.
+_WRITE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
+
+
+class ClaudeCliOptions(CliOptions):
+    """Options of the claude-cli backend."""
+
+    claude_allowed_tools: list[str] = Field(
+        default_factory=lambda: ["Read", "Edit", "Write", "Glob", "Grep", "Bash"],
+        description=("Tools that run without asking (--allowedTools). With sandbox=True, Bash runs in the "
+                     "sandbox whatever this says."))
+    claude_tools: list[str] | None = Field(
+        None, description="The built-in tools the model sees (--tools); None: Claude Code's default set.")
+    claude_setting_sources: list[str] | None = Field(
+        None, description="Settings files loaded (--setting-sources: user, project, local); None: all of them.")
+    mcp_servers: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="MCP servers in Claude Code's mcpServers format (--mcp-config).")
+
+
+class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
+    name: ClassVar[str] = "claude-cli"
+    program: ClassVar[str] = "claude"
+    install: ClassVar[str] = "npm install -g @anthropic-ai/claude-code"
+    capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
+        text_completion=True, streaming=True, structured_output=True, native_tool_loop=True, mcp=True,
+        filesystem_read=True, filesystem_edit=True, shell=True, subagents=True, sandbox=True, resume=True)
+    options_model: ClassVar[type[ClaudeCliOptions]] = ClaudeCliOptions
+    price_provider: ClassVar[str | None] = "anthropic"
+    output_channel = "native"
+    instructions_in_prompt = False
+    internal_paths: ClassVar[tuple[str, ...]] = (".claude/.cc-writes/",)
+
+    @classmethod
+    def locate(cls, options: CliOptions) -> str | None:
+        return find_program(cls.program, options.program_path, search_path()) or (
+            None if options.program_path else bundled_cli())
+
+    @classmethod
+    def requirements(cls, settings: BackendSettings[Any]) -> Sequence[Requirement]:
+        options = settings.options
+        path = options.program_path or (None if find_program(cls.program, None, search_path()) else bundled_cli())
+        needs: list[Requirement] = [Program(name=cls.program, install=cls.install, path=path, env_path=search_path())]
+        if settings.sandbox and sys.platform.startswith("linux"):
+            needs += [Program(name=name, install=_SANDBOX_INSTALL, env_path=options.env.get("PATH"))
+                      for name in ("bwrap", "socat")]
+        return needs
+
+    def __init__(self, settings: BackendSettings[ClaudeCliOptions]):
+        super().__init__(settings)
+        self._message_usage: dict[str, Usage] = {}
+        self._calls: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ command
+    def command(self, prompt: str) -> Invocation:
+        opts = self.options
+        argv = [str(self.executable), "-p", "--output-format", "stream-json", "--verbose",
+                "--permission-mode", "acceptEdits"]
+        allowed = [t for t in opts.claude_allowed_tools if not (self.settings.sandbox and t == "Bash")]
+        if allowed:
+            argv += ["--allowedTools", ",".join(allowed)]
+        if opts.claude_tools is not None:
+            argv += ["--tools", ",".join(opts.claude_tools)]
+        if opts.claude_setting_sources is not None:
+            argv += ["--setting-sources", ",".join(opts.claude_setting_sources)]
+        if self.settings.sandbox:
+            argv += ["--settings", json.dumps({"sandbox": {
+                "enabled": True, "failIfUnavailable": True, "autoAllowBashIfSandboxed": True,
+                "allowUnsandboxedCommands": False}})]
+        if self.settings.model:
+            argv += ["--model", self.settings.model]
+        instructions = self.instructions(refusal_tool=None, output_channel="native")
+        argv += ["--append-system-prompt-file", str(self.scratch_file("instructions.md", instructions))]
+        if self.spec.output_type is not None:
+            argv += ["--json-schema", json.dumps(self.spec.output_type.model_json_schema())]
+        if opts.mcp_servers:
+            config = self.scratch_file("mcp.json", json.dumps({"mcpServers": opts.mcp_servers}))
+            argv += ["--mcp-config", str(config)]
+        resume = self.resume_id()
+        if resume:
+            argv += ["--resume", resume]
+        argv += opts.program_args
+        env = self.environment(
+            ANTHROPIC_API_KEY=self.api_key(), ANTHROPIC_BASE_URL=opts.base_url,
+            CLAUDE_CODE_MAX_RETRIES=None if opts.max_retries is None else str(opts.max_retries),
+            # A pipeline run: no auto-update, telemetry or other side traffic.
+            DISABLE_AUTOUPDATER="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+        return Invocation(argv=argv, env=env, stdin=prompt.encode())
+
+    # ------------------------------------------------------------------ events
+    def parse_event(self, line: Line, turn: TurnState) -> Iterable[BackendMessage]:
+        event = line.data
+        if event is None:
+            return []
+        kind = event.get("type")
+        if isinstance(event.get("session_id"), str):
+            self._session_id = event["session_id"]
+        if kind == "system" and event.get("subtype") == "init":
+            if isinstance(event.get("model"), str):
+                self.ledger.model = self.ledger.model or event["model"]
+            return []
+        if kind == "assistant":
+            return self._assistant(event.get("message") or {}, turn, bool(event.get("error")))
+        if kind == "user":
+            return self._tool_results(event.get("message") or {})
+        if kind == "result":
+            self._result(event, turn)
+        return []
+
+    def _assistant(self, message: dict[str, Any], turn: TurnState, failed: bool) -> list[BackendMessage]:
+        model = message.get("model")
+        if isinstance(model, str) and model != "<synthetic>":
+            self.ledger.model = model
+        if isinstance(message.get("usage"), dict) and message.get("id"):
+            seen = self._message_usage.get(message["id"], Usage())
+            self._message_usage[message["id"]] = seen.maximum(_usage(message["usage"]))
+            self.ledger.running(sum(self._message_usage.values(), Usage()))
+        out: list[BackendMessage] = []
+        for block in message.get("content") or []:
+            kind = block.get("type")
+            if kind == "text":
+                if failed or model == "<synthetic>":
+                    out.append(BackendMessage(MessageType.ERROR, self.redact(str(block.get("text", ""))),
+                                              is_error=True))
+                else:
+                    out.append(self.text_message(str(block.get("text", "")), turn))
+            elif kind == "thinking":
+                out.append(BackendMessage(MessageType.THINKING, self.redact(str(block.get("thinking", "")))))
+            elif kind == "tool_use":
+                name, arguments = str(block.get("name")), block.get("input") or {}
+                self._calls[str(block.get("id"))] = name
+                if name in _WRITE_TOOLS and isinstance(arguments.get(_WRITE_TOOLS[name]), str):
+                    self.track(written=[arguments[_WRITE_TOOLS[name]]])
+                out.append(BackendMessage(MessageType.TOOL_CALL, tool_name=name, tool_input=arguments,
+                                          tool_call_id=block.get("id")))
+        return out
+
+    def _tool_results(self, message: dict[str, Any]) -> list[BackendMessage]:
+        out = []
+        for block in message.get("content") or []:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                call_id = str(block.get("tool_use_id"))
+                out.append(BackendMessage(MessageType.TOOL_RESULT, self.redact(_text(block.get("content"))),
+                                          tool_name=self._calls.get(call_id), tool_call_id=call_id,
+                                          is_error=bool(block.get("is_error"))))
+        return out
+
+    def _result(self, event: dict[str, Any], turn: TurnState) -> None:
+        turn.finished = True
+        self._message_usage.clear()
+        self.ledger.settle(_usage(event.get("usage")), cost=_run_cost(event))
+        text = event.get("result")
+        turn.result_text = text if isinstance(text, str) else None
+        turn.output = event.get("structured_output")
+        if event.get("stop_reason") == "refusal":
+            self.refuse({"reason": turn.result_text or "the model declined the request (stop_reason refusal)"})
+        elif event.get("is_error") or str(event.get("subtype", "")).startswith("error"):
+            errors = event.get("errors")
+            detail = turn.result_text or ("; ".join(map(str, errors)) if isinstance(errors, list) else "")
+            status = event.get("api_error_status")
+            turn.fail(self.redact(detail or str(event.get("subtype"))),
+                      status_code=status if isinstance(status, int) else None)
+
+
+def bundled_cli() -> str | None:
+    """The `claude` that claude-agent-sdk bundles, when that package is installed (not imported)."""
+    try:
+        spec = importlib.util.find_spec("claude_agent_sdk")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / "_bundled" / "claude"
+        if candidate.is_file():
+            return str(candidate)
+    return None
+
+
+def _run_cost(result: dict[str, Any]) -> float | None:
+    """This process's cost. total_cost_usd counts the whole resumed session; the per-model figures
+    since the last result count this run only. None: priced by the ledger."""
+    since = result.get("model_usage_since_last_result")
+    if not isinstance(since, dict):
+        return None
+    costs = [m.get("costUSD") for m in since.values() if isinstance(m, dict)]
+    return float(sum(c for c in costs if isinstance(c, int | float)))
+
+
+def _usage(raw: Any) -> Usage:
+    raw = table(raw)
+
+    def number(key: str) -> int:
+        value = raw.get(key)
+        return int(value) if isinstance(value, int | float) else 0
+
+    return Usage(input_tokens=number("input_tokens"), output_tokens=number("output_tokens"),
+                 cache_read_tokens=number("cache_read_input_tokens"),
+                 cache_write_tokens=number("cache_creation_input_tokens"))
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(b.get("text", "")) if isinstance(b, dict) else str(b) for b in content)
+    return "" if content is None else str(content)

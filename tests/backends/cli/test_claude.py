@@ -1,0 +1,109 @@
+"""claude-cli: the real `claude` (the one bundled with claude-agent-sdk unless another is on PATH)
+against the scripted model server's Anthropic wire."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from agenter._errors import ConfigurationError
+from agenter.backends.base import MessageType, SessionSpec
+from agenter.backends.cli.claude import ClaudeCliBackend, bundled_cli
+from agenter.testing import conformance, reply, text, tool_call
+
+from .conftest import CliCase, installed, need
+
+CLI = installed(shutil.which("claude"), bundled_cli())
+HAVE_SANDBOX = bool(shutil.which("bwrap") and shutil.which("socat"))
+pytestmark = pytest.mark.agent
+
+
+def side_requests(request: Any) -> Any:
+    """Claude Code may ask for a title or a summary (no tools): answer without using the script."""
+    return None if request.tools else reply(text("ok"))
+
+
+@pytest.fixture
+def case() -> CliCase:
+    return CliCase(
+        backend=ClaudeCliBackend, program=need(CLI, "Claude Code"), wire="anthropic", model="claude-sonnet-4-5",
+        write=lambda path, content: reply(tool_call("Write", {"file_path": path, "content": content})),
+        shell=lambda command: reply(tool_call("Bash", {"command": command, "description": "Run it"})),
+        read=lambda path: reply(tool_call("Glob", {"pattern": "*.txt"})),
+        output=lambda value: reply(tool_call("StructuredOutput", value)),
+        sandbox=HAVE_SANDBOX, handler=side_requests)
+
+
+@pytest.mark.parametrize("check", conformance.CHECKS, ids=conformance.check_id)
+async def test_conformance(check, kit, tmp_path):
+    await check(kit.harness(), tmp_path)
+
+
+async def test_resume_continues_the_same_session(kit, tmp_path):
+    await kit.check_resume(tmp_path)
+
+
+async def test_http_errors_end_in_their_class(kit, tmp_path):
+    await kit.check_error_classes(tmp_path)
+
+
+async def test_time_budget_with_a_hung_model(kit, tmp_path):
+    await kit.check_time_budget(tmp_path)
+
+
+async def test_a_300_kb_prompt(kit, tmp_path):
+    await kit.check_big_prompt(tmp_path)
+
+
+def test_missing_program_names_the_install_command(kit):
+    kit.check_missing_program("npm install -g @anthropic-ai/claude-code")
+
+
+async def test_the_command_line_and_what_the_model_is_told(kit, tmp_path):
+    class Answer(BaseModel):
+        value: int
+
+    server = kit.server([reply(tool_call("StructuredOutput", {"value": 7}))])
+    backend = kit.backend(server, claude_allowed_tools=["Read", "Bash"])
+    await backend.connect(SessionSpec(cwd=tmp_path, output_type=Answer, system_prompt="House rule: be terse."))
+    try:
+        messages = await kit.turn(backend, "What is seven?")
+    finally:
+        await backend.disconnect()
+    assert backend.structured_output() == Answer(value=7)
+    request = server.model_requests[0].model_request
+    assert "House rule: be terse." in request.system_text and "REFUSED:" in request.system_text
+    assert "What is seven?" in request.last_user_text
+    assert [m.tool_name for m in messages if m.type is MessageType.TOOL_CALL] == ["StructuredOutput"]
+    assert backend.usage().total_tokens > 0 and backend.usage().cost_usd > 0
+
+
+def test_sandbox_needs_bubblewrap_and_socat_on_linux():
+    requirements = ClaudeCliBackend.requirements(_settings(sandbox=True))
+    assert {getattr(r, "name", None) for r in requirements} >= {"claude", "bwrap", "socat"}
+    assert {getattr(r, "name", None) for r in ClaudeCliBackend.requirements(_settings(sandbox=False))} == {"claude"}
+
+
+def test_an_unknown_home_directory_is_a_configuration_error(tmp_path):
+    with pytest.raises(ConfigurationError):
+        ClaudeCliBackend.validate_settings(_settings(sandbox=False, home=str(tmp_path / "missing")))
+
+
+def _settings(*, sandbox: bool, **options: Any) -> Any:
+    from agenter.backends.base import BackendSettings
+    from agenter.backends.cli.claude import ClaudeCliOptions
+
+    return BackendSettings(model=None, tools=[], sandbox=sandbox, options=ClaudeCliOptions(**options))
+
+
+def test_result_cost_counts_this_run_only():
+    from agenter.backends.cli.claude import _run_cost
+
+    result = json.loads('{"total_cost_usd": 0.5, "model_usage_since_last_result": '
+                        '{"a": {"costUSD": 0.1}, "b": {"costUSD": 0.05}}}')
+    assert _run_cost(result) == pytest.approx(0.15)
+    assert _run_cost({"total_cost_usd": 0.5}) is None
