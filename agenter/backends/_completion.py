@@ -58,8 +58,9 @@ from agenter.backends.capabilities import check_mode
 from agenter.permissions import ToolCall
 
 __all__ = [
-    "Completion", "CompletionBackend", "CompletionOptions", "Failure", "OutputFormat", "Piece",
-    "render_repo_map", "select_named_files",
+    "Completion", "CompletionBackend", "CompletionOptions", "Failure", "OutputFormat", "Piece", "ReadRequest",
+    "StreamIncomplete", "command_env", "find_json", "list_files", "openai_failure", "render_repo_map",
+    "retry_delay", "select_named_files",
 ]
 
 OptionsT = TypeVar("OptionsT", bound="CompletionOptions")
