@@ -178,6 +178,9 @@ class ProcessOutcome:
     stderr: str
     timed_out: bool
     pid: int
+    #: The start of the stream was dropped to keep within its limit (only the end is kept).
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
 
 
 class _TailBuffer:
@@ -264,4 +267,6 @@ async def run_process(command: Sequence[str], *, cwd: str | Path, timeout: float
         for reader in readers:
             with contextlib.suppress(BaseException):
                 await reader
-    return ProcessOutcome(process.returncode, out.text(), err.text(), timed_out, process.pid)
+    stdout, stderr = out.text(), err.text()
+    return ProcessOutcome(process.returncode, stdout, stderr, timed_out, process.pid,
+                          stdout_truncated=out.truncated, stderr_truncated=err.truncated)
