@@ -6,9 +6,12 @@ import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, ParamSpec, TypeVar, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
+
+if TYPE_CHECKING:
+    from agenter.tools.spec import ToolSpec
 
 ToolFunction = Callable[..., Any] | Callable[..., Awaitable[Any]]
 
@@ -20,12 +23,16 @@ class Tool(Generic[P, R]):
     """A named function with a description and a JSON schema for its arguments.
 
     Backends expose tools in their own way (an Anthropic tool, an SDK MCP server, a stdio MCP
-    server); `run` is the one way to call it.
+    server); `run` is the one way to call it. `spec` (a ToolSpec) declares what the tool does
+    for the permission gate and the executor (read-only, safe to run in parallel, ...); without
+    one the fail-closed defaults apply.
     """
 
     def __init__(self, function: Callable[P, R], *, name: str | None = None,
-                 description: str | None = None, input_schema: dict[str, Any] | None = None):
+                 description: str | None = None, input_schema: dict[str, Any] | None = None,
+                 spec: ToolSpec | None = None):
         self.function: Callable[P, R] = function
+        self.spec = spec
         self.name = name or function.__name__
         self.description = (description or inspect.getdoc(function) or self.name).strip()
         self._arguments_model = _arguments_model(function, self.name)
@@ -62,21 +69,22 @@ class Tool(Generic[P, R]):
 
 
 @overload
-def tool(function: Callable[P, R], *, name: str | None = None, description: str | None = None) -> Tool[P, R]: ...
+def tool(function: Callable[P, R], *, name: str | None = None, description: str | None = None,
+         spec: ToolSpec | None = None) -> Tool[P, R]: ...
 
 
 @overload
-def tool(function: None = None, *, name: str | None = None,
-         description: str | None = None) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
+def tool(function: None = None, *, name: str | None = None, description: str | None = None,
+         spec: ToolSpec | None = None) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
-def tool(function: Callable[P, R] | None = None, *, name: str | None = None,
-         description: str | None = None) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
-    """Decorator: `@tool` or `@tool(name=..., description=...)` turns a function into a Tool
-    (still callable as the function)."""
+def tool(function: Callable[P, R] | None = None, *, name: str | None = None, description: str | None = None,
+         spec: ToolSpec | None = None) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
+    """Decorator: `@tool` or `@tool(name=..., description=..., spec=ToolSpec(...))` turns a
+    function into a Tool (still callable as the function)."""
 
     def wrap(fn: Callable[P, R]) -> Tool[P, R]:
-        return Tool(fn, name=name, description=description)
+        return Tool(fn, name=name, description=description, spec=spec)
 
     return wrap(function) if function is not None else wrap
 
