@@ -43,10 +43,17 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
-def make_backend(server: Any, *, tools: list | None = None, sandbox: bool = True,
+def make_backend(server: Any, *, tools: list | None = None, sandbox: bool = True, permissions: Any = None,
+                 on_permission: Any = None, permission_timeout: float | None = 60.0,
                  **options: Any) -> AnthropicSDKBackend:
+    from agenter.permissions import PermissionPolicy
+
     opts = AnthropicSDKOptions(api_key=API_KEY, base_url=server.base_url, **options)
-    return AnthropicSDKBackend(BackendSettings(model=None, tools=tools or [], sandbox=sandbox, options=opts))
+    policy = None if permissions is None else PermissionPolicy.coerce(permissions)
+    settings = BackendSettings(model=None, tools=tools or [], sandbox=sandbox, options=opts, permissions=policy,
+                               on_permission=on_permission, permission_timeout=permission_timeout)
+    AnthropicSDKBackend.check_settings(settings)
+    return AnthropicSDKBackend(settings)
 
 
 def make_agent(server: Any, **kwargs: Any) -> AutonomousCodingAgent:
@@ -157,7 +164,11 @@ async def test_facade_retry_resumes_the_same_conversation(scripted_model_server,
 
 
 @agent_test
-async def test_hostile_paths_are_refused_and_nothing_leaves_the_sandbox(scripted_model_server, tmp_path, repo):
+@pytest.mark.parametrize("approve", [False, True], ids=["headless", "person-approves-everything"])
+async def test_hostile_paths_are_refused_and_nothing_leaves_the_sandbox(scripted_model_server, tmp_path, repo,
+                                                                         approve):
+    """Headless, the permission gate denies them first; when a person approves every question,
+    the path sandbox still refuses them (two layers). A NUL byte is invalid input either way."""
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text("top secret")
@@ -181,7 +192,7 @@ async def test_hostile_paths_are_refused_and_nothing_leaves_the_sandbox(scripted
         ("grep", {"pattern": "secret", "path": "link_out"}),
     ]
     server = scripted_model_server([reply(*[tool_call(n, a) for n, a in hostile]), reply(text("ok"))])
-    backend = make_backend(server)
+    backend = make_backend(server, on_permission=(lambda request: True) if approve else None)
     await backend.connect(SessionSpec(cwd=repo))
     try:
         messages = await run_turn(backend, "Try to escape")
@@ -191,7 +202,12 @@ async def test_hostile_paths_are_refused_and_nothing_leaves_the_sandbox(scripted
     assert len(sent) == len(hostile)
     for block, (name, arguments) in zip(sent, hostile, strict=True):
         assert block.get("is_error") is True, (name, arguments, block)
-        assert "Refused" in result_text(block), (name, arguments, block)
+        if "\x00" in arguments["path"]:
+            assert "Invalid tool call" in result_text(block), block
+        elif approve:
+            assert "Refused" in result_text(block), (name, arguments, block)
+        else:
+            assert "Permission denied" in result_text(block), (name, arguments, block)
         assert "top secret" not in result_text(block)
     errors = [m for m in messages if m.type is MessageType.TOOL_RESULT]
     assert all(m.is_error for m in errors)
@@ -252,7 +268,8 @@ async def test_anthropic_text_editor_tool(scripted_model_server, repo, tmp_path)
     created, replaced, inserted, viewed, listed, evil = results_sent(server, 1)
     assert "a = 1" in result_text(viewed) and "b = 3" not in result_text(viewed)
     assert "mod.py" in result_text(listed)
-    assert evil["is_error"] and "Refused" in result_text(evil)
+    # The gate denies the write outside the workspace before the editor runs.
+    assert evil["is_error"] and "Permission denied" in result_text(evil) and "outside the workspace" in result_text(evil)
     assert not (tmp_path / "evil.py").exists()
     assert backend.modified_files().written == {"mod.py"}
 
@@ -1019,8 +1036,8 @@ async def test_thinking_blocks_are_reported_and_sent_back(scripted_model_server,
 
 
 class AnthropicSDKHarness:
-    """Plays the conformance scenarios through the scripted server's Anthropic wire. "shell" is
-    not played: this backend gives its model no shell."""
+    """Plays the conformance scenarios through the scripted server's Anthropic wire, every one of
+    them: "shell" runs the command with the bash tool, under bubblewrap (sandbox=True)."""
 
     capabilities = AnthropicSDKBackend.capabilities
 
@@ -1028,13 +1045,14 @@ class AnthropicSDKHarness:
         self.start_server = start_server
 
     def supports(self, scenario: str) -> bool:
-        return scenario in ("write", "refuse", "output", "fail", "usage", "hang")
+        return scenario in ("write", "shell", "refuse", "output", "fail", "usage", "hang")
 
     def make(self, scenario: str, cwd: Path) -> AnthropicSDKBackend:
         usage = {"input_tokens": 1200, "output_tokens": 40}
         scripts: dict[str, Any] = {
             "write": [reply(tool_call("write_file", {"path": conformance.WRITE_PATH,
                                                      "content": conformance.WRITE_CONTENT})), reply(text("done"))],
+            "shell": [reply(tool_call("bash", {"command": conformance.SHELL_COMMAND})), reply(text("done"))],
             "refuse": [reply(tool_call("refuse_task", {"reason": conformance.REFUSAL_REASON}))],
             "output": [reply(tool_call("final_result", conformance.OUTPUT_VALUE))],
             "usage": [reply(tool_call("list_directory", {}), usage=usage), reply(text("done"), usage=usage)],

@@ -8,15 +8,19 @@ final_result). The conversation is kept for the next turn.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import importlib
 import os
+import shutil
 import ssl
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from agenter._errors import ConfigurationError
+from agenter._errors import BackendError, ConfigurationError
 from agenter.backends._prompts import (
     REFUSAL_TOOL_DESCRIPTION,
     REFUSAL_TOOL_NAME,
@@ -44,6 +48,26 @@ from agenter.backends.anthropic_sdk._file_tools import (
 )
 from agenter.backends.anthropic_sdk._options import DEFAULT_BEDROCK_MODEL, DEFAULT_MODEL, AnthropicSDKOptions
 from agenter.backends.anthropic_sdk._retry import RetryPolicy, StreamIncomplete, is_transport_error
+from agenter.backends.anthropic_sdk._shell import (
+    BASH_TOOL_NAME,
+    RESULT_CHARS,
+    ShellSandbox,
+    bash_tool_definition,
+    bwrap_path,
+    hidden_home_paths,
+    run_shell,
+    shell_env,
+    timeout_of,
+)
+from agenter.backends.anthropic_sdk._tools import (
+    READ_TOOLS,
+    ReplyTool,
+    TurnExecutor,
+    custom_tool_spec,
+    file_tool_spec,
+    shell_spec,
+    text_editor_spec,
+)
 from agenter.backends.base import (
     BackendCapabilities,
     BackendMessage,
@@ -53,7 +77,13 @@ from agenter.backends.base import (
     SessionSpec,
     ToolReply,
 )
-from agenter.host.requirements import PythonPackage, Requirement
+from agenter.host.requirements import Program, PythonPackage, Requirement
+from agenter.permissions import PermissionDecision, PermissionPolicy, ToolCall
+from agenter.tools.executor import ToolResult, ToolUse
+from agenter.tools.spec import ToolSpec
+
+if TYPE_CHECKING:
+    from agenter.permissions import PermissionGate
 
 MAX_CUTOFF_NUDGES = 3
 CUTOFF_NUDGE = ("Your last response was cut off at the output limit. Continue where you stopped, "
@@ -80,9 +110,28 @@ How to work:
 - Inspect before you change: list directories, glob, grep and read the files that matter.
 - Make complete, working changes with the file tools. Paths are relative to the working directory.
 - Keep the existing style of the code. Do not create files the task does not need.
-- There is no shell: you cannot run programs or tests. Validators check your changes after you stop,
-  and their findings come back to you as a new message if something must be fixed.
+{shell}
+- A tool call that is not permitted comes back as an error that says why: do not repeat it.
 - When the work is done, stop calling tools and reply with a short summary of what you changed."""
+
+SHELL_GUIDANCE = """\
+- Run programs with the bash tool: tests, builds, linters, git status and diff. Change files with
+  the file tools rather than with shell redirections. Validators also check your changes after you
+  stop, and their findings come back to you as a new message if something must be fixed."""
+
+NO_SHELL_GUIDANCE = """\
+- There is no shell: you cannot run programs or tests. Validators check your changes after you stop,
+  and their findings come back to you as a new message if something must be fixed."""
+
+READ_ONLY_GUIDANCE = """\
+You are a coding agent in a read-only session. You work in the repository at {cwd} (the working
+directory).
+
+How to work:
+- Read, list, glob and grep the files that matter; paths are relative to the working directory.
+- Do not change anything: there are no tools that write files{shell}.
+- A tool call that is not permitted comes back as an error that says why: do not repeat it.
+- When you have the answer, stop calling tools and reply with it."""
 
 
 def model_output_limit(model: str) -> int | None:
@@ -97,16 +146,19 @@ def _truncate(text: str, limit: int) -> str:
 
 
 class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
-    """The default backend: Claude through the Anthropic SDK with agenter's sandboxed file tools."""
+    """The default backend: Claude through the Anthropic SDK with agenter's sandboxed file tools
+    and a bash tool (under bubblewrap with sandbox=True)."""
 
     name: ClassVar[str] = "anthropic-sdk"
-    # No shell: the model cannot run programs (validators run after the turn instead).
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, structured_output=True, native_tool_loop=True,
-        custom_tools=True, filesystem_read=True, filesystem_edit=True, sandbox=True, resume=True)
+        custom_tools=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True)
     options_model: ClassVar[type[AnthropicSDKOptions]] = AnthropicSDKOptions
-    reserved_tool_names: ClassVar[frozenset[str]] = frozenset({TEXT_EDITOR_TOOL_NAME, *FILE_TOOL_NAMES})
+    reserved_tool_names: ClassVar[frozenset[str]] = frozenset({TEXT_EDITOR_TOOL_NAME, BASH_TOOL_NAME,
+                                                               *FILE_TOOL_NAMES})
     price_provider: ClassVar[str | None] = "anthropic"
+    # Every tool call of the loop passes the gate; "network" is the bash tool's network access.
+    permission_kinds: ClassVar[frozenset[str]] = frozenset({"read", "edit", "shell", "network", "custom"})
 
     def __init__(self, settings: BackendSettings[AnthropicSDKOptions]):
         super().__init__(settings)
@@ -117,6 +169,13 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
             self.ledger.provider = "aws"  # genai-prices' Bedrock prices
         self._client: Any | None = None
         self._toolbox: FileToolbox | None = None
+        self._results_box: FileToolbox | None = None
+        self._run_dir: Path | None = None
+        self._results_dir: Path | None = None
+        self._executor: TurnExecutor | None = None
+        self._relay: _Relay | None = None
+        self._shell_sandbox: ShellSandbox | None = None
+        self._shell_env: dict[str, str] = {}
         self._messages: list[dict[str, Any]] = []
         self._tool_definitions: list[dict[str, Any]] = []
         self._system_blocks: list[dict[str, Any]] = []
@@ -136,12 +195,39 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
             bedrock = "pip install 'agenter-sdk[bedrock]'"
             needs += [PythonPackage(module="boto3", distribution="boto3", install=bedrock),
                       PythonPackage(module="botocore", distribution="botocore", install=bedrock)]
+        if settings.sandbox and getattr(settings.options, "anthropic_shell", True):
+            needs.append(Program("bwrap", "apt-get install bubblewrap (Fedora: dnf install bubblewrap); or pass "
+                                          "anthropic_shell=False for no bash tool, or sandbox=False"))
         return needs
+
+    @classmethod
+    def validate_settings(cls, settings: BackendSettings[Any]) -> None:
+        policy = settings.permissions
+        if settings.sandbox or not getattr(settings.options, "anthropic_shell", True) or policy is None:
+            return
+        if any(rule.kind == "network" and not (rule.effect == "allow" and rule.matches_all) for rule in policy.rules):
+            raise ConfigurationError(
+                "network rules other than 'allow network' need sandbox=True with the anthropic-sdk backend: the "
+                "bash tool's network is cut by bubblewrap, and without the sandbox a command can reach any host "
+                "(or pass anthropic_shell=False)", parameter="permissions")
 
     @property
     def messages(self) -> list[dict[str, Any]]:
         """The conversation so far (the messages sent to the API, without cache marks)."""
         return self._messages
+
+    @property
+    def read_only_session(self) -> bool:
+        """Analysis mode or a plan-mode policy: no tool that writes is offered."""
+        gate = self.gate
+        return self.spec.mode == "analysis" or (gate is not None and gate.mode == "plan")
+
+    @property
+    def shell_network(self) -> bool:
+        """Whether sandboxed commands get the network: only when the policy allows every network
+        call (`allow network`) and has no other network rule (a host list cannot be enforced on a
+        shell without a proxy, so it keeps the network off)."""
+        return _network_allowed(self.settings.permissions)
 
     # ------------------------------------------------------------------ lifecycle
     async def _connect(self, spec: SessionSpec) -> None:
@@ -154,6 +240,18 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
                 f"the {self.name} backend cannot resume session {spec.resume_session_id!r}: its "
                 "conversation lives only as long as one run", parameter="resume")
         self._toolbox = FileToolbox(PathResolver(spec.cwd, spec.allowed_write_paths, sandbox=self.settings.sandbox))
+        # The run's folder (private, 0700): oversize tool results are saved there; the gate and
+        # the tools may read it, nothing writes it but the executor.
+        self._run_dir = Path(tempfile.mkdtemp(prefix="agenter-anthropic-sdk-"))
+        self._results_dir = self._run_dir / "tool-results"
+        self._results_dir.mkdir()
+        self._results_box = FileToolbox(PathResolver(self._results_dir, [], sandbox=True))
+        gate = self.gate
+        assert gate is not None
+        gate.add_read_root(self._results_dir)
+        self._executor = self._make_executor()
+        if self.options.anthropic_shell:
+            await self._prepare_shell()
         # The first imports of anthropic and of the price table take seconds on a busy machine:
         # do them off the event loop so the session's other tasks (and timers) keep running.
         await asyncio.to_thread(importlib.import_module, "anthropic")
@@ -166,13 +264,43 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
             self._system_blocks[-1]["cache_control"] = dict(CACHE_MARK)
             self._tool_definitions[-1] = {**self._tool_definitions[-1], "cache_control": dict(CACHE_MARK)}
 
+    async def _prepare_shell(self) -> None:
+        self._shell_env = shell_env()
+        if not self.settings.sandbox:
+            return
+        program = bwrap_path()
+        if program is None:
+            raise BackendError("the bash tool needs bubblewrap (bwrap) with sandbox=True: apt-get install "
+                               "bubblewrap, or pass anthropic_shell=False or sandbox=False",
+                               backend=self.name, kind="missing_program")
+        gate = self.gate
+        assert gate is not None and self._results_dir is not None
+        workspace = gate.workspace
+
+        def is_credential(path: str) -> bool:
+            resolved = workspace.resolve(path)
+            return any(f.check == "credentials" for f in workspace.findings(resolved, "read"))
+
+        hidden = await asyncio.to_thread(hidden_home_paths, workspace.home, is_credential,
+                                         keep=[str(self.cwd), str(self._results_dir)])
+        self._shell_sandbox = ShellSandbox(
+            cwd=self.cwd, network=self.shell_network, read_only=self.read_only_session,
+            writable=tuple(workspace.extra_roots), readable=tuple(workspace.read_roots), hidden=tuple(hidden),
+            program=program)
+        await _probe_sandbox(self._shell_sandbox, self._shell_env, self.name)
+
     async def _disconnect(self) -> None:
         client, self._client = self._client, None
-        if client is not None:
-            try:
-                await client.close()
-            except Exception:  # noqa: BLE001 - closing must never mask the session's outcome
-                pass
+        try:
+            if client is not None:
+                try:
+                    await client.close()
+                except Exception:  # noqa: BLE001 - closing must never mask the session's outcome
+                    pass
+        finally:
+            run_dir, self._run_dir = self._run_dir, None
+            if run_dir is not None:
+                await asyncio.to_thread(shutil.rmtree, run_dir, True)
 
     def _make_client(self) -> Any:
         import anthropic
@@ -201,14 +329,34 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
 
     def _system_prompt(self) -> str:
         shared = self.instructions(refusal_tool=REFUSAL_TOOL_NAME, output_channel="tool")
-        return TOOL_GUIDANCE.format(cwd=self.cwd) + "\n\n" + shared
+        shell = self.options.anthropic_shell
+        if self.read_only_session:
+            guidance = READ_ONLY_GUIDANCE.format(
+                cwd=self.cwd, shell=" (run only commands that read: the others are refused)" if shell else "")
+        else:
+            guidance = TOOL_GUIDANCE.format(cwd=self.cwd, shell=SHELL_GUIDANCE if shell else NO_SHELL_GUIDANCE)
+        return guidance + "\n\n" + shared
+
+    def _offered_file_tools(self) -> list[str]:
+        """File tools the model gets: the text editor or agenter's tools; in a read-only session
+        only the tools that read."""
+        if self.read_only_session:
+            return [name for name in FILE_TOOL_NAMES if name in READ_TOOLS]
+        if self.options.anthropic_text_editor:
+            return [TEXT_EDITOR_TOOL_NAME]
+        return list(FILE_TOOL_NAMES)
 
     def _build_tool_definitions(self, spec: SessionSpec) -> list[dict[str, Any]]:
         tools: list[dict[str, Any]] = []
-        if self.options.anthropic_text_editor:
+        offered = self._offered_file_tools()
+        if offered == [TEXT_EDITOR_TOOL_NAME]:
             tools.append(dict(TEXT_EDITOR_TOOL_DEFINITION))
         else:
-            tools.extend(dict(definition) for definition in FILE_TOOL_DEFINITIONS)
+            tools.extend(dict(definition) for definition in FILE_TOOL_DEFINITIONS if definition["name"] in offered)
+        if self.options.anthropic_shell:
+            tools.append(bash_tool_definition(sandbox=self.settings.sandbox, network=self.shell_network,
+                                              read_only=self.read_only_session,
+                                              timeout=self.options.anthropic_shell_timeout))
         for tool in self.settings.tools:
             tools.append({"name": tool.name, "description": tool.description, "input_schema": tool.input_schema})
         tools.append({"name": REFUSAL_TOOL_NAME, "description": REFUSAL_TOOL_DESCRIPTION,
@@ -220,6 +368,26 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
                 "input_schema": output_schema(spec.output_type),
             })
         return tools
+
+    def _make_executor(self) -> TurnExecutor:
+        """The executor for the session's tools (agenter's refusal and output tools excepted:
+        they end the turn, and no permission is asked for them)."""
+        tools: dict[str, Any] = {}
+        specs: dict[str, ToolSpec] = {}
+        # File tools bound their own output (MAX_OUTPUT_CHARS and a footer): never saved to a file.
+        file_chars = 2 * MAX_OUTPUT_CHARS
+        for name in self._offered_file_tools():
+            if name == TEXT_EDITOR_TOOL_NAME:
+                tools[name], specs[name] = ReplyTool(self._run_text_editor), text_editor_spec(file_chars)
+            else:
+                tools[name], specs[name] = ReplyTool(self._run_file_tool), file_tool_spec(name, file_chars)
+        if self.options.anthropic_shell:
+            tools[BASH_TOOL_NAME], specs[BASH_TOOL_NAME] = ReplyTool(self._run_bash), shell_spec(RESULT_CHARS)
+        for name, tool in self._custom_tools.items():
+            tools[name], specs[name] = ReplyTool(self._run_custom_tool), custom_tool_spec(tool)
+        gate = cast("PermissionGate", _BackendGate(self))
+        return TurnExecutor(tools, specs=specs, gate=gate, results_dir=self._results_dir,
+                            on_start=self._announce, on_result=self._report_result)
 
     # ------------------------------------------------------------------ one turn
     async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
@@ -256,15 +424,8 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
                 return
             results: list[dict[str, Any]] = []
             self._pending_results = results
-            input_errors = response.input_errors()
-            for block in content:
-                if block["type"] != "tool_use":
-                    continue
-                if self._turn_ended():
-                    results.append(tool_result(block["id"], SKIPPED_RESULT, is_error=True))
-                    continue
-                async for message in self._call(block, results, input_errors.get(block["id"])):
-                    yield message
+            async for message in self._run_tools(content, response.input_errors(), results):
+                yield message
             self._pending_results = None
             follow_up: list[dict[str, Any]] = list(results)
             if self._turn_ended():
@@ -303,41 +464,148 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
         return f" (max_tokens raised to {self._max_tokens})"
 
     # ------------------------------------------------------------------ tools
-    async def _call(self, block: dict[str, Any], results: list[dict[str, Any]],
-                    input_error: str | None) -> AsyncIterator[BackendMessage]:
-        """Run one tool_use block: a TOOL_CALL message first (every tool run is reported, and
-        only tools that run), then the call, then its TOOL_RESULT."""
+    def _is_agenter_tool(self, name: str) -> bool:
+        return name == REFUSAL_TOOL_NAME or (name == STRUCTURED_OUTPUT_TOOL_NAME and self.spec.output_type is not None)
+
+    async def _run_tools(self, content: list[dict[str, Any]], input_errors: dict[str, str],
+                         results: list[dict[str, Any]]) -> AsyncIterator[BackendMessage]:
+        """Answer every tool_use of one response, in order, into `results`.
+
+        Consecutive calls of the session's tools go to the executor together (the gate first,
+        read-only ones side by side); agenter's refusal and output tools, and calls whose input
+        could not be read, are answered on their own. Once the turn has ended (refusal, accepted
+        output), the calls after it are answered without running.
+        """
+        batch: list[dict[str, Any]] = []
+        for block in content:
+            if block["type"] != "tool_use":
+                continue
+            if self._turn_ended():
+                results.append(tool_result(block["id"], SKIPPED_RESULT, is_error=True))
+                continue
+            error = input_errors.get(block["id"])
+            if error is None and not self._is_agenter_tool(block["name"]):
+                batch.append(block)
+                continue
+            async for message in self._run_batch(batch, results):
+                yield message
+            batch = []
+            async for message in self._call_inline(block, results, error):
+                yield message
+        async for message in self._run_batch(batch, results):
+            yield message
+
+    async def _call_inline(self, block: dict[str, Any], results: list[dict[str, Any]],
+                           input_error: str | None) -> AsyncIterator[BackendMessage]:
+        """Refusal, structured output, or a call whose input is not a JSON object: a TOOL_CALL
+        message, the reply, its TOOL_RESULT."""
         name, arguments, tool_id = block["name"], block.get("input") or {}, block["id"]
         yield BackendMessage(MessageType.TOOL_CALL, tool_name=name, tool_input=arguments, tool_call_id=tool_id)
         if input_error:
             reply = ToolReply(f"Could not run {name}: {input_error}. Call it again with a JSON object.",
                               is_error=True)
+        elif name == REFUSAL_TOOL_NAME:
+            reply = self.refuse(arguments)
         else:
-            reply = await self._dispatch(name, arguments)
+            reply = self.accept_output(arguments)
         content = _truncate(reply.text, MAX_OUTPUT_CHARS)
         results.append(tool_result(tool_id, content, is_error=reply.is_error))
         yield BackendMessage(MessageType.TOOL_RESULT, content=_truncate(content, EVENT_TEXT_LIMIT),
                              tool_name=name, tool_call_id=tool_id, is_error=reply.is_error)
 
-    async def _dispatch(self, name: str, arguments: dict[str, Any]) -> ToolReply:
+    async def _run_batch(self, blocks: list[dict[str, Any]],
+                         results: list[dict[str, Any]]) -> AsyncIterator[BackendMessage]:
+        """Run calls through the executor in a task of their own, relaying its messages as they
+        come. A tool runs only after its TOOL_CALL message was taken (lock-step with the session,
+        so a budget that stops the turn stops it before the next tool); if the turn is cancelled
+        or closed, the batch is cancelled and every call still gets its one result."""
+        if not blocks:
+            return
+        executor = self._executor
+        assert executor is not None
+        relay = self._relay = _Relay()
+        uses = [ToolUse(b["id"], b["name"], b.get("input") or {}) for b in blocks]
+
+        async def run() -> list[ToolResult]:
+            try:
+                return await executor.run_batch(uses)
+            finally:
+                relay.close()
+
+        task = asyncio.ensure_future(run())
+        answered: list[ToolResult] | None = None
+        try:
+            while (item := await relay.next()) is not None:
+                message, taken = item
+                yield message
+                if taken is not None and not taken.done():
+                    taken.set_result(None)
+            answered = await task
+        finally:
+            if answered is None:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait({task}, timeout=self.settle_seconds)
+                if task.done() and not task.cancelled() and task.exception() is None:
+                    answered = task.result()
+                else:
+                    answered = executor.last_results or []
+            self._relay = None
+            results.extend(result.to_block() for result in answered)
+
+    async def _announce(self, use: ToolUse) -> None:
+        """The executor is about to run `use` (it passed the gate): report the call and wait until
+        the session has taken the report."""
+        relay = self._relay
+        if relay is not None:
+            await relay.announce(BackendMessage(MessageType.TOOL_CALL, tool_name=use.name,
+                                                tool_input=dict(use.input), tool_call_id=use.id))
+
+    def _report_result(self, result: ToolResult) -> None:
+        relay = self._relay
+        if relay is not None:
+            relay.post(BackendMessage(MessageType.TOOL_RESULT, content=_truncate(result.content, EVENT_TEXT_LIMIT),
+                                      tool_name=result.name, tool_call_id=result.tool_use_id,
+                                      is_error=result.is_error))
+
+    async def _run_file_tool(self, name: str, arguments: dict[str, Any]) -> ToolReply:
         toolbox = self._toolbox
         assert toolbox is not None
-        if name == REFUSAL_TOOL_NAME:
-            return self.refuse(arguments)
-        if name == STRUCTURED_OUTPUT_TOOL_NAME and self.spec.output_type is not None:
-            return self.accept_output(arguments)
-        if name in self._custom_tools:
-            return await self.run_tool(self._custom_tools[name], arguments)
-        editor = self.options.anthropic_text_editor
-        if editor and name == TEXT_EDITOR_TOOL_NAME:
-            outcome = await self.in_thread_named(name, toolbox.run_text_editor, arguments)
-        elif not editor and name in FILE_TOOL_NAMES:
-            # A tracked thread: a turn cancelled meanwhile waits for it before its last snapshot.
-            outcome = await self.in_thread_named(name, toolbox.run, name, arguments)
-        else:
-            return ToolReply(f"Unknown tool {name!r}.", is_error=True)
+        if name in READ_TOOLS and self._in_results_dir(arguments.get("path")):
+            toolbox = self._results_box or toolbox
+        # A tracked thread: a turn cancelled meanwhile waits for it before its last snapshot.
+        outcome = await self.in_thread_named(name, toolbox.run, name, arguments)
         self.track(written=sorted(outcome.written), deleted=sorted(outcome.deleted))
         return ToolReply(outcome.content, outcome.is_error)
+
+    async def _run_text_editor(self, name: str, arguments: dict[str, Any]) -> ToolReply:
+        toolbox = self._toolbox
+        assert toolbox is not None
+        if arguments.get("command") == "view" and self._in_results_dir(arguments.get("path")):
+            toolbox = self._results_box or toolbox
+        outcome = await self.in_thread_named(name, toolbox.run_text_editor, arguments)
+        self.track(written=sorted(outcome.written), deleted=sorted(outcome.deleted))
+        return ToolReply(outcome.content, outcome.is_error)
+
+    async def _run_bash(self, name: str, arguments: dict[str, Any]) -> ToolReply:
+        command = arguments.get("command")
+        if not isinstance(command, str) or not command.strip():
+            return ToolReply("'command' must be a non-empty string", is_error=True)
+        timeout = timeout_of(arguments, self.options.anthropic_shell_timeout)
+        result = await run_shell(command, cwd=self.cwd, timeout=timeout, sandbox=self._shell_sandbox,
+                                 env=self._shell_env)
+        # What a command prints goes to the model: keys it finds are hidden like everywhere else.
+        return ToolReply(self.redact(result.text), result.is_error)
+
+    async def _run_custom_tool(self, name: str, arguments: dict[str, Any]) -> ToolReply:
+        return await self.run_tool(self._custom_tools[name], arguments)
+
+    def _in_results_dir(self, path: object) -> bool:
+        """An absolute path into the run's tool-results folder (read there, not in the workspace)."""
+        results = self._results_dir
+        if results is None or not isinstance(path, str) or not os.path.isabs(path) or "\x00" in path:
+            return False
+        return os.path.normpath(path).startswith(str(results) + os.sep)
 
     # ------------------------------------------------------------------ requests
     def _request_params(self) -> dict[str, Any]:
@@ -427,3 +695,65 @@ def _block_message(block: StreamedBlock) -> BackendMessage | None:
 def _shared_ssl_context() -> ssl.SSLContext:
     """The system trust store (honours SSL_CERT_FILE / SSL_CERT_DIR), shared by all sessions."""
     return ssl.create_default_context()
+
+
+class _Relay:
+    """Messages from the executor's task to the turn: tool calls wait until they are taken."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[tuple[BackendMessage, asyncio.Future[None] | None] | None] = asyncio.Queue()
+
+    async def announce(self, message: BackendMessage) -> None:
+        taken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait((message, taken))
+        await taken
+
+    def post(self, message: BackendMessage) -> None:
+        self._queue.put_nowait((message, None))
+
+    def close(self) -> None:
+        self._queue.put_nowait(None)
+
+    async def next(self) -> tuple[BackendMessage, asyncio.Future[None] | None] | None:
+        return await self._queue.get()
+
+
+class _BackendGate:
+    """The gate as the executor uses it, with decisions through BaseBackend.permit (so denials
+    are recorded for result.permission_denials and every decision becomes an event)."""
+
+    def __init__(self, backend: AnthropicSDKBackend):
+        self._backend = backend
+
+    async def decide(self, call: ToolCall) -> PermissionDecision:
+        return await self._backend.permit(call)
+
+    def add_read_root(self, path: str | os.PathLike[str]) -> None:
+        gate = self._backend.gate
+        if gate is not None:
+            gate.add_read_root(path)
+
+
+def _network_allowed(policy: PermissionPolicy | None) -> bool:
+    if policy is None:
+        return False
+    rules = [rule for rule in policy.rules if rule.kind == "network"]
+    return any(r.effect == "allow" and r.matches_all for r in rules) and all(r.effect == "allow" for r in rules)
+
+
+_probed: set[tuple[str, bool, bool]] = set()
+
+
+async def _probe_sandbox(sandbox: ShellSandbox, env: dict[str, str], backend: str) -> None:
+    """Run `true` in the sandbox once per process and shape, so a machine where bubblewrap
+    cannot create namespaces fails at connect with what to do, not on every command."""
+    key = (sandbox.program, sandbox.network, sandbox.read_only)
+    if key in _probed:
+        return
+    result = await run_shell("true", cwd=sandbox.cwd, timeout=30, sandbox=sandbox, env=env)
+    if result.is_error:
+        raise BackendError(
+            f"bubblewrap cannot create the bash tool's sandbox on this machine: {result.text.strip()[:500]}. "
+            "Allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1), or pass "
+            "anthropic_shell=False (no bash tool) or sandbox=False.", backend=backend, kind="config")
+    _probed.add(key)

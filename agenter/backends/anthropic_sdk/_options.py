@@ -60,6 +60,10 @@ class AnthropicSDKOptions(BackendOptions):
     anthropic_max_turns_per_iteration: int = Field(
         50, gt=0, description="Model responses per execute() call before the tool loop stops.")
     anthropic_prompt_caching: bool = Field(True, description="Mark the stable prefix and the latest message cacheable.")
+    anthropic_shell: bool = Field(
+        True, description="Give the model the bash tool (under bubblewrap with sandbox=True; needs the bwrap program).")
+    anthropic_shell_timeout: float = Field(
+        120.0, gt=0, le=3600, description="Seconds a bash command may run unless the model asks for another limit.")
 
     @model_validator(mode="after")
     def _check_thinking(self) -> AnthropicSDKOptions:
