@@ -56,6 +56,7 @@ from agenter.backends.base import (
 )
 from agenter.backends.capabilities import check_mode
 from agenter.permissions import ToolCall
+from agenter.usage import is_known_model
 
 __all__ = [
     "Completion", "CompletionBackend", "CompletionOptions", "Failure", "OutputFormat", "Piece", "ReadRequest",
@@ -292,6 +293,8 @@ class CompletionBackend(BaseBackend[OptionsT]):
         rules = tuple(PermissionRule("allow", "shell", prefix.strip())
                       for prefix in self.options.allowed_commands if prefix.strip())
         self._command_gate = PermissionGate(PermissionPolicy(rules=rules, mode="default"), self.cwd) if rules else None
+        # The price table's first load takes a while: off the event loop, before any response.
+        await asyncio.to_thread(is_known_model, self.ledger.model, self.ledger.provider)
         await self._open_client()
         self._session_id = f"{self.name}-{os.urandom(6).hex()}"
 
