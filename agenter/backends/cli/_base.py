@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -27,6 +28,7 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import Field, SecretStr
 
 from agenter._errors import BackendError, ConfigurationError
+from agenter._types import Usage
 from agenter.backends._prompts import OutputChannel
 from agenter.backends.base import (
     BackendMessage,
@@ -132,6 +134,10 @@ class CliBackend(BaseBackend[OptionsT]):
     instructions_in_prompt: ClassVar[bool] = True
     #: Seconds the program gets after SIGTERM before it is killed.
     stop_grace: ClassVar[float] = 1.0
+    #: Whether the program reports usage per model response. Programs that report it only when
+    #: their run ends get a running estimate meanwhile (about four characters a token), so token
+    #: and cost budgets can stop a turn mid-way; the program's figures replace it at the end.
+    live_usage: ClassVar[bool] = True
 
     def __init__(self, settings: BackendSettings[OptionsT]):
         super().__init__(settings)
@@ -140,6 +146,7 @@ class CliBackend(BaseBackend[OptionsT]):
         self.home_dir: Path | None = None
         self.turns = 0
         self._run: ProgramRun | None = None
+        self._estimate = Usage()
 
     # ------------------------------------------------------------------ configuration
     @classmethod
@@ -238,6 +245,26 @@ class CliBackend(BaseBackend[OptionsT]):
             return prompt
         return f"{self.instructions(refusal_tool=None, output_channel=self.output_channel)}\n\n---\n\n{prompt}"
 
+    def settle(self, usage: Usage, cost: float | None = None) -> None:
+        """One finished model response, or a whole run's figures: replaces the running estimate."""
+        self._estimate = Usage()
+        self.ledger.settle(usage, cost=cost)
+
+    def _count(self, message: BackendMessage | None = None, *, sent: str = "") -> None:
+        """Adds a message (or text sent to the model) to the running estimate."""
+        if self.live_usage:
+            return
+        if message is not None:
+            size = len(message.content) + (len(json.dumps(message.tool_input)) if message.tool_input else 0)
+            # A tool's result goes to the model as input; everything else came out of it.
+            if message.type is MessageType.TOOL_RESULT:
+                sent = "x" * size
+            else:
+                self._estimate = self._estimate + Usage(output_tokens=size // 4)
+        if sent:
+            self._estimate = self._estimate + Usage(input_tokens=len(sent) // 4)
+        self.ledger.running(self._estimate)
+
     def text_message(self, text: str, turn: TurnState) -> BackendMessage:
         """A complete assistant message (recorded as the turn's latest text)."""
         if text.strip():
@@ -263,8 +290,10 @@ class CliBackend(BaseBackend[OptionsT]):
 
     async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
         self.turns += 1
-        invocation = self.command(self.task(prompt))
+        task = self.task(prompt)
+        invocation = self.command(task)
         turn = TurnState()
+        self._count(sent=task)
         try:
             async with start_program(invocation, self.cwd, grace=self.stop_grace) as run:
                 self._run = run
@@ -272,6 +301,7 @@ class CliBackend(BaseBackend[OptionsT]):
                                                          backend=self.name)) as lines:
                     async for line in lines:
                         for message in self.parse_event(line, turn):
+                            self._count(message)
                             yield message
                 returncode = await run.wait()
                 stderr = run.stderr_tail()
@@ -280,6 +310,7 @@ class CliBackend(BaseBackend[OptionsT]):
                                backend=self.name, kind="missing_program") from None
         finally:
             self._run = None
+            self._estimate = Usage()
             self.ledger.abandon_running()
         for message in self.last_messages(turn):
             yield message

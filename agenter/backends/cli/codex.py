@@ -1,0 +1,284 @@
+"""codex-cli: OpenAI's Codex CLI, `codex exec --json` (and `codex exec resume <id>`).
+
+The prompt goes through stdin (`-`), never a terminal. sandbox=True is Codex's workspace-write
+sandbox, checked once per program before the first run (a machine where it cannot work fails at
+connect, not command by command); sandbox=False is danger-full-access. Approvals are never asked
+for (exec is headless). Structured output uses --output-schema, resume `exec resume <thread id>`.
+With base_url, agenter adds a model provider entry through `-c` overrides, so your own
+~/.codex/config.toml is read but never changed.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from agenter._errors import BackendError
+from agenter._types import Usage
+from agenter.backends._prompts import strict_schema
+from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
+from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, table
+from agenter.backends.cli._runner import Invocation, Line
+from agenter.host import run_process
+from agenter.usage import RunningTotal
+
+__all__ = ["CodexCliBackend", "CodexCliOptions"]
+
+#: The provider entry agenter adds for base_url, and the variable carrying its key.
+PROVIDER = "agenter"
+KEY_VARIABLE = "AGENTER_CODEX_API_KEY"
+
+
+class CodexCliOptions(CliOptions):
+    """Options of the codex-cli backend."""
+
+    codex_wire_api: Literal["responses", "chat"] = Field(
+        "responses", description="The API the base_url endpoint speaks.")
+    codex_reasoning_effort: Literal["minimal", "low", "medium", "high", "xhigh"] | None = Field(
+        None, description="model_reasoning_effort; None: Codex's default.")
+    codex_network_access: bool = Field(
+        False, description="Whether sandboxed commands may use the network.")
+    codex_config: dict[str, Any] = Field(
+        default_factory=dict, description="More config overrides, as -c dotted.key=value (values as TOML).")
+    mcp_servers: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="MCP servers in Codex's mcp_servers config format.")
+
+
+class CodexCliBackend(CliBackend[CodexCliOptions]):
+    name: ClassVar[str] = "codex-cli"
+    program: ClassVar[str] = "codex"
+    install: ClassVar[str] = "npm install -g @openai/codex"
+    capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
+        text_completion=True, streaming=True, structured_output=True, native_tool_loop=True, mcp=True,
+        filesystem_read=True, filesystem_edit=True, shell=True, apply_patch=True, sandbox=True, resume=True)
+    options_model: ClassVar[type[CodexCliOptions]] = CodexCliOptions
+    price_provider: ClassVar[str | None] = "openai"
+    output_channel = "native"
+    live_usage = False  # exec reports usage when its turn ends
+
+    def __init__(self, settings: BackendSettings[CodexCliOptions]):
+        super().__init__(settings)
+        self._bin_dir: Path | None = None
+        self._tmp: Path | None = None
+        self._thread_usage = RunningTotal()
+
+    async def prepare(self) -> None:
+        if self.settings.sandbox:
+            self._tmp = self.scratch_dir() / "tmp"
+            self._tmp.mkdir()
+        if self.settings.sandbox and sys.platform.startswith("linux"):
+            self._bin_dir = sandbox_helper(str(self.executable), self.scratch_dir())
+            env = self.environment(**self._path())
+            if self.home_dir is not None:
+                env["CODEX_HOME"] = str(self.home_dir)
+            await check_sandbox(str(self.executable), env, self.scratch_dir(), backend=self.name)
+
+    def scratch_dir(self) -> Path:
+        assert self.scratch is not None
+        return self.scratch
+
+    def _path(self) -> dict[str, str]:
+        if self._bin_dir is None:
+            return {}
+        return {"PATH": os.pathsep.join([str(self._bin_dir), self.options.env.get("PATH", os.environ.get("PATH", ""))])}
+
+    # ------------------------------------------------------------------ command
+    def command(self, prompt: str) -> Invocation:
+        opts = self.options
+        argv = [str(self.executable), "exec"]
+        resume = self.resume_id()
+        if resume:
+            argv.append("resume")
+        argv += ["--json", "--skip-git-repo-check", "--disable", "unbounded_connection_retries"]
+        for key, value in self.config().items():
+            argv += ["-c", f"{key}={_toml(value)}"]
+        if self.settings.model:
+            argv += ["-m", self.settings.model]
+        if self.spec.output_type is not None:
+            schema = strict_schema(self.spec.output_type.model_json_schema())
+            argv += ["--output-schema", str(self.scratch_file("schema.json", json.dumps(schema)))]
+        argv += opts.program_args
+        if resume:
+            argv.append(resume)
+        argv.append("-")
+        variables = {**self._path(), KEY_VARIABLE: self._key(), "CODEX_API_KEY": self.api_key(),
+                     "TMPDIR": str(self._tmp) if self._tmp else None}
+        if self.home_dir is not None:
+            variables["CODEX_HOME"] = str(self.home_dir)
+        return Invocation(argv=argv, env=self.environment(**variables), stdin=prompt.encode())
+
+    def config(self) -> dict[str, Any]:
+        """Config overrides for this run, as dotted keys."""
+        opts = self.options
+        config: dict[str, Any] = {
+            "sandbox_mode": "workspace-write" if self.settings.sandbox else "danger-full-access",
+            "approval_policy": "never",
+            "sandbox_workspace_write.network_access": opts.codex_network_access,
+            # Writable: the workspace and the run's own TMPDIR, not all of /tmp.
+            "sandbox_workspace_write.exclude_slash_tmp": True,
+            "sandbox_workspace_write.exclude_tmpdir_env_var": False,
+        }
+        if opts.base_url:
+            provider: dict[str, Any] = {"name": PROVIDER, "base_url": opts.base_url, "wire_api": opts.codex_wire_api}
+            if self._key():
+                provider["env_key"] = KEY_VARIABLE
+            if opts.max_retries is not None:
+                provider["request_max_retries"] = provider["stream_max_retries"] = opts.max_retries
+            config[f"model_providers.{PROVIDER}"] = provider
+            config["model_provider"] = PROVIDER
+        if opts.codex_reasoning_effort:
+            config["model_reasoning_effort"] = opts.codex_reasoning_effort
+        for name, server in opts.mcp_servers.items():
+            config[f"mcp_servers.{name}"] = server
+        config.update(opts.codex_config)
+        return config
+
+    def _key(self) -> str | None:
+        if not self.options.base_url:
+            return None
+        env = {**os.environ, **self.options.env}
+        return self.api_key() or env.get("CODEX_API_KEY") or env.get("OPENAI_API_KEY")
+
+    # ------------------------------------------------------------------ events
+    def parse_event(self, line: Line, turn: TurnState) -> Iterable[BackendMessage]:
+        event = line.data
+        if event is None:
+            return []
+        kind = event.get("type")
+        if kind == "thread.started" and isinstance(event.get("thread_id"), str):
+            self._session_id = event["thread_id"]
+        elif kind in ("item.started", "item.updated", "item.completed"):
+            return self._item(event.get("item") or {}, turn, done=kind == "item.completed")
+        elif kind == "turn.completed":
+            turn.finished = True
+            # The figures count the whole thread, earlier runs of a resumed one included.
+            self.settle(self._thread_usage.usage(_usage(event.get("usage"))))
+        elif kind == "turn.failed":
+            turn.finished = True
+            error = event.get("error") or {}
+            turn.fail(self.redact(str(error.get("message", "the turn failed"))))
+        elif kind == "error":
+            # Also sent for retries ("Reconnecting... 2/5"); the turn fails only with turn.failed.
+            return [BackendMessage(MessageType.ERROR, self.redact(str(event.get("message", ""))), is_error=True)]
+        return []
+
+    def _item(self, item: dict[str, Any], turn: TurnState, *, done: bool) -> list[BackendMessage]:
+        kind, item_id = item.get("type"), item.get("id")
+        if kind == "agent_message" and done:
+            return [self.text_message(str(item.get("text", "")), turn)]
+        if kind == "reasoning" and done:
+            return [BackendMessage(MessageType.THINKING, self.redact(str(item.get("text", ""))))]
+        if kind == "todo_list":
+            return [BackendMessage(MessageType.PLAN, self.redact(json.dumps(item.get("items", []))))]
+        if kind == "error":
+            return [BackendMessage(MessageType.ERROR, self.redact(str(item.get("message", ""))), is_error=True)]
+        if kind == "command_execution":
+            if not done:
+                return [BackendMessage(MessageType.TOOL_CALL, tool_name="shell",
+                                       tool_input={"command": item.get("command")}, tool_call_id=item_id)]
+            failed = item.get("status") == "failed" or item.get("exit_code") not in (0, None)
+            return [BackendMessage(MessageType.TOOL_RESULT, self.redact(str(item.get("aggregated_output", ""))),
+                                   tool_name="shell", tool_call_id=item_id, is_error=failed)]
+        if kind == "file_change":
+            changes = [c for c in item.get("changes") or [] if isinstance(c, dict)]
+            if not done:
+                return [BackendMessage(MessageType.TOOL_CALL, tool_name="apply_patch",
+                                       tool_input={"changes": changes}, tool_call_id=item_id)]
+            failed = item.get("status") == "failed"
+            if not failed:
+                self.track(written=[str(c.get("path")) for c in changes if c.get("kind") != "delete"],
+                           deleted=[str(c.get("path")) for c in changes if c.get("kind") == "delete"])
+            return [BackendMessage(MessageType.TOOL_RESULT, "failed" if failed else "applied",
+                                   tool_name="apply_patch", tool_call_id=item_id, is_error=failed)]
+        if kind == "mcp_tool_call":
+            name = f"{item.get('server')}.{item.get('tool')}"
+            if not done:
+                return [BackendMessage(MessageType.TOOL_CALL, tool_name=name, tool_input=item.get("arguments"),
+                                       tool_call_id=item_id)]
+            return [BackendMessage(MessageType.TOOL_RESULT, self.redact(json.dumps(item.get("result"))),
+                                   tool_name=name, tool_call_id=item_id, is_error=item.get("status") == "failed")]
+        return []
+
+
+def _usage(raw: Any) -> Usage:
+    """Codex counts cached input inside input_tokens; agenter counts it apart."""
+    raw = table(raw)
+
+    def number(key: str) -> int:
+        value = raw.get(key)
+        return int(value) if isinstance(value, int | float) else 0
+
+    cached = number("cached_input_tokens")
+    return Usage(input_tokens=max(number("input_tokens") - cached, 0), output_tokens=number("output_tokens"),
+                 cache_read_tokens=cached, cache_write_tokens=number("cache_write_input_tokens"))
+
+
+def _toml(value: Any) -> str:
+    """One TOML value for -c (JSON strings, numbers and booleans are TOML too)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {_toml(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+# ---------------------------------------------------------------------- the Linux sandbox
+def sandbox_helper(codex: str, scratch: Path) -> Path | None:
+    """A directory with `codex-linux-sandbox`, a link to Codex's native binary (its sandbox execs
+    that name from PATH; Codex makes the link itself only under a non-temporary CODEX_HOME)."""
+    real = Path(os.path.realpath(codex))
+    if _native(real):
+        native: Path | None = real
+    else:
+        # npm: <prefix>/@openai/codex/bin/codex.js, the binary in @openai/codex-<platform>/vendor/<triple>/
+        root = real.parent.parent
+        patterns = [root.parent / "codex-*" / "vendor" / "*" / "bin" / "codex",
+                    root / "node_modules" / "@openai" / "codex-*" / "vendor" / "*" / "bin" / "codex",
+                    root / "vendor" / "*" / "codex" / "codex"]
+        found = [Path(p) for pattern in patterns for p in sorted(glob.glob(str(pattern))) if _native(Path(p))]
+        native = found[0] if found else None
+    if native is None:
+        return None
+    bin_dir = scratch / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "codex-linux-sandbox").symlink_to(native)
+    return bin_dir
+
+
+def _native(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+_sandbox_checked: dict[str, str | None] = {}
+
+
+async def check_sandbox(codex: str, env: dict[str, str], scratch: Path, *, backend: str) -> None:
+    """One command in Codex's sandbox, once per program and process: a machine where the sandbox
+    cannot work fails here, clearly, instead of failing every command the model runs."""
+    if codex not in _sandbox_checked:
+        probe = scratch / "sandbox-check"
+        probe.mkdir(exist_ok=True)
+        outcome = await run_process([codex, "sandbox", "-c", 'sandbox_mode="workspace-write"', "--",
+                                     "sh", "-c", "echo ok > probe"], cwd=probe, timeout=30, env=env)
+        ok = outcome.returncode == 0 and (probe / "probe").is_file()
+        lines = [ln for ln in outcome.stderr.splitlines() if "PATH aliases" not in ln]
+        _sandbox_checked[codex] = None if ok else ("\n".join(lines[-5:]) or f"exit code {outcome.returncode}")
+    problem = _sandbox_checked[codex]
+    if problem:
+        raise BackendError(f"Codex's sandbox (workspace-write) cannot run on this machine; pass sandbox=False "
+                           f"to run Codex unconfined. The sandbox check said: {problem}", backend=backend,
+                           kind="config")
+

@@ -1,0 +1,124 @@
+"""codex-cli: the real `codex exec --json` (npm @openai/codex, pinned in package.json) against the
+scripted model server's OpenAI Responses wire, in Codex's workspace-write sandbox."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from agenter.backends.base import MessageType, SessionSpec
+from agenter.backends.cli._runner import Line
+from agenter.backends.cli.codex import CodexCliBackend, _usage
+from agenter.testing import conformance, reply, text, tool_call
+
+from .conftest import REPO, CliCase, installed, need
+
+CODEX = installed(REPO / "node_modules" / ".bin" / "codex", name="codex")
+pytestmark = pytest.mark.agent
+
+
+def shell(command: str) -> Any:
+    return reply(tool_call("exec_command", {"cmd": command, "yield_time_ms": 30_000}))
+
+
+def write(path: str, content: str) -> Any:
+    body = "".join(f"+{line}\n" for line in content.splitlines())
+    return reply(tool_call("apply_patch", f"*** Begin Patch\n*** Add File: {path}\n{body}*** End Patch\n"))
+
+
+@pytest.fixture
+def case() -> CliCase:
+    return CliCase(backend=CodexCliBackend, program=need(CODEX, "the Codex CLI (npm install)"), wire="openai",
+                   model="gpt-5.5", write=write, shell=shell, read=lambda path: shell(f"cat {path} || true"),
+                   output=lambda value: reply(text(json.dumps(value))), sandbox=True)
+
+
+@pytest.mark.parametrize("check", conformance.CHECKS, ids=conformance.check_id)
+async def test_conformance(check, kit, tmp_path):
+    await check(kit.harness(), tmp_path)
+
+
+async def test_resume_continues_the_same_session(kit, tmp_path):
+    await kit.check_resume(tmp_path)
+
+
+async def test_http_errors_end_in_their_class(kit, tmp_path):
+    await kit.check_error_classes(tmp_path)
+
+
+async def test_time_budget_with_a_hung_model(kit, tmp_path):
+    await kit.check_time_budget(tmp_path)
+
+
+async def test_a_300_kb_prompt(kit, tmp_path):
+    await kit.check_big_prompt(tmp_path)
+
+
+def test_missing_program_names_the_install_command(kit):
+    kit.check_missing_program("npm install -g @openai/codex")
+
+
+async def test_the_sandbox_refuses_a_write_outside_the_workspace(kit, tmp_path):
+    outside = tmp_path / "outside.txt"
+    work = tmp_path / "work"
+    work.mkdir()
+    server = kit.server([shell(f"printf no > {outside}; printf yes > inside.txt"), reply(text("Tried."))])
+    backend = kit.backend(server)
+    await backend.connect(SessionSpec(cwd=work))
+    try:
+        messages = await kit.turn(backend, "Write both files.")
+    finally:
+        await backend.disconnect()
+    assert not outside.exists() and (work / "inside.txt").read_text() == "yes"
+    assert backend.modified_files().written == {"inside.txt"}
+    assert any(m.type is MessageType.TOOL_RESULT for m in messages)
+
+
+async def test_structured_output_uses_a_strict_output_schema(kit, tmp_path):
+    class Answer(BaseModel):
+        value: int
+        note: str | None = None
+
+    server = kit.server([reply(text('{"value": 7, "note": null}'))])
+    backend = kit.backend(server)
+    await backend.connect(SessionSpec(cwd=tmp_path, output_type=Answer))
+    try:
+        await kit.turn(backend, "What is seven?")
+    finally:
+        await backend.disconnect()
+    assert backend.structured_output() == Answer(value=7)
+    schema = server.model_requests[0].body["text"]["format"]["schema"]
+    assert schema["additionalProperties"] is False and set(schema["required"]) == {"value", "note"}
+
+
+def test_cached_input_is_counted_apart():
+    usage = _usage({"input_tokens": 1000, "cached_input_tokens": 600, "output_tokens": 10})
+    assert (usage.input_tokens, usage.cache_read_tokens, usage.output_tokens) == (400, 600, 10)
+
+
+def test_events_become_messages_and_a_failed_turn_an_auth_error():
+    from agenter.backends.base import BackendSettings
+    from agenter.backends.cli._base import TurnState
+    from agenter.backends.cli.codex import CodexCliOptions
+
+    backend = CodexCliBackend(BackendSettings(model=None, tools=[], sandbox=False, options=CodexCliOptions()))
+    turn = TurnState()
+    lines = [
+        {"type": "thread.started", "thread_id": "t-1"},
+        {"type": "item.started", "item": {"id": "1", "type": "command_execution", "command": "ls"}},
+        {"type": "item.completed", "item": {"id": "1", "type": "command_execution", "command": "ls",
+                                            "aggregated_output": "denied", "exit_code": 1, "status": "failed"}},
+        {"type": "item.completed", "item": {"id": "2", "type": "agent_message", "text": "Hello"}},
+        {"type": "error", "message": "Reconnecting... 1/5"},
+        {"type": "turn.failed", "error": {"message": "unexpected status 401 Unauthorized: bad key"}},
+    ]
+    messages = [m for data in lines for m in backend.parse_event(Line(json.dumps(data), data), turn)]
+    assert backend.session_id == "t-1" and turn.final_text == "Hello" and turn.finished
+    assert [m.type for m in messages] == [MessageType.TOOL_CALL, MessageType.TOOL_RESULT, MessageType.TEXT,
+                                          MessageType.ERROR]
+    assert messages[1].is_error
+    error = backend.failure(turn, 1, "")
+    assert (error.kind, error.status_code) == ("auth", 401)
