@@ -203,6 +203,9 @@ class CodingResult(BaseModel):
     exceeded_limit: str | None = Field(None, description="tokens, cost, time or iterations")
     refusal_reason: str | None = None
     validation_errors: list[str] = Field(default_factory=list)
+    diff: str | None = Field(
+        default=None, description="The applied change as a unified diff, where the backend knows it "
+                                  "(patch mode).")
     permission_denials: list[dict[str, str]] = Field(
         default_factory=list, description="Actions refused during the run: tool, target, reason, rule.")
     backend: str = ""

@@ -481,6 +481,7 @@ class CodingSession:
             refusal_reason=self._redact(refusal.reason) if refusal else None,
             validation_errors=[self._redact(e) for e in state.validation_errors],
             permission_denials=[d.as_dict() for d in self._denials],
+            diff=getattr(self.backend, "applied_diff", None) or None,
             backend=self.backend_name, model=self.model)
 
     def _default_summary(self, status: CodingStatus, state: _RunState) -> str:

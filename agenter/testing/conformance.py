@@ -76,6 +76,8 @@ class BackendHarness(Protocol):
     """Builds backends under test; see the module docstring for the scenarios."""
 
     capabilities: BackendCapabilities
+    #: Optional: the mode the suite connects in ("autonomous" when absent).
+    # mode: str
 
     def supports(self, scenario: str) -> bool: ...
 
@@ -102,6 +104,11 @@ async def _make(harness: BackendHarness, scenario: str, cwd: Path) -> CodingBack
 
 def _spec(cwd: Path, **kwargs: Any) -> SessionSpec:
     return SessionSpec(cwd=cwd, **kwargs)
+
+
+def _spec_for(harness: BackendHarness, cwd: Path, **kwargs: Any) -> SessionSpec:
+    """The session spec in the harness's mode (`harness.mode`, default "autonomous")."""
+    return SessionSpec(cwd=cwd, mode=getattr(harness, "mode", "autonomous"), **kwargs)
 
 
 async def _run_turn(backend: CodingBackend, prompt: str) -> list[BackendMessage]:
@@ -145,7 +152,7 @@ async def check_disconnect_is_idempotent(harness: BackendHarness, tmp_path: Path
     await never.disconnect()
     await never.disconnect()
     backend = await _make(harness, "write", tmp_path)
-    await backend.connect(_spec(tmp_path))
+    await backend.connect(_spec_for(harness, tmp_path))
     try:
         await _run_turn(backend, f"Write {WRITE_PATH}.")
     finally:
@@ -156,7 +163,7 @@ async def check_disconnect_is_idempotent(harness: BackendHarness, tmp_path: Path
 
 async def check_tool_writes_are_reported(harness: BackendHarness, tmp_path: Path) -> None:
     backend = await _make(harness, "write", tmp_path)
-    await backend.connect(_spec(tmp_path))
+    await backend.connect(_spec_for(harness, tmp_path))
     try:
         await _run_turn(backend, f"Write {WRITE_PATH}.")
         changed = backend.modified_files()
@@ -169,7 +176,7 @@ async def check_tool_writes_are_reported(harness: BackendHarness, tmp_path: Path
 async def check_shell_changes_are_reported(harness: BackendHarness, tmp_path: Path) -> None:
     (tmp_path / SHELL_DELETED).write_text("old\n")
     backend = await _make(harness, "shell", tmp_path)
-    await backend.connect(_spec(tmp_path))
+    await backend.connect(_spec_for(harness, tmp_path))
     try:
         await _run_turn(backend, f"Run: {SHELL_COMMAND}")
         changed = backend.modified_files()
@@ -183,7 +190,7 @@ async def check_cancelled_turn_leaves_no_process(harness: BackendHarness, tmp_pa
     """The session cancels the task consuming execute() (time budget): the turn must stop
     promptly, and after disconnect() nothing it started may run."""
     backend = await _make(harness, "hang", tmp_path)
-    await backend.connect(_spec(tmp_path))
+    await backend.connect(_spec_for(harness, tmp_path))
     try:
         task = asyncio.create_task(_run_turn(backend, "Do the task."))
         await asyncio.sleep(1.5)
@@ -201,7 +208,7 @@ async def check_cancelled_turn_leaves_no_process(harness: BackendHarness, tmp_pa
 
 async def check_usage_arrives_during_the_turn(harness: BackendHarness, tmp_path: Path) -> None:
     backend = await _make(harness, "usage", tmp_path)
-    await backend.connect(_spec(tmp_path))
+    await backend.connect(_spec_for(harness, tmp_path))
     seen_during: list[int] = []
     try:
         async with contextlib.aclosing(backend.execute("Look at the files, then answer.")) as stream:
@@ -217,7 +224,7 @@ async def check_usage_arrives_during_the_turn(harness: BackendHarness, tmp_path:
 
 async def check_refusal(harness: BackendHarness, tmp_path: Path) -> None:
     backend = await _make(harness, "refuse", tmp_path)
-    await backend.connect(_spec(tmp_path))
+    await backend.connect(_spec_for(harness, tmp_path))
     try:
         await _run_turn(backend, "Do something you must refuse.")
         refusal = backend.refusal()
@@ -230,7 +237,7 @@ async def check_structured_output(harness: BackendHarness, tmp_path: Path) -> No
     if not harness.capabilities.structured_output:
         _skip("the backend declares no structured output")
     backend = await _make(harness, "output", tmp_path)
-    await backend.connect(_spec(tmp_path, output_type=ConformanceOutput))
+    await backend.connect(_spec_for(harness, tmp_path, output_type=ConformanceOutput))
     try:
         await _run_turn(backend, "Answer with the number 42.")
         output = backend.structured_output()
@@ -243,7 +250,7 @@ async def check_model_failure_is_a_backend_error(harness: BackendHarness, tmp_pa
     backend = await _make(harness, "fail", tmp_path)
     error: BaseException | None = None
     try:
-        await backend.connect(_spec(tmp_path))
+        await backend.connect(_spec_for(harness, tmp_path))
         await asyncio.wait_for(_run_turn(backend, "Do the task."), 60)
     except BackendError as exc:
         error = exc
