@@ -285,7 +285,8 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
                                          keep=[str(self.cwd), str(self._results_dir)])
         self._shell_sandbox = ShellSandbox(
             cwd=self.cwd, network=self.shell_network, read_only=self.read_only_session,
-            writable=tuple(workspace.extra_roots), readable=tuple(workspace.read_roots), hidden=tuple(hidden),
+            writable=tuple(workspace.extra_roots), readable=tuple(dict.fromkeys(workspace.read_roots)),
+            hidden=tuple(hidden),
             program=program)
         await _probe_sandbox(self._shell_sandbox, self._shell_env, self.name)
 

@@ -34,6 +34,10 @@ RESULT_CHARS = 30_000
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|AUTH|CREDENTIAL|COOKIE|SESSION)", re.IGNORECASE)
 
 
+#: History files of the home (besides `.*_history`) that record what was typed.
+_HISTORY_FILES = frozenset({".lesshst", ".viminfo", ".histfile", ".sh_history", ".zhistory"})
+
+
 def bash_tool_definition(*, sandbox: bool, network: bool, read_only: bool, timeout: float) -> dict[str, Any]:
     """The tool as the model sees it; the description says what the sandbox allows."""
     limits = [f"Times out after {timeout:g} s unless you pass a larger timeout (at most {MAX_TIMEOUT:g} s)."]
@@ -68,9 +72,10 @@ class ShellSandbox:
 
     cwd: the workspace (bound read-write, or read-only when read_only).
     writable: further directories bound read-write (the policy's extra roots).
-    readable: directories bound read-only after /tmp and the home masks (the tool-results
-        folder, the policy's read roots), so they stay visible.
-    hidden: files and folders replaced by empty ones (credentials in the home).
+    readable: directories bound read-only over the private /tmp (the tool-results folder, the
+        policy's read roots), so they stay visible.
+    hidden: files and folders replaced by empty ones (credentials and shell histories in the
+        home), mounted last.
     """
 
     cwd: Path
@@ -82,17 +87,13 @@ class ShellSandbox:
     program: str = "bwrap"
 
     def argv(self, command: str) -> list[str]:
-        """The bubblewrap command line that runs `bash -c command` (pure)."""
+        """The bubblewrap command line that runs `bash -c command` (binds only paths that exist)."""
         cwd = str(self.cwd)
         args = [self.program, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
                 "--unshare-uts"]
         if not self.network:
             args.append("--unshare-net")
         args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-        for path in self.hidden:
-            if _is_within(cwd, path):
-                continue  # never hide the workspace itself
-            args += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
         for path in self.readable:
             if os.path.isdir(path):
                 args += ["--ro-bind", path, path]
@@ -100,14 +101,20 @@ class ShellSandbox:
         for path in self.writable:
             if os.path.isdir(path) and not self.read_only:
                 args += ["--bind", path, path]
+        # Hidden last, so no bind above (the workspace may be the home itself) uncovers them.
+        for path in self.hidden:
+            if _is_within(cwd, path) or not os.path.exists(path):
+                continue  # never hide the workspace; a dangling link has nothing to hide
+            args += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
         args += ["--setenv", "TMPDIR", "/tmp", "--chdir", cwd, "--", "bash", "-c", command]
         return args
 
 
 def hidden_home_paths(home: str, is_credential: Any, *, keep: Iterable[str] = (), limit: int = 5000) -> list[str]:
     """Entries of the home directory (and of its hidden folders, one level down) that hold
-    credentials, as `is_credential(path)` judges them; `keep` (the workspace, the results
-    folder) and their parents are never hidden. Bounded by `limit` entries looked at."""
+    credentials, as `is_credential(path)` judges them, and the shells' and REPLs' history files
+    (commands typed with secrets in them); `keep` (the workspace, the results folder) and their
+    parents are never hidden. Bounded by `limit` entries looked at."""
     found: list[str] = []
     kept = [os.path.realpath(k) for k in keep]
     seen = 0
@@ -117,7 +124,7 @@ def hidden_home_paths(home: str, is_credential: Any, *, keep: Iterable[str] = ()
         seen += 1
         if any(_is_within(k, path) for k in kept):
             return False
-        if is_credential(path):
+        if is_credential(path) or _is_history(path):
             found.append(path)
             return True
         return False
@@ -190,6 +197,11 @@ def timeout_of(arguments: Mapping[str, Any], default: float) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         return default
     return float(min(value, max(MAX_TIMEOUT, default)))
+
+
+def _is_history(path: str) -> bool:
+    name = os.path.basename(path)
+    return name.startswith(".") and (name.endswith("_history") or name in _HISTORY_FILES)
 
 
 def bwrap_path() -> str | None:
