@@ -36,7 +36,7 @@ from agenter.backends.claude_code._events import (
     usage_from,
 )
 from agenter.backends.claude_code._options import ClaudeCodeOptions
-from agenter.backends.claude_code._permissions import Permissions
+from agenter.backends.claude_code._permissions import ENFORCED_KINDS, Permissions, leave_confinement_to_the_sandbox
 from agenter.host import Redactor, _pids, marked_env, reap, strip_ansi
 from agenter.host.requirements import Requirement
 from agenter.tools import Tool
@@ -82,6 +82,7 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
     options_model: ClassVar[type[ClaudeCodeOptions]] = ClaudeCodeOptions
     price_provider: ClassVar[str | None] = "anthropic"
     internal_paths: ClassVar[tuple[str, ...]] = (".claude/.cc-writes/",)
+    permission_kinds: ClassVar[frozenset[str]] = ENFORCED_KINDS
 
     def __init__(self, settings: BackendSettings[ClaudeCodeOptions]):
         super().__init__(settings)
@@ -117,7 +118,11 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
         self._permissions = Permissions(
             resolver=resolver, mode=_setup.permission_mode(self.settings.sandbox, self._env),
             sandbox=self.settings.sandbox,
-            allowed=[*self.options.claude_allowed_tools, *_setup.our_tool_names(self.settings.tools)])
+            allowed=[*self.options.claude_allowed_tools, *_setup.our_tool_names(self.settings.tools)],
+            permit=self.permit, tools=self.settings.tools, ask_timeout=self.settings.permission_timeout,
+            refused=self.deny)
+        if self.settings.permissions is None and self.gate is not None:
+            leave_confinement_to_the_sandbox(self.gate)
         self._instructions = self.instructions(refusal_tool=_setup.mcp_tool_name(REFUSAL_TOOL_NAME),
                                                output_channel="native")
         self._made_dirs = [self.cwd / d for d in INTERNAL_DIRS if not (self.cwd / d).exists()]
