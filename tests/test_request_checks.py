@@ -115,8 +115,12 @@ def test_configure_logging_redacts_third_party_records(monkeypatch, capsys):
     stream = io.StringIO()
     handler = configure_logging("DEBUG", stream=stream)
     try:
-        logging.getLogger("httpx").debug("request headers: x-api-key=%s", "abcdefgh-secret-999")
-        logging.getLogger("agenter.test").info("Bearer sk-ant-api03-abcdefghijkl")
+        third_party = logging.getLogger("thirdparty.client")  # as httpx logs at DEBUG
+        third_party.setLevel(logging.DEBUG)
+        third_party.debug("request headers: x-api-key=%s", "abcdefgh-secret-999")
+        ours = logging.getLogger("agenter.test")
+        ours.setLevel(logging.INFO)
+        ours.info("Bearer sk-ant-api03-abcdefghijkl")
     finally:
         logging.getLogger().removeHandler(handler)
         logging.getLogger().setLevel(logging.WARNING)
