@@ -554,3 +554,72 @@ async def test_without_bash_the_model_is_told_there_is_no_shell(scripted_model_s
     (answer,) = results_sent(server, 1)
     assert answer["is_error"] and "no tool named 'bash'" in result_text(answer)
     assert os.path.exists(repo / "app.py")
+
+
+# ---------------------------------------------------------------------------------------------
+# Every tool_use answered once, also when the turn is cut short
+
+
+@agent_test
+async def test_cancelled_parallel_batch_answers_every_call_once(scripted_model_server, repo):
+    from agenter.backends.anthropic_sdk._conversation import invariant_violations
+
+    started: list[int] = []
+    everyone = asyncio.Event()
+
+    def make(index: int) -> Any:
+        async def wait_forever() -> str:
+            """Waits for a long time."""
+            started.append(index)
+            if len(started) == 3:
+                everyone.set()
+            await asyncio.sleep(60)
+            return "never"
+
+        return tool(wait_forever, name=f"slow_{index}", spec=ToolSpec(read_only=True, concurrency_safe=True))
+
+    server = scripted_model_server([
+        reply(*[tool_call(f"slow_{i}", {}) for i in range(3)], tool_call("write_file", {"path": "later.txt",
+                                                                                       "content": "x"})),
+        reply(text("next iteration")),
+    ])
+    backend = make_backend(server, tools=[make(i) for i in range(3)])
+    await backend.connect(SessionSpec(cwd=repo))
+    try:
+        task = asyncio.create_task(run_turn(backend, "go"))
+        await asyncio.wait_for(everyone.wait(), 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        answers = backend.messages[-1]["content"]
+        assert [b["type"] for b in answers] == ["tool_result"] * 4
+        assert all(b.get("is_error") and b["content"].startswith("Cancelled") for b in answers), answers
+        assert invariant_violations(backend.messages) == []
+        assert not (repo / "later.txt").exists()
+        messages = await run_turn(backend, "continue")
+        assert messages[-1].content == "next iteration"
+    finally:
+        await backend.disconnect()
+
+
+@agent_test
+async def test_time_budget_ends_a_running_command_and_its_children(scripted_model_server, repo, tmp_path):
+    from agenter import Budget
+
+    server = scripted_model_server([
+        reply(text("warm")),
+        reply(tool_call("bash", {"command": "printf a > a.txt; (sleep 319 &); sleep 30; printf b > b.txt"})),
+        reply(text("done")),
+    ])
+    agent = make_agent(server, budget=Budget(max_time_seconds=3))
+    # A first run pays the process's one-time costs, so the budget below ends the command.
+    await agent.execute("warm up", cwd=tmp_path, require_changes=False)
+    started = time.monotonic()
+    result, _ = await run(agent, repo)
+    elapsed = time.monotonic() - started
+    assert result["status"] == "budget_exceeded" and result["exceeded_limit"] == "time", result
+    assert elapsed < 3 + 5, elapsed
+    assert result["files"] == {"a.txt": "a"}
+    await asyncio.sleep(0.5)
+    assert not (repo / "b.txt").exists()
+    assert subprocess.run(["pgrep", "-f", "sleep 319"], capture_output=True, text=True).stdout.split() == []

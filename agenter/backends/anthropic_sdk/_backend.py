@@ -14,6 +14,7 @@ import importlib
 import os
 import shutil
 import ssl
+import sys
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -195,7 +196,7 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
             bedrock = "pip install 'agenter-sdk[bedrock]'"
             needs += [PythonPackage(module="boto3", distribution="boto3", install=bedrock),
                       PythonPackage(module="botocore", distribution="botocore", install=bedrock)]
-        if settings.sandbox and getattr(settings.options, "anthropic_shell", True):
+        if settings.sandbox and _has_shell(settings):
             needs.append(Program("bwrap", "apt-get install bubblewrap (Fedora: dnf install bubblewrap); or pass "
                                           "anthropic_shell=False for no bash tool, or sandbox=False"))
         return needs
@@ -203,7 +204,7 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
     @classmethod
     def validate_settings(cls, settings: BackendSettings[Any]) -> None:
         policy = settings.permissions
-        if settings.sandbox or not getattr(settings.options, "anthropic_shell", True) or policy is None:
+        if settings.sandbox or not _has_shell(settings) or policy is None:
             return
         if any(rule.kind == "network" and not (rule.effect == "allow" and rule.matches_all) for rule in policy.rules):
             raise ConfigurationError(
@@ -215,6 +216,11 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
     def messages(self) -> list[dict[str, Any]]:
         """The conversation so far (the messages sent to the API, without cache marks)."""
         return self._messages
+
+    @property
+    def has_shell(self) -> bool:
+        """Whether the model gets the bash tool (see `_has_shell`)."""
+        return _has_shell(self.settings)
 
     @property
     def read_only_session(self) -> bool:
@@ -250,7 +256,7 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
         assert gate is not None
         gate.add_read_root(self._results_dir)
         self._executor = self._make_executor()
-        if self.options.anthropic_shell:
+        if self.has_shell:
             await self._prepare_shell()
         # The first imports of anthropic and of the price table take seconds on a busy machine:
         # do them off the event loop so the session's other tasks (and timers) keep running.
@@ -330,7 +336,7 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
 
     def _system_prompt(self) -> str:
         shared = self.instructions(refusal_tool=REFUSAL_TOOL_NAME, output_channel="tool")
-        shell = self.options.anthropic_shell
+        shell = self.has_shell
         if self.read_only_session:
             guidance = READ_ONLY_GUIDANCE.format(
                 cwd=self.cwd, shell=" (run only commands that read: the others are refused)" if shell else "")
@@ -354,7 +360,7 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
             tools.append(dict(TEXT_EDITOR_TOOL_DEFINITION))
         else:
             tools.extend(dict(definition) for definition in FILE_TOOL_DEFINITIONS if definition["name"] in offered)
-        if self.options.anthropic_shell:
+        if self.has_shell:
             tools.append(bash_tool_definition(sandbox=self.settings.sandbox, network=self.shell_network,
                                               read_only=self.read_only_session,
                                               timeout=self.options.anthropic_shell_timeout))
@@ -382,7 +388,7 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
                 tools[name], specs[name] = ReplyTool(self._run_text_editor), text_editor_spec(file_chars)
             else:
                 tools[name], specs[name] = ReplyTool(self._run_file_tool), file_tool_spec(name, file_chars)
-        if self.options.anthropic_shell:
+        if self.has_shell:
             tools[BASH_TOOL_NAME], specs[BASH_TOOL_NAME] = ReplyTool(self._run_bash), shell_spec(RESULT_CHARS)
         for name, tool in self._custom_tools.items():
             tools[name], specs[name] = ReplyTool(self._run_custom_tool), custom_tool_spec(tool)
@@ -733,6 +739,14 @@ class _BackendGate:
         gate = self._backend.gate
         if gate is not None:
             gate.add_read_root(path)
+
+
+def _has_shell(settings: BackendSettings[Any]) -> bool:
+    """The bash tool is offered when anthropic_shell is on and it can be confined as asked: with
+    sandbox=True only on Linux (bubblewrap); elsewhere the model gets the file tools only."""
+    if not getattr(settings.options, "anthropic_shell", True):
+        return False
+    return not settings.sandbox or sys.platform.startswith("linux")
 
 
 def _network_allowed(policy: PermissionPolicy | None) -> bool:
