@@ -623,3 +623,25 @@ async def test_time_budget_ends_a_running_command_and_its_children(scripted_mode
     await asyncio.sleep(0.5)
     assert not (repo / "b.txt").exists()
     assert subprocess.run(["pgrep", "-f", "sleep 319"], capture_output=True, text=True).stdout.split() == []
+
+
+@agent_test
+async def test_unsandboxed_without_a_policy_reaches_outside_but_safety_checks_hold(
+        scripted_model_server, repo, tmp_path, private_home):
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_text("outside text\n")
+    server = scripted_model_server([
+        reply(tool_call("read_file", {"path": str(outside)}),
+              tool_call("bash", {"command": f"cat {outside}"}),
+              tool_call("read_file", {"path": str(private_home / ".ssh" / "id_rsa")})),
+        reply(text("done")),
+    ])
+    backend = make_backend(server, sandbox=False)
+    await backend.connect(SessionSpec(cwd=repo))
+    try:
+        await run_turn(backend, "read around")
+    finally:
+        await backend.disconnect()
+    read, cat, key = results_sent(server, 1)
+    assert "outside text" in result_text(read) and result_text(cat) == "outside text"
+    assert key["is_error"] and "holds credentials" in result_text(key) and KEY_MATERIAL not in result_text(key)
