@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from agenter import AutonomousCodingAgent, CodingEventType as E, CodingRequest
+from agenter import AutonomousCodingAgent, CodingRequest
+from agenter import CodingEventType as E
 from agenter.testing import ScriptedModelServer, reply, text, tool_call
 
 LIFECYCLE = re.compile(

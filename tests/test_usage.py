@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from agenter._types import Usage
 from agenter.usage import _resolve, estimate_cost, is_known_model
 

@@ -57,7 +57,7 @@ def thinking(value: str, signature: str | None = None) -> ThinkingPart:
     return ThinkingPart(str(value), signature)
 
 
-def tool_call(name: str, input: dict[str, Any] | str | None = None, id: str | None = None) -> ToolCallPart:  # noqa: A002
+def tool_call(name: str, input: dict[str, Any] | str | None = None, id: str | None = None) -> ToolCallPart:
     """A tool call the agent should execute. A unique id is generated when ``id`` is None."""
     return ToolCallPart(name, {} if input is None else input, id)
 
@@ -192,12 +192,12 @@ def http_error(
     return HttpError(int(status), message or f"scripted HTTP {status} error", error_type, chosen, float(delay))
 
 
-def disconnect(after_events: int = 2, reply: Reply | None = None, *, delay: float = 0.0) -> Disconnect:  # noqa: A002
+def disconnect(after_events: int = 2, reply: Reply | None = None, *, delay: float = 0.0) -> Disconnect:
     """Drop the connection mid-stream after ``after_events`` SSE events of ``reply``."""
     return Disconnect(int(after_events), reply, float(delay))
 
 
-def hang(seconds: float | None = None, *, after_events: int | None = None, reply: Reply | None = None) -> Hang:  # noqa: A002
+def hang(seconds: float | None = None, *, after_events: int | None = None, reply: Reply | None = None) -> Hang:
     """Accept the request, never answer; the connection closes after ``seconds`` or at stop.
 
     ``after_events``: on a streaming request, stream that many events of ``reply`` first,

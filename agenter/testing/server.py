@@ -68,7 +68,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         finally:
             self.server.scripted._track(self.connection, add=False)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # the request log is server.requests
 
     def handle_one_request(self) -> None:
@@ -80,7 +80,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         except (ConnectionError, OSError):
             self.close_connection = True
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self.server.scripted._dispatch(self)
 
     do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_GET

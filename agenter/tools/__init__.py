@@ -97,7 +97,7 @@ def _arguments_model(function: ToolFunction, name: str) -> type[BaseModel]:
     signature = inspect.signature(function)
     try:
         hints = get_type_hints(function)
-    except Exception:  # unresolvable forward references: fall back to Any
+    except Exception:  # noqa: BLE001 - unresolvable forward references: fall back to Any
         hints = {}
     fields: dict[str, Any] = {}
     for param in signature.parameters.values():
@@ -128,5 +128,5 @@ def _to_text(value: Any) -> str:
         return value.model_dump_json()
     try:
         return json.dumps(TypeAdapter(Any).dump_python(value, mode="json"))
-    except Exception:
+    except Exception:  # noqa: BLE001 - not JSON-safe: its text
         return str(value)

@@ -8,8 +8,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from agenter.validators._base import ValidationResult
 from agenter.host.process import run_process
+from agenter.validators._base import ValidationResult
 
 TAIL_LINES = 60
 TAIL_CHARS = 4000

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from agenter._errors import ConfigurationError
-from agenter.validators._base import ValidationResult
 from agenter.host.process import run_process
+from agenter.validators._base import ValidationResult
 
 LEVELS = ("low", "medium", "high")
 _RANK = {"undefined": 0, "low": 1, "medium": 2, "high": 3}

@@ -138,6 +138,8 @@ class AnthropicWire(Wire):
             )
         ]
         for index, part in enumerate(turn.parts):
+            start: dict[str, Any]
+            deltas: list[dict[str, Any]]
             if isinstance(part, TextPart):
                 start = {"type": "text", "text": ""}
                 deltas = [{"type": "text_delta", "text": piece} for piece in chunk_text(part.text)]
