@@ -1,0 +1,281 @@
+"""Where tasks run: in cwd itself, or each in a git worktree of its own, merged back in plan order.
+
+With worktrees, the working state of cwd (tracked and untracked files that are not ignored,
+uncommitted changes included) is committed once as a base through a temporary index, so the
+user's index, HEAD and branches are never touched. Each task gets a detached worktree at the
+current merged state; its changes are committed there and merged into an integration worktree
+in plan order; a conflict is reported so the caller can re-run the task on the merged tree. At
+the end the merged changes are copied into cwd.
+
+When cwd is not inside a git repository, a private repository in a temporary directory holds a
+copy of it (work tree cwd, so nothing is written into cwd), and the tasks' worktrees come from
+there: the same merging for any directory.
+
+Every git command runs through agenter.host.run_process (own process group, timeout), with
+hooks and commit signing off and a fixed identity.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agenter._errors import AgenterError
+from agenter.host import ProcessOutcome, find_program, run_process
+from agenter.planner.plan import TestSpec, safe_relative_path
+
+__all__ = ["GitWorkspaces", "InPlaceWorkspaces", "MergeOutcome", "WorkspaceError", "write_test_files"]
+
+GIT_TIMEOUT = 120.0
+_IDENTITY = {
+    "GIT_AUTHOR_NAME": "agenter", "GIT_AUTHOR_EMAIL": "agenter@localhost",
+    "GIT_COMMITTER_NAME": "agenter", "GIT_COMMITTER_EMAIL": "agenter@localhost",
+    "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C",
+}
+# No user hook, signing key or pager may run or block.
+_CONFIG = ["-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false",
+           "-c", "core.pager=cat", "-c", "advice.detachedHead=false", "-c", "gc.auto=0",
+           "-c", "maintenance.auto=false"]
+
+
+class WorkspaceError(AgenterError):
+    """A git step of the workspaces failed (the message has git's output)."""
+
+
+@dataclass
+class MergeOutcome:
+    merged: bool
+    conflicts: list[str] = field(default_factory=list)
+    nothing_to_merge: bool = False
+
+
+def write_test_files(root: Path, tests: list[TestSpec]) -> list[str]:
+    """Write the tests' files under root; returns their paths. A path leaving root is refused."""
+    written: list[str] = []
+    base = root.resolve()
+    for test in tests:
+        if test.path is None or test.code is None:
+            continue
+        problem = safe_relative_path(test.path)
+        target = (root / test.path).resolve()
+        if problem or not target.is_relative_to(base):
+            raise WorkspaceError(f"test file {test.path!r} {problem or 'leaves the working directory'}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(test.code)
+        written.append(Path(test.path).as_posix())
+    return written
+
+
+class InPlaceWorkspaces:
+    """Every task runs in cwd itself, one after another."""
+
+    kind = "inplace"
+
+    def __init__(self, cwd: Path):
+        self.cwd = cwd
+
+    async def setup(self) -> None:
+        return None
+
+    async def acquire(self, key: str) -> Path:
+        return self.cwd
+
+    async def release(self, key: str) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+class GitWorkspaces:
+    """A git worktree per task (see the module docstring). Use `setup()` first, `close()` always."""
+
+    def __init__(self, cwd: Path, *, timeout: float = GIT_TIMEOUT):
+        self.cwd = cwd
+        self.timeout = timeout
+        self.kind = "worktree"
+        self.git = find_program("git")
+        self._tmp: Path | None = None
+        self._git_dir: Path | None = None   # set in copy mode: the private repository
+        self._admin = cwd                    # where worktree commands run (the repository)
+        self._top = cwd                      # the work tree that the worktrees mirror
+        self._prefix = Path()                # cwd relative to _top
+        self.base = ""                       # commit of cwd's state at setup
+        self.head = ""                       # the merged state so far
+        self._integration: Path | None = None
+        self._trees: dict[str, tuple[Path, str]] = {}  # key -> (worktree, commit it started at)
+        self._lock = asyncio.Lock()
+        self._count = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    async def setup(self) -> None:
+        if self.git is None:
+            raise WorkspaceError("parallel tasks run in git worktrees, but git is not installed")
+        self._tmp = Path(tempfile.mkdtemp(prefix="agenter-plan-"))
+        probe = await self._run("rev-parse", "--show-toplevel", cwd=self.cwd, check=False)
+        if probe.returncode == 0 and probe.stdout.strip():
+            self._top = self._admin = Path(probe.stdout.strip()).resolve()
+            self._prefix = self.cwd.resolve().relative_to(self._top)
+        else:
+            self.kind = "copy"
+            store = self._tmp / "store"
+            await self._run("init", "-q", str(store), cwd=self._tmp)
+            self._git_dir = store / ".git"
+            self._admin = store
+            self._top = self.cwd.resolve()
+        self.base = self.head = await self._snapshot()
+        self._integration = self._tmp / "integration"
+        await self._run("worktree", "add", "--detach", "-q", str(self._integration), self.base, cwd=self._admin)
+
+    async def close(self) -> None:
+        """Remove every worktree and the temporary directory (also after a failure)."""
+        if self._tmp is None:
+            return
+        trees = [path for path, _ in self._trees.values()]
+        if self._integration is not None:
+            trees.append(self._integration)
+        for tree in trees:
+            with contextlib.suppress(Exception):
+                await self._run("worktree", "remove", "--force", str(tree), cwd=self._admin, check=False)
+        with contextlib.suppress(Exception):
+            await self._run("worktree", "prune", cwd=self._admin, check=False)
+        await asyncio.to_thread(shutil.rmtree, self._tmp, True)
+        self._trees.clear()
+        self._tmp = None
+
+    # ------------------------------------------------------------------ per task
+    async def acquire(self, key: str) -> Path:
+        """A fresh worktree at the merged state; returns the task's cwd inside it."""
+        assert self._tmp is not None, "setup() first"
+        async with self._lock:
+            self._count += 1
+            tree = self._tmp / f"task-{self._count}"
+            await self._run("worktree", "add", "--detach", "-q", str(tree), self.head, cwd=self._admin)
+            self._trees[key] = (tree, self.head)
+        return tree / self._prefix
+
+    async def commit(self, key: str, message: str) -> str | None:
+        """Commit everything the task changed in its worktree; None when it changed nothing."""
+        tree, started = self._trees[key]
+        await self._run("add", "-A", cwd=tree)
+        staged = await self._run("diff", "--cached", "--quiet", cwd=tree, check=False)
+        if staged.returncode == 0:
+            return None
+        await self._run("commit", "-q", "--no-verify", "-m", message, cwd=tree)
+        return (await self._run("rev-parse", "HEAD", cwd=tree)).stdout.strip()
+
+    async def merge(self, key: str, commit: str | None, message: str) -> MergeOutcome:
+        """Merge a task's commit into the integration tree; a conflict is aborted and reported."""
+        if commit is None:
+            return MergeOutcome(merged=True, nothing_to_merge=True)
+        assert self._integration is not None
+        async with self._lock:
+            outcome = await self._run("merge", "--ff", "--no-edit", "--no-verify", "-q", "-m", message, commit,
+                                      cwd=self._integration, check=False)
+            if outcome.returncode == 0:
+                self.head = (await self._run("rev-parse", "HEAD", cwd=self._integration)).stdout.strip()
+                return MergeOutcome(merged=True)
+            unmerged = await self._run("diff", "--name-only", "--diff-filter=U", cwd=self._integration, check=False)
+            conflicts = [line for line in unmerged.stdout.splitlines() if line.strip()]
+            await self._run("merge", "--abort", cwd=self._integration, check=False)
+            if not conflicts:
+                raise WorkspaceError(f"merging task {key} failed: {_tail(outcome.stdout + outcome.stderr)}")
+            return MergeOutcome(merged=False, conflicts=[self._relative(path) or path for path in conflicts])
+
+    async def release(self, key: str) -> None:
+        entry = self._trees.pop(key, None)
+        if entry is None or self._tmp is None:
+            return
+        async with self._lock:
+            await self._run("worktree", "remove", "--force", str(entry[0]), cwd=self._admin, check=False)
+
+    async def apply_back(self) -> tuple[list[str], list[str]]:
+        """Copy the merged changes into cwd. Returns (paths changed, paths outside cwd left alone),
+        relative to cwd."""
+        assert self._integration is not None
+        if self.head == self.base:
+            return [], []
+        listing = await self._run("diff", "--name-status", "--no-renames", "-z", self.base, self.head,
+                                  cwd=self._integration)
+        fields = listing.stdout.split("\0")
+        changed: list[str] = []
+        outside: list[str] = []
+        for status, path in zip(fields[0::2], fields[1::2], strict=False):
+            if not path:
+                continue
+            rel = self._relative(path)
+            if rel is None:
+                outside.append(path)
+                continue
+            await asyncio.to_thread(_copy_entry, self._integration / path, self._top / path, status == "D")
+            changed.append(rel)
+        return changed, outside
+
+    # ------------------------------------------------------------------ internals
+    def _relative(self, top_path: str) -> str | None:
+        """A path relative to the top, made relative to cwd (None when outside cwd)."""
+        if self._prefix == Path():
+            return top_path
+        try:
+            return Path(top_path).relative_to(self._prefix).as_posix()
+        except ValueError:
+            return None
+
+    async def _snapshot(self) -> str:
+        """Commit the working state of the top directory without touching the user's index."""
+        assert self._tmp is not None
+        index = self._tmp / "base-index"
+        if self._git_dir is None:
+            user_index = (await self._run("rev-parse", "--path-format=absolute", "--git-path", "index",
+                                          cwd=self._top)).stdout.strip()
+            if user_index and os.path.isfile(user_index):
+                # Starting from the user's index, only changed files are hashed again.
+                await asyncio.to_thread(shutil.copyfile, user_index, index)
+        env = {"GIT_INDEX_FILE": str(index)}
+        if self._git_dir is not None:
+            env.update(GIT_DIR=str(self._git_dir), GIT_WORK_TREE=str(self._top))
+        await self._run("add", "-A", cwd=self._top, env=env)
+        tree = (await self._run("write-tree", cwd=self._top, env=env)).stdout.strip()
+        parent: list[str] = []
+        if self._git_dir is None:
+            head = await self._run("rev-parse", "--verify", "-q", "HEAD", cwd=self._top, check=False)
+            if head.returncode == 0 and head.stdout.strip():
+                parent = ["-p", head.stdout.strip()]
+        commit = await self._run("commit-tree", tree, *parent, "-m", "agenter: state before the plan",
+                                 cwd=self._top, env=env)
+        return commit.stdout.strip()
+
+    async def _run(self, *args: str, cwd: Path, env: dict[str, str] | None = None,
+                   check: bool = True) -> ProcessOutcome:
+        assert self.git is not None
+        outcome = await run_process([self.git, *_CONFIG, *args], cwd=cwd, timeout=self.timeout,
+                                    env={**os.environ, **_IDENTITY, **(env or {})})
+        if check and (outcome.returncode != 0 or outcome.timed_out):
+            what = "timed out" if outcome.timed_out else f"failed with exit code {outcome.returncode}"
+            raise WorkspaceError(f"git {' '.join(args[:3])} {what}: {_tail(outcome.stderr or outcome.stdout)}")
+        return outcome
+
+
+def _tail(text: str, limit: int = 800) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def _copy_entry(source: Path, target: Path, deleted: bool) -> None:
+    """Make target what source is (a file, a symlink, or nothing)."""
+    if target.is_symlink() or target.is_file():
+        target.unlink()
+    elif target.is_dir() and (deleted or source.is_file() or source.is_symlink()):
+        shutil.rmtree(target)
+    if deleted or not (source.is_symlink() or source.exists()):
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_symlink():
+        os.symlink(os.readlink(source), target)
+    else:
+        shutil.copy2(source, target)
