@@ -56,12 +56,16 @@ from agenter.backends.anthropic_sdk._shell import (
     bash_tool_definition,
     bwrap_path,
     hidden_home_paths,
+    network_allowed,
+    probe_sandbox,
     run_shell,
     shell_env,
     timeout_of,
 )
 from agenter.backends.anthropic_sdk._tools import (
     READ_TOOLS,
+    PermitGate,
+    Relay,
     ReplyTool,
     TurnExecutor,
     custom_tool_spec,
@@ -79,7 +83,6 @@ from agenter.backends.base import (
     ToolReply,
 )
 from agenter.host.requirements import Program, PythonPackage, Requirement
-from agenter.permissions import PermissionDecision, PermissionPolicy, ToolCall
 from agenter.tools.executor import ToolResult, ToolUse
 from agenter.tools.spec import ToolSpec
 
@@ -174,7 +177,7 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
         self._run_dir: Path | None = None
         self._results_dir: Path | None = None
         self._executor: TurnExecutor | None = None
-        self._relay: _Relay | None = None
+        self._relay: Relay | None = None
         self._shell_sandbox: ShellSandbox | None = None
         self._shell_env: dict[str, str] = {}
         self._messages: list[dict[str, Any]] = []
@@ -230,10 +233,8 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
 
     @property
     def shell_network(self) -> bool:
-        """Whether sandboxed commands get the network: only when the policy allows every network
-        call (`allow network`) and has no other network rule (a host list cannot be enforced on a
-        shell without a proxy, so it keeps the network off)."""
-        return _network_allowed(self.settings.permissions)
+        """Whether sandboxed commands get the network (see `_shell.network_allowed`)."""
+        return network_allowed(self.settings.permissions)
 
     # ------------------------------------------------------------------ lifecycle
     async def _connect(self, spec: SessionSpec) -> None:
@@ -298,7 +299,7 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
             writable=tuple(workspace.extra_roots), readable=tuple(dict.fromkeys(workspace.read_roots)),
             hidden=tuple(hidden),
             program=program)
-        await _probe_sandbox(self._shell_sandbox, self._shell_env, self.name)
+        await probe_sandbox(self._shell_sandbox, self._shell_env, self.name)
 
     async def _disconnect(self) -> None:
         client, self._client = self._client, None
@@ -396,7 +397,7 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
             tools[BASH_TOOL_NAME], specs[BASH_TOOL_NAME] = ReplyTool(self._run_bash), shell_spec(RESULT_CHARS)
         for name, tool in self._custom_tools.items():
             tools[name], specs[name] = ReplyTool(self._run_custom_tool), custom_tool_spec(tool)
-        gate = cast("PermissionGate", _BackendGate(self))
+        gate = cast("PermissionGate", PermitGate(self.permit, lambda: self.gate))
         return TurnExecutor(tools, specs=specs, gate=gate, results_dir=self._results_dir,
                             on_start=self._announce, on_result=self._report_result)
 
@@ -534,7 +535,7 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
             return
         executor = self._executor
         assert executor is not None
-        relay = self._relay = _Relay()
+        relay = self._relay = Relay()
         uses = [ToolUse(b["id"], b["name"], b.get("input") or {}) for b in blocks]
 
         async def run() -> list[ToolResult]:
@@ -708,71 +709,9 @@ def _shared_ssl_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
-class _Relay:
-    """Messages from the executor's task to the turn: tool calls wait until they are taken."""
-
-    def __init__(self) -> None:
-        self._queue: asyncio.Queue[tuple[BackendMessage, asyncio.Future[None] | None] | None] = asyncio.Queue()
-
-    async def announce(self, message: BackendMessage) -> None:
-        taken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((message, taken))
-        await taken
-
-    def post(self, message: BackendMessage) -> None:
-        self._queue.put_nowait((message, None))
-
-    def close(self) -> None:
-        self._queue.put_nowait(None)
-
-    async def next(self) -> tuple[BackendMessage, asyncio.Future[None] | None] | None:
-        return await self._queue.get()
-
-
-class _BackendGate:
-    """The gate as the executor uses it, with decisions through BaseBackend.permit (so denials
-    are recorded for result.permission_denials and every decision becomes an event)."""
-
-    def __init__(self, backend: AnthropicSDKBackend):
-        self._backend = backend
-
-    async def decide(self, call: ToolCall) -> PermissionDecision:
-        return await self._backend.permit(call)
-
-    def add_read_root(self, path: str | os.PathLike[str]) -> None:
-        gate = self._backend.gate
-        if gate is not None:
-            gate.add_read_root(path)
-
-
 def _has_shell(settings: BackendSettings[Any]) -> bool:
     """The bash tool is offered when anthropic_shell is on and it can be confined as asked: with
     sandbox=True only on Linux (bubblewrap); elsewhere the model gets the file tools only."""
     if not getattr(settings.options, "anthropic_shell", True):
         return False
     return not settings.sandbox or sys.platform.startswith("linux")
-
-
-def _network_allowed(policy: PermissionPolicy | None) -> bool:
-    if policy is None:
-        return False
-    rules = [rule for rule in policy.rules if rule.kind == "network"]
-    return any(r.effect == "allow" and r.matches_all for r in rules) and all(r.effect == "allow" for r in rules)
-
-
-_probed: set[tuple[str, bool, bool]] = set()
-
-
-async def _probe_sandbox(sandbox: ShellSandbox, env: dict[str, str], backend: str) -> None:
-    """Run `true` in the sandbox once per process and shape, so a machine where bubblewrap
-    cannot create namespaces fails at connect with what to do, not on every command."""
-    key = (sandbox.program, sandbox.network, sandbox.read_only)
-    if key in _probed:
-        return
-    result = await run_shell("true", cwd=sandbox.cwd, timeout=30, sandbox=sandbox, env=env)
-    if result.is_error:
-        raise BackendError(
-            f"bubblewrap cannot create the bash tool's sandbox on this machine: {result.text.strip()[:500]}. "
-            "Allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1), or pass "
-            "anthropic_shell=False (no bash tool) or sandbox=False.", backend=backend, kind="config")
-    _probed.add(key)

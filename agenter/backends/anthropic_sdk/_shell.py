@@ -16,9 +16,13 @@ import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from agenter._errors import BackendError
 from agenter.host.process import run_process
+
+if TYPE_CHECKING:
+    from agenter.permissions import PermissionPolicy
 
 BASH_TOOL_NAME = "bash"
 #: Seconds a command may run when the model names no timeout, and the most it may ask for.
@@ -189,6 +193,34 @@ async def run_shell(command: str, *, cwd: Path, timeout: float, sandbox: ShellSa
     if notes:
         text = f"{text}\n{' '.join(notes)}" if text else " ".join(notes)
     return ShellResult(text, is_error=outcome.timed_out or outcome.returncode != 0)
+
+
+def network_allowed(policy: PermissionPolicy | None) -> bool:
+    """Whether sandboxed commands get the network: only when the policy allows every network
+    call (`allow network`) and has no other network rule (a host list cannot be enforced on a
+    shell without a proxy, so it keeps the network off)."""
+    if policy is None:
+        return False
+    rules = [rule for rule in policy.rules if rule.kind == "network"]
+    return any(r.effect == "allow" and r.matches_all for r in rules) and all(r.effect == "allow" for r in rules)
+
+
+_probed: set[tuple[str, bool, bool]] = set()
+
+
+async def probe_sandbox(sandbox: ShellSandbox, env: Mapping[str, str], backend: str) -> None:
+    """Run `true` in the sandbox once per process and shape, so a machine where bubblewrap
+    cannot create namespaces fails at connect with what to do, not on every command."""
+    key = (sandbox.program, sandbox.network, sandbox.read_only)
+    if key in _probed:
+        return
+    result = await run_shell("true", cwd=sandbox.cwd, timeout=30, sandbox=sandbox, env=env)
+    if result.is_error:
+        raise BackendError(
+            f"bubblewrap cannot create the bash tool's sandbox on this machine: {result.text.strip()[:500]}. "
+            "Allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1), or pass "
+            "anthropic_shell=False (no bash tool) or sandbox=False.", backend=backend, kind="config")
+    _probed.add(key)
 
 
 def timeout_of(arguments: Mapping[str, Any], default: float) -> float:

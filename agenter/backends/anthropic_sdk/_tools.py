@@ -9,8 +9,10 @@ Reads and searches are safe to run side by side; everything else runs alone.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import dataclasses
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,7 +24,8 @@ from agenter.tools.executor import ToolExecutor, ToolResult, ToolUse
 from agenter.tools.spec import ToolSpec
 
 if TYPE_CHECKING:
-    from agenter.backends.base import ToolReply
+    from agenter.backends.base import BackendMessage, ToolReply
+    from agenter.permissions import PermissionDecision, PermissionGate
 
 #: File tools that only read; the others write or delete.
 READ_TOOLS = frozenset({"read_file", "list_directory", "glob", "grep"})
@@ -143,3 +146,44 @@ class TurnExecutor(ToolExecutor):
         if running.is_error and result.status == "ok":
             result = dataclasses.replace(result, status="error")
         return result
+
+
+class Relay:
+    """Messages from the executor's task to the turn; a tool call's report waits until the turn
+    has handed it on (`announce` returns once the taken future is set)."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[tuple[BackendMessage, asyncio.Future[None] | None] | None] = asyncio.Queue()
+
+    async def announce(self, message: BackendMessage) -> None:
+        taken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait((message, taken))
+        await taken
+
+    def post(self, message: BackendMessage) -> None:
+        self._queue.put_nowait((message, None))
+
+    def close(self) -> None:
+        self._queue.put_nowait(None)
+
+    async def next(self) -> tuple[BackendMessage, asyncio.Future[None] | None] | None:
+        """The next message and its taken future (None for posted ones); None once closed."""
+        return await self._queue.get()
+
+
+class PermitGate:
+    """The gate as the executor uses it, with decisions through the backend's `permit` (so
+    denials are recorded for result.permission_denials and every decision becomes an event)."""
+
+    def __init__(self, permit: Callable[[ToolCall], Awaitable[PermissionDecision]],
+                 gate: Callable[[], PermissionGate | None]):
+        self._permit = permit
+        self._gate = gate
+
+    async def decide(self, call: ToolCall) -> PermissionDecision:
+        return await self._permit(call)
+
+    def add_read_root(self, path: str | os.PathLike[str]) -> None:
+        gate = self._gate()
+        if gate is not None:
+            gate.add_read_root(path)
