@@ -1,0 +1,267 @@
+"""run_batch: tasks through an engine with bounded concurrency, one budget over the batch, rows
+written as tasks end, and the resume rule (ids that already have a row are skipped)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Collection, Iterable
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from agenter._errors import ConfigurationError
+from agenter._types import CodingStatus
+from agenter.batch._models import BatchLimits, BatchRow, BatchTask, RayOptions, TaskCap, TaskDefaults, load_tasks
+from agenter.batch._results import ResultsFile, read_rows
+from agenter.batch._runner import AgentCache, RunSettings, run_task, worker_info
+from agenter.batch._summary import BatchSummary
+from agenter.batch._workspace import remove_tree
+from agenter.batch.progress import BatchProgress
+
+log = logging.getLogger("agenter.batch")
+
+CostCallback = Callable[[str, float], Any]
+
+
+class Executor(Protocol):
+    """Runs one task somewhere and returns its row (an engine: in this process, or on Ray)."""
+
+    async def run(self, task: BatchTask, cap: TaskCap | None, on_cost: CostCallback) -> BatchRow: ...
+
+    async def close(self) -> None: ...
+
+
+class LocalExecutor:
+    """Tasks as asyncio tasks of this process."""
+
+    def __init__(self, defaults: TaskDefaults, settings: RunSettings):
+        self.defaults = defaults
+        self.settings = settings
+        self._agents = AgentCache()
+
+    async def run(self, task: BatchTask, cap: TaskCap | None, on_cost: CostCallback) -> BatchRow:
+        return await run_task(task, self.defaults, self.settings, cap=cap, on_cost=on_cost, agents=self._agents)
+
+    async def close(self) -> None:
+        pass
+
+
+def crash_row(task: BatchTask, exc: BaseException, kind: str = "crash") -> BatchRow:
+    """The row of a task whose engine failed (the task never reported back)."""
+    from agenter.batch._workspace import public_url
+
+    now = time.time()
+    return BatchRow(id=task.id, status=CodingStatus.ERROR.value, error=f"{type(exc).__name__}: {exc}",
+                    error_kind=kind, repository=public_url(task.repository), started_at=now, finished_at=now,
+                    metadata=dict(task.metadata), worker=worker_info())
+
+
+class _Batch:
+    """The scheduler: keeps at most `concurrency` tasks running and the batch within its limits."""
+
+    def __init__(self, executor: Executor, results: ResultsFile, rows: dict[str, BatchRow], concurrency: int,
+                 limits: BatchLimits, progress: BatchProgress | None, on_row: Callable[[BatchRow], Any] | None):
+        self.executor = executor
+        self.results = results
+        self.rows = rows
+        self.concurrency = concurrency
+        self.limits = limits
+        self.progress = progress
+        self.on_row = on_row
+        self.this_run: list[BatchRow] = []
+        self.running: dict[asyncio.Task[None], str] = {}
+        self.live_cost: dict[str, float] = {}
+        self.finished_cost = 0.0
+        self.started = time.monotonic()
+        self.launched = 0
+        self.stopped: str | None = None
+
+    def spent(self) -> float:
+        return self.finished_cost + sum(self.live_cost.values())
+
+    def _on_cost(self, task_id: str, cost: float) -> None:
+        if task_id in self.live_cost:
+            self.live_cost[task_id] = cost
+            if self.progress is not None:
+                self.progress.cost(self.spent())
+
+    def _cap(self) -> TaskCap | str:
+        """What a task starting now may use, or why none may start."""
+        cost = time_left = None
+        if self.limits.max_cost_usd is not None:
+            cost = self.limits.max_cost_usd - self.spent()
+            if cost <= 0:
+                return f"the batch's cost budget (${self.limits.max_cost_usd}) is spent"
+        if self.limits.max_time_seconds is not None:
+            time_left = self.limits.max_time_seconds - (time.monotonic() - self.started)
+            if time_left <= 0:
+                return f"the batch's time budget ({self.limits.max_time_seconds} s) ran out"
+        return TaskCap(max_cost_usd=cost, max_time_seconds=time_left)
+
+    async def _one(self, task: BatchTask, cap: TaskCap) -> None:
+        try:
+            row = await self.executor.run(task, cap, self._on_cost)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # an engine failure is the task's row, never a lost batch
+            log.exception("task %s: the engine failed", task.id)
+            row = crash_row(task, exc)
+        await self.results.append(row)
+        self.this_run.append(row)
+        self.rows[row.id] = row
+        self.live_cost.pop(task.id, None)
+        self.finished_cost += row.cost_usd
+        if self.progress is not None:
+            self.progress.task_finished(row)
+            self.progress.cost(self.spent())
+        if self.on_row is not None:
+            try:
+                outcome = self.on_row(row)
+                if asyncio.iscoroutine(outcome):
+                    await outcome
+            except Exception:  # the caller's callback must not lose the batch
+                log.exception("on_row failed for task %s", task.id)
+
+    async def _wait_one(self) -> None:
+        done, _ = await asyncio.wait(self.running, return_when=asyncio.FIRST_COMPLETED)
+        for finished in done:
+            self.running.pop(finished, None)
+            finished.result()  # a row that could not be written ends the batch: resume needs it
+
+    async def run(self, todo: list[BatchTask]) -> None:
+        try:
+            for task in todo:
+                while len(self.running) >= self.concurrency:
+                    await self._wait_one()
+                cap = self._cap()
+                if isinstance(cap, str):
+                    self.stopped = cap
+                    break
+                self.launched += 1
+                self.live_cost[task.id] = 0.0
+                if self.progress is not None:
+                    self.progress.task_started(task.id)
+                self.running[asyncio.create_task(self._one(task, cap), name=f"batch-task-{task.id}")] = task.id
+            while self.running:
+                await self._wait_one()
+        except BaseException:
+            if self.stopped is None:
+                self.stopped = "interrupted"
+            await self._cancel_running()
+            raise
+
+    async def _cancel_running(self) -> None:
+        """Stop the tasks still running; they write no row, so a re-run does them again."""
+        for task in self.running:
+            task.cancel()
+        if self.running:
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(asyncio.gather(*self.running, return_exceptions=True))
+        self.running.clear()
+
+
+def _executor(engine: str, defaults: TaskDefaults, settings: RunSettings, ray: RayOptions | None,
+              concurrency: int) -> Executor:
+    if engine == "local":
+        return LocalExecutor(defaults, settings)
+    if engine == "ray":
+        # Imported here only: the rest of agenter never needs ray.
+        from agenter.batch.ray_engine import RayExecutor
+
+        return RayExecutor(defaults, settings, ray or RayOptions(), concurrency=concurrency)
+    raise ConfigurationError(f"unknown engine {engine!r}", parameter="engine", valid=["local", "ray"])
+
+
+_STATUSES = [status.value for status in CodingStatus]
+
+
+def _check_defaults(defaults: TaskDefaults, *, requirements: bool) -> None:
+    """Build the agent of the batch's defaults once, so a bad option or a missing program is one
+    error before anything runs, not a failed row for every task. On Ray the workers' machines
+    are what count, so only the options are checked here."""
+    from agenter._errors import RequirementError
+    from agenter.batch._runner import task_config
+
+    probe = BatchTask(id="defaults", repository=".", prompt="check")
+    backend, _, model, options, validators = task_config(probe, defaults)
+    try:
+        AgentCache().get(backend, model, options, validators, defaults.sandbox)
+    except RequirementError:
+        if requirements:
+            raise
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"the batch's defaults: {exc}", parameter=exc.parameter) from None
+
+
+async def run_batch(tasks: str | Path | Iterable[BatchTask | dict[str, Any]], out: str | Path, *,
+                    defaults: TaskDefaults | None = None, concurrency: int = 4, limits: BatchLimits | None = None,
+                    keep_workspaces: bool = False, workspace_root: str | Path | None = None,
+                    git_cache: str | Path | None = None, retry: Collection[str] = (),
+                    engine: Literal["local", "ray"] = "local", ray: RayOptions | None = None,
+                    progress: BatchProgress | None = None,
+                    on_row: Callable[[BatchRow], Any] | None = None) -> BatchSummary:
+    """Run every task that has no row in `out` yet and append one row per task as it ends.
+
+    tasks: a JSONL file or BatchTask objects (or dicts). defaults: backend, model, options,
+    validators and budget for every task. concurrency: tasks at once. limits: one cost and time
+    budget over the batch. retry: statuses whose rows do not count as done (e.g. {"error"}), so
+    those tasks run again. engine "ray" runs each task as a Ray task (ray: a RayOptions).
+    on_row(row) is called (and awaited if async) after each row is written.
+    Returns the summary; an interrupted batch writes no row for the tasks it stopped.
+    """
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+        raise ConfigurationError(f"concurrency must be a positive integer, got {concurrency!r}",
+                                 parameter="concurrency")
+    unknown = sorted(set(retry) - set(_STATUSES))
+    if unknown:
+        raise ConfigurationError(f"unknown status to retry: {', '.join(unknown)}", parameter="retry",
+                                 valid=_STATUSES)
+    task_list = load_tasks(tasks)
+    defaults = defaults or TaskDefaults()
+    # A folder of this batch's own under the root: whatever a lost worker or an interruption left
+    # in it (on this machine) is removed at the end with it.
+    base = Path(workspace_root).expanduser() if workspace_root else Path(tempfile.gettempdir()) / "agenter-batch"
+    batch_root = base / f"batch-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    settings = RunSettings(workspace_root=str(batch_root), keep_workspaces=keep_workspaces,
+                           git_cache=str(git_cache) if git_cache else None)
+    wall = time.monotonic()
+    summary: BatchSummary | None = None
+    results = ResultsFile(out)
+    results.open()  # locked first, then read: no other batch can add rows in between
+    try:
+        rows, unreadable = read_rows(results.path)
+        todo = [t for t in task_list if t.id not in rows or rows[t.id].status in retry]
+        skipped = len(task_list) - len(todo)
+        if any(not task.backend or task.backend == defaults.backend_name for task in todo):
+            _check_defaults(defaults, requirements=engine == "local")
+        executor = _executor(engine, defaults, settings, ray, concurrency)
+        batch = _Batch(executor, results, rows, concurrency, limits or BatchLimits(), progress, on_row)
+        if progress is not None:
+            progress.start(len(task_list), skipped)
+        try:
+            await batch.run(todo)
+        finally:
+            with contextlib.suppress(Exception):
+                await executor.close()
+            summary = BatchSummary.of([t.id for t in task_list], rows, batch.this_run, skipped=skipped,
+                                      not_run=len(todo) - len(batch.this_run),
+                                      wall_seconds=round(time.monotonic() - wall, 3), stopped=batch.stopped,
+                                      unreadable_lines=unreadable)
+            if progress is not None:
+                progress.close(summary)
+    finally:
+        results.close()
+        if not keep_workspaces:
+            await asyncio.shield(asyncio.to_thread(remove_tree, batch_root))
+    assert summary is not None
+    return summary
+
+
+def run_batch_sync(tasks: str | Path | Iterable[BatchTask | dict[str, Any]], out: str | Path,
+                   **options: Any) -> BatchSummary:
+    """run_batch for callers without an event loop."""
+    return asyncio.run(run_batch(tasks, out, **options))
