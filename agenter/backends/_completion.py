@@ -56,6 +56,7 @@ from agenter.backends.base import (
 )
 from agenter.backends.capabilities import check_mode
 from agenter.permissions import ToolCall
+from agenter.sandbox.paths import open_regular
 from agenter.usage import is_known_model
 
 __all__ = [
@@ -974,11 +975,15 @@ def _size(path: Path) -> int:
 
 def _count_lines(path: Path) -> int | None:
     try:
-        if os.path.getsize(path) > MAX_FILE_BYTES:
-            return None
-        with open(path, "rb") as handle:
-            data = handle.read()
+        fd = open_regular(path, os.O_RDONLY)  # never a FIFO or device: it could block
     except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > MAX_FILE_BYTES:
         return None
     if b"\x00" in data[:8192]:
         return None

@@ -35,7 +35,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agenter._errors import AgenterError, PathSecurityError
-from agenter.sandbox.paths import PathResolver
+from agenter.sandbox.paths import PathResolver, open_regular
 
 __all__ = [
     "AppliedPatch", "FileChange", "FileError", "PatchError", "PatchProposal", "SearchReplace",
@@ -45,6 +45,8 @@ __all__ = [
 # A hunk is looked for this many lines around where its header says; beyond that it is
 # accepted only where it matches exactly one place in the file.
 MAX_HUNK_OFFSET = 100
+#: Larger files are not read for a diff or search/replace change (whole content still works).
+MAX_PATCH_FILE_BYTES = 32 * 1024 * 1024
 
 _CHANGE_FIELDS = ("diff", "search_replace", "content")
 
@@ -361,18 +363,23 @@ def _read_existing(resolver: PathResolver, path: str, target: Path,
     if not symlink_ok and os.path.islink(_lexical(resolver, path)):
         raise _ChangeFailed(f"{path!r} is a symbolic link; only regular files can be deleted or renamed here")
     try:
-        fd = os.open(target, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        # Regular files only, opened without blocking: a FIFO the agent made must not hang us.
+        fd = open_regular(target, os.O_RDONLY, shown=path)
     except FileNotFoundError:
         raise _ChangeFailed(f"{path!r} does not exist; use operation 'create' for a new file") from None
+    except IsADirectoryError:
+        raise _ChangeFailed(f"{path!r} is a directory; patch changes name files") from None
+    except PathSecurityError:
+        raise _ChangeFailed(f"{path!r} is not a regular file") from None
     except OSError as exc:
         raise _ChangeFailed(f"{path!r} could not be read ({exc.strerror})") from None
     info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
+    if info.st_size > MAX_PATCH_FILE_BYTES:
         os.close(fd)
-        what = "a directory; patch changes name files" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-        raise _ChangeFailed(f"{path!r} is {what}")
+        raise _ChangeFailed(f"{path!r} is too large to patch ({info.st_size} bytes; the limit is "
+                            f"{MAX_PATCH_FILE_BYTES}); give its whole new content instead, or split it")
     with open(fd, "rb") as handle:
-        data = handle.read()
+        data = handle.read(MAX_PATCH_FILE_BYTES + 1)
     return data, stat.S_IMODE(info.st_mode), (info.st_ino, info.st_size, info.st_mtime_ns)
 
 
