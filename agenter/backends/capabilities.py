@@ -44,7 +44,7 @@ class BackendCapabilities:
 
 #: What each mode needs from the backend.
 MODE_REQUIREMENTS: dict[str, tuple[str, ...]] = {
-    "autonomous": ("filesystem_edit", "native_tool_loop"),
+    "autonomous": ("filesystem_edit", "shell", "native_tool_loop"),
     "patch": ("text_completion", "structured_output"),
     "analysis": ("text_completion",),
 }
