@@ -28,6 +28,7 @@ import functools
 import logging
 import os
 import re
+import sys
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -65,19 +66,37 @@ log = logging.getLogger("agenter.backends")
 
 
 class MessageType(str, Enum):
-    TEXT = "text"
+    """What a BackendMessage is. The session maps each to the event vocabulary (CodingEvent.kind)."""
+
+    TEXT = "text"  # a whole text; after TEXT_DELTAs, the same text whole (not emitted again)
+    TEXT_DELTA = "text_delta"  # a piece of streamed text
     THINKING = "thinking"
+    THINKING_DELTA = "thinking_delta"
     PERMISSION = "permission"  # a permission decision: tool_input holds the decision's data
     TOOL_CALL = "tool_call"
     TOOL_RESULT = "tool_result"
+    COMMAND_START = "command_start"  # a shell command starts (instead of TOOL_CALL); details: command
+    COMMAND_END = "command_end"  # it ended (instead of TOOL_RESULT); details: exit_code
+    FILE_EDIT = "file_edit"  # a file was edited; details: path, lines_added, lines_removed
+    USAGE = "usage"  # usage was settled into the ledger (the session adds the running totals)
+    COMPACTED = "compacted"  # the agent compacted its context; details: tokens_before, tokens_after
     PLAN = "plan"
     STATUS = "status"  # lifecycle notes: "retrying after 529", "session resumed", ...
     ERROR = "error"  # a recoverable problem the backend reports but survives
 
 
+#: Event fields a message's details may not replace.
+_RESERVED = frozenset({"message_type", "content", "tool_name", "tool_input", "tool_call_id", "is_error",
+                       "raw", "kind", "iteration", "request"})
+
+
 @dataclass
 class BackendMessage:
-    """One thing a backend said or did, streamed while the turn runs."""
+    """One thing a backend said or did, streamed while the turn runs.
+
+    `details` holds what a kind of message says beyond text (exit_code, path, lines_added, ...),
+    `raw` the agent's own payload (JSON-like) for callers who need more than the vocabulary.
+    """
 
     type: MessageType
     content: str = ""
@@ -85,6 +104,8 @@ class BackendMessage:
     tool_input: dict[str, Any] | None = None
     tool_call_id: str | None = None
     is_error: bool = False
+    details: dict[str, Any] | None = None
+    raw: Any = None
 
     def event_data(self) -> dict[str, Any]:
         data: dict[str, Any] = {"message_type": self.type.value, "content": self.content}
@@ -96,7 +117,28 @@ class BackendMessage:
             data["tool_call_id"] = self.tool_call_id
         if self.is_error:
             data["is_error"] = True
+        if self.details:
+            data.update((k, v) for k, v in self.details.items() if k not in _RESERVED)
+        if self.raw is not None:
+            from pydantic_core import to_jsonable_python
+
+            # Events are JSON: a payload object becomes its JSON form (repr where it has none).
+            data["raw"] = to_jsonable_python(self.raw, fallback=repr)
         return data
+
+
+def trace_env() -> dict[str, str]:
+    """TRACEPARENT (and TRACESTATE) of the current OpenTelemetry span, for the environment of an
+    agent program that continues the trace; empty when OpenTelemetry is not in use."""
+    if "opentelemetry.trace" not in sys.modules:  # nobody configured tracing: cost nothing
+        return {}
+    try:
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+    except ImportError:
+        return {}
+    carrier: dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(carrier)
+    return {name.upper(): value for name, value in carrier.items()}
 
 
 @dataclass
@@ -483,6 +525,11 @@ class BaseBackend(Generic[OptionsT]):
         """End everything `_connect` and the turns started."""
 
     # ------------------------------------------------------------------ services for backends
+    def trace_env(self) -> dict[str, str]:
+        """TRACEPARENT/TRACESTATE to add to an agent program's environment (empty without
+        OpenTelemetry). Called in `_connect` it names the session's span, in `_turn` the turn's."""
+        return trace_env()
+
     def instructions(self, *, refusal_tool: str | None, output_channel: OutputChannel,
                      output_tool: str = STRUCTURED_OUTPUT_TOOL_NAME, contract: bool = True) -> str:
         """The instructions for the model: contract, sandbox, allowed paths, refusal, output,
