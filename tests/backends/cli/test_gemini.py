@@ -1,0 +1,91 @@
+"""gemini-cli: the real Gemini CLI (npm @google/gemini-cli, pinned in package.json) against the
+scripted model server's Gemini wire. Its sandbox needs a container engine, so the runs here use
+sandbox=False; sandbox=True without Docker or Podman is refused before anything runs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from agenter import AutonomousCodingAgent
+from agenter._errors import RequirementError
+from agenter.backends.base import SessionSpec
+from agenter.backends.cli.gemini import GeminiCliBackend, overlay_home
+from agenter.testing import conformance, reply, text, tool_call
+
+from .conftest import REPO, CliCase, conformance_checks, installed, need
+
+GEMINI = installed(REPO / "node_modules" / ".bin" / "gemini", name="gemini")
+pytestmark = pytest.mark.agent
+
+
+def shell(command: str) -> Any:
+    return reply(tool_call("run_shell_command", {"command": command}))
+
+
+@pytest.fixture
+def case() -> CliCase:
+    return CliCase(
+        backend=GeminiCliBackend, program=need(GEMINI, "Gemini CLI (npm install)"), wire="gemini",
+        model="gemini-2.5-flash", startup=4.0,
+        write=lambda path, content: reply(tool_call("write_file", {"file_path": path, "content": content})),
+        shell=shell, read=lambda path: reply(tool_call("list_directory", {"dir_path": "."})),
+        output=lambda value: reply(text("```json\n" + json.dumps(value) + "\n```")))
+
+
+@pytest.mark.parametrize("check", conformance_checks(slow=True), ids=conformance.check_id)
+async def test_conformance(check, kit, tmp_path):
+    await check(kit.harness(), tmp_path)
+
+
+async def test_resume_continues_the_same_session_and_a_300_kb_prompt_arrives(kit, tmp_path):
+    await kit.check_resume(tmp_path)
+
+
+async def test_http_errors_end_in_their_class(kit, tmp_path):
+    await kit.check_error_classes(tmp_path)
+
+
+async def test_time_budget_with_a_hung_model(kit, tmp_path):
+    await kit.check_time_budget(tmp_path)
+
+
+def test_missing_program_names_the_install_command(kit):
+    kit.check_missing_program("npm install -g @google/gemini-cli")
+
+
+def test_sandbox_without_a_container_engine_is_refused(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no docker, no podman
+    monkeypatch.delenv("GEMINI_SANDBOX", raising=False)
+    with pytest.raises(RequirementError) as caught:
+        AutonomousCodingAgent(backend="gemini-cli", program_path=GEMINI or "gemini", sandbox=True)
+    assert "Docker or Podman" in str(caught.value) and "sandbox=False" in str(caught.value)
+
+
+async def test_settings_go_to_an_overlay_home_and_never_change_yours(kit, tmp_path):
+    """With the user's own home, agenter's settings live in an overlay whose entries link to it."""
+    user = tmp_path / "user"
+    (user / ".gemini").mkdir(parents=True)
+    settings = {"ui": {"theme": "Dracula"}, "general": {"vimMode": True}}
+    (user / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    (user / ".gemini" / "oauth_creds.json").write_text("{}")
+    home = overlay_home(user / ".gemini", tmp_path / "overlay", {"general": {"maxAttempts": 1}})
+    merged = json.loads((home / ".gemini" / "settings.json").read_text())
+    assert merged == {"ui": {"theme": "Dracula"}, "general": {"vimMode": True, "maxAttempts": 1}}
+    assert (home / ".gemini" / "oauth_creds.json").resolve() == (user / ".gemini" / "oauth_creds.json").resolve()
+    assert json.loads((user / ".gemini" / "settings.json").read_text()) == settings
+
+    server = kit.server([reply(text("Hello."))])
+    backend = kit.backend(server)
+    work = tmp_path / "work"
+    work.mkdir()
+    await backend.connect(SessionSpec(cwd=work))
+    try:
+        await kit.turn(backend, "Say hello.")
+    finally:
+        await backend.disconnect()
+    assert not (kit.home / ".gemini" / "settings.json").exists()  # the run used its overlay
+    (overlay,) = (kit.home / ".cache" / "agenter").iterdir()
+    assert json.loads((overlay / ".gemini" / "settings.json").read_text())["general"] == {"maxAttempts": 1}
