@@ -1,0 +1,215 @@
+"""aider-cli: Aider, `aider --message-file <prompt> --yes-always`, with any LiteLLM model.
+
+Aider edits files through its edit formats (whole, diff, udiff, ...) and prints plain text, not
+JSON: its reply, "Applied edit to <file>", "Tokens: ... Cost: ..." and LiteLLM errors are read
+from the lines. It has no sandbox and, here, no shell (--no-suggest-shell-commands), so it runs
+only with sandbox=False. It never commits, never touches .gitignore, and without aider_git=True
+never touches git at all (--no-git). Each session's chat history is a file of its own
+(~/.cache/agenter/aider-sessions/<session id>.chat.md); later turns restore it, so a retry
+continues the same conversation, and a later session can resume it by id. Install it apart from your
+project's packages (its pins are strict): `pipx install aider-chat`, or scripts/install-aider.sh.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from agenter._types import Usage
+from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
+from agenter.backends.cli._base import CliBackend, CliOptions, TurnState
+from agenter.backends.cli._failures import classify
+from agenter.backends.cli._runner import Invocation, Line
+
+__all__ = ["AiderCliBackend", "AiderCliOptions"]
+
+_TOKENS = re.compile(r"^Tokens: (?P<sent>[\d.]+k?) sent(?:, (?P<write>[\d.]+k?) cache write)?"
+                     r"(?:, (?P<hit>[\d.]+k?) cache hit)?, (?P<received>[\d.]+k?) received\."
+                     r"(?: Cost: \$(?P<cost>[\d.]+) message)?")
+_APPLIED = re.compile(r"^Applied edit to (.+)$")
+_ERROR = re.compile(r"^litellm\.(\w+):")
+_RETRY = re.compile(r"^Retrying in [\d.]+ seconds")
+#: Aider's own lines around the model's reply (banner, notices), never part of the reply.
+_CHATTER = re.compile(
+    r"^(Aider v\d|Main model:|Weak model:|Editor model:|Git repo:|Repo-map:|Analytics have been|"
+    r"HTTPSConnectionPool|https://aider\.chat|Use /help|Added .* to the chat|Warning:|Cost estimates|"
+    r"Model .* has hit a token limit|Restored previous conversation history|"
+    r"The LLM did not conform to the edit format)")
+#: LiteLLM's exception names, for failures whose text names no HTTP status.
+_EXCEPTION_KINDS = {
+    "AuthenticationError": "auth", "PermissionDeniedError": "auth", "RateLimitError": "rate_limit",
+    "ContextWindowExceededError": "context_length", "BudgetExceededError": "quota",
+    "InternalServerError": "transient", "ServiceUnavailableError": "transient", "APIConnectionError": "transient",
+    "Timeout": "transient", "APIError": "transient", "BadRequestError": "config", "NotFoundError": "config",
+}
+
+
+class AiderCliOptions(CliOptions):
+    """Options of the aider-cli backend."""
+
+    aider_edit_format: str | None = Field(
+        None, description="Aider's edit format (whole, diff, diff-fenced, udiff, ...); None: the model's default.")
+    aider_weak_model: str | None = Field(None, description="The model for commit messages and summaries.")
+    aider_git: bool = Field(
+        False, description="Let Aider use the git repository (repo map; it may `git add` new files). Never commits.")
+    aider_files: list[str] = Field(
+        default_factory=list, description="Files added to the chat from the start (paths relative to cwd).")
+
+
+class AiderCliBackend(CliBackend[AiderCliOptions]):
+    name: ClassVar[str] = "aider-cli"
+    program: ClassVar[str] = "aider"
+    install: ClassVar[str] = "pipx install aider-chat (or: python -m venv ~/.aider-venv && ~/.aider-venv/bin/pip install aider-chat)"
+    capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
+        text_completion=True, streaming=True, structured_output=True, native_tool_loop=True,
+        filesystem_read=True, filesystem_edit=True, resume=True)
+    options_model: ClassVar[type[AiderCliOptions]] = AiderCliOptions
+    output_channel = "text"
+    internal_paths: ClassVar[tuple[str, ...]] = (".aider",)
+
+    def __init__(self, settings: BackendSettings[AiderCliOptions]):
+        super().__init__(settings)
+        self._reply: list[str] = []
+        self._error_lines: list[str] | None = None
+        self._retries = 0
+
+    # ------------------------------------------------------------------ command
+    def command(self, prompt: str) -> Invocation:
+        opts = self.options
+        restore = self.resume_id() is not None
+        self._session_id = self.resume_id() or uuid.uuid4().hex
+        history = self.history_file(self._session_id)
+        message = self.scratch_file(f"message-{self.turns}.md", prompt)
+        argv = [str(self.executable), "--message-file", str(message), "--yes-always", "--no-pretty",
+                "--no-fancy-input", "--no-auto-commits", "--no-dirty-commits", "--no-gitignore",
+                "--no-suggest-shell-commands", "--analytics-disable", "--no-check-update",
+                "--no-show-model-warnings", "--no-show-release-notes", "--encoding", "utf-8",
+                "--chat-history-file", str(history), "--input-history-file", str(self.scratch_dir() / "input.history")]
+        if restore:
+            argv.append("--restore-chat-history")
+        if not opts.aider_git:
+            argv.append("--no-git")
+        model = self.settings.model
+        if model:
+            argv += ["--model", model]
+        if opts.aider_weak_model:
+            argv += ["--weak-model", opts.aider_weak_model]
+        if opts.aider_edit_format:
+            argv += ["--edit-format", opts.aider_edit_format]
+        provider = (model or "openai/").split("/", 1)[0] if model and "/" in model else "openai"
+        # The key goes through the environment: an argument would show in the process list.
+        variables: dict[str, str | None] = {"LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                                            f"{provider.upper()}_API_KEY": self.api_key()}
+        if opts.base_url:
+            variables[f"{provider.upper()}_API_BASE"] = opts.base_url
+        argv += [*opts.program_args, *opts.aider_files]
+        return Invocation(argv=argv, env=self.environment(**variables), files=[message])
+
+    def task(self, prompt: str) -> str:
+        if self.turns > 1 or self.spec.output_type is None:
+            return super().task(prompt)
+        # Aider reads a fenced block without a file name as a malformed edit, so the object
+        # comes bare (parse_output finds the last JSON object of the reply).
+        schema = json.dumps(self.spec.output_type.model_json_schema())
+        return (f"{self.instructions(refusal_tool=None, output_channel='native')}\n\nWhen you are done, end "
+                f"your final message with one JSON object, not in a code block, matching this JSON schema: "
+                f"{schema}\n\n---\n\n{prompt}")
+
+    def history_file(self, session: str) -> Path:
+        """Where a session's chat lives: Aider's history file, kept after the session so that a
+        later one can resume it (the session id is its name; a path is taken as it is)."""
+        if os.sep in session:
+            return Path(session)
+        folder = (self.home_dir or Path.home()) / ".cache" / "agenter" / "aider-sessions"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / f"{session}.chat.md"
+
+    def scratch_dir(self) -> Any:
+        assert self.scratch is not None
+        return self.scratch
+
+    # ------------------------------------------------------------------ output lines
+    def parse_event(self, line: Line, turn: TurnState) -> Iterable[BackendMessage]:
+        text = line.text
+        tokens = _TOKENS.match(text)
+        if tokens:
+            self._error_lines = None  # a call that answered after retries
+            cost = tokens.group("cost")
+            self.settle(_usage(tokens), cost=float(cost) if cost else None)
+            return self._close_reply(turn)
+        applied = _APPLIED.match(text)
+        if applied:
+            path = applied.group(1).strip()
+            while self._reply and self._reply[-1].strip() in ("", path):
+                self._reply.pop()  # Aider names the file before it applies the edit
+            self.track(written=[path])
+            return [BackendMessage(MessageType.TOOL_RESULT, self.redact(text), tool_name="edit",
+                                   tool_input={"path": path})]
+        error = _ERROR.match(text)
+        if error:
+            self._error_lines = [text]
+            return self._close_reply(turn)
+        if _RETRY.match(text):
+            self._retries += 1
+            problem, self._error_lines = " ".join(self._error_lines or [text]), None
+            if self.options.max_retries is not None and self._retries > self.options.max_retries:
+                self._fail(turn, problem)
+                raise self.failure(turn, None, "")
+            return [BackendMessage(MessageType.STATUS, self.redact(f"{problem} ({text})"))]
+        if self._error_lines is not None:
+            if text.strip():
+                self._error_lines.append(text.strip())
+            return []
+        if _CHATTER.match(text):
+            return []
+        self._reply.append(text)
+        return []
+
+    def last_messages(self, turn: TurnState) -> list[BackendMessage]:
+        # After the last usage line come Aider's notes on applying the edits; without any usage
+        # line, the reply was cut short and still counts as text.
+        if turn.texts:
+            notes, self._reply = "\n".join(self._reply).strip(), []
+            return [BackendMessage(MessageType.STATUS, self.redact(notes))] if notes else []
+        return self._close_reply(turn)
+
+    def conclude(self, turn: TurnState, returncode: int | None, stderr: str) -> None:
+        turn.finished = True
+        if self._error_lines:
+            self._fail(turn, " ".join(self._error_lines))
+        self._error_lines, self._retries = None, 0
+        super().conclude(turn, returncode, stderr)
+
+    def _close_reply(self, turn: TurnState) -> list[BackendMessage]:
+        reply, self._reply = "\n".join(self._reply).strip(), []
+        return [self.text_message(reply, turn)] if reply else []
+
+    def _fail(self, turn: TurnState, problem: str) -> None:
+        name = _ERROR.match(problem)
+        kind, status = classify(problem)
+        if kind == "unknown" and name:
+            kind = _EXCEPTION_KINDS.get(name.group(1), "unknown")
+        turn.fail(self.redact(problem), status_code=status, kind=kind)
+
+
+def _count(figure: str | None) -> int:
+    """Aider's rounded token figures: "602", "1.8k", "12k"."""
+    if not figure:
+        return 0
+    if figure.endswith("k"):
+        return round(float(figure[:-1]) * 1000)
+    return int(float(figure))
+
+
+def _usage(match: re.Match[str]) -> Usage:
+    """Aider prints rounded figures; "sent" includes cache writes."""
+    write = _count(match.group("write"))
+    return Usage(input_tokens=max(_count(match.group("sent")) - write, 0), output_tokens=_count(match.group("received")),
+                 cache_read_tokens=_count(match.group("hit")), cache_write_tokens=write)

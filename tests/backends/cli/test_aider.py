@@ -1,0 +1,125 @@
+"""aider-cli: the real Aider (pypi aider-chat in its own environment, .venv-aider, made by
+scripts/install-aider.sh) against the scripted model server's OpenAI Chat Completions wire, through
+LiteLLM. Aider has no sandbox: the runs use sandbox=False, and sandbox=True is refused."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from agenter import AutonomousCodingAgent
+from agenter._errors import BackendError, ConfigurationError
+from agenter.backends.base import BackendSettings, MessageType
+from agenter.backends.cli._base import TurnState
+from agenter.backends.cli._runner import parse_line
+from agenter.backends.cli.aider import AiderCliBackend, AiderCliOptions
+from agenter.testing import conformance, reply, text
+
+from .conftest import REPO, CliCase, conformance_checks, installed, need
+
+AIDER = installed(REPO / ".venv-aider" / "bin" / "aider", name="aider")
+pytestmark = pytest.mark.agent
+
+
+def whole_file(path: str, content: str) -> Any:
+    """A reply in Aider's "whole" edit format: the file name, then the whole file fenced."""
+    return reply(text(f"Here it is.\n\n{path}\n```\n{content}```\n"))
+
+
+@pytest.fixture
+def case() -> CliCase:
+    return CliCase(
+        backend=AiderCliBackend, program=need(AIDER, "Aider (scripts/install-aider.sh)"), wire="openai",
+        model="openai/gpt-4.1", startup=8.0, options={"aider_edit_format": "whole"},
+        write=whole_file,
+        output=lambda value: reply(text("The answer: " + json.dumps(value))))
+
+
+@pytest.mark.parametrize("check", conformance_checks(slow=True), ids=conformance.check_id)
+async def test_conformance(check, kit, tmp_path):
+    await check(kit.harness(), tmp_path)
+
+
+async def test_resume_continues_the_same_session(kit, tmp_path):
+    # A short first prompt: Aider summarizes a long history with its weak model, a request of its own.
+    await kit.check_resume(tmp_path, second_turn=False, big_prompt=False)
+
+
+async def test_a_300_kb_prompt(kit, tmp_path):
+    await kit.check_big_prompt(tmp_path)
+    assert not list(tmp_path.glob(".aider*"))  # history and caches stay out of the workspace
+
+
+async def test_http_errors_end_in_their_class(kit, tmp_path):
+    await kit.check_error_classes(tmp_path)
+
+
+async def test_time_budget_with_a_hung_model(kit, tmp_path):
+    await kit.check_time_budget(tmp_path)
+
+
+def test_missing_program_names_the_install_command(kit):
+    kit.check_missing_program("pipx install aider-chat")
+
+
+def test_sandbox_is_refused_before_anything_runs():
+    with pytest.raises(ConfigurationError) as caught:
+        AutonomousCodingAgent(backend="aider-cli", program_path=AIDER or "aider", sandbox=True)
+    assert "sandbox=False" in str(caught.value)
+
+
+# ------------------------------------------------------------------ Aider's output, line by line
+def backend() -> AiderCliBackend:
+    options = AiderCliOptions(max_retries=1)
+    return AiderCliBackend(BackendSettings(model="openai/gpt-4.1", tools=[], sandbox=False, options=options))
+
+
+def feed(target: AiderCliBackend, lines: list[str], turn: TurnState) -> list[Any]:
+    return [m for line in lines for m in target.parse_event(parse_line(line.encode()), turn)]
+
+
+def test_the_reply_is_told_apart_from_aiders_own_lines():
+    target, turn = backend(), TurnState()
+    messages = feed(target, [
+        "Aider v0.86.2", "Main model: openai/gpt-4.1 with whole edit format", "Git repo: none", "",
+        "REFUSED: the task asks for credentials", "",
+        "Tokens: 1.8k sent, 1.2k cache hit, 23 received. Cost: $0.0039 message, $0.0039 session.",
+    ], turn)
+    assert [m.type for m in messages] == [MessageType.TEXT]
+    assert turn.final_text == "REFUSED: the task asks for credentials"
+    usage = target.ledger.total
+    assert (usage.input_tokens, usage.cache_read_tokens, usage.output_tokens) == (1800, 1200, 23)
+    assert usage.cost_usd == pytest.approx(0.0039)
+
+
+def test_retries_beyond_max_retries_fail_with_the_errors_class():
+    target, turn = backend(), TurnState()
+    feed(target, ["litellm.RateLimitError: RateLimitError: OpenAIException - too many", "requests",
+                  "Retrying in 0.2 seconds..."], turn)
+    with pytest.raises(BackendError) as caught:
+        feed(target, ["litellm.RateLimitError: RateLimitError: OpenAIException - too many requests",
+                      "Retrying in 0.5 seconds..."], turn)
+    assert caught.value.kind == "rate_limit"
+
+
+def test_an_error_without_a_status_takes_the_kind_of_its_exception():
+    target, turn = backend(), TurnState()
+    feed(target, ["litellm.ContextWindowExceededError: the conversation does not fit"], turn)
+    target.parse_event(parse_line(b""), turn)
+    with pytest.raises(BackendError) as caught:
+        target.conclude(turn, 0, "")
+    assert caught.value.kind == "context_length"
+
+
+def test_applied_edits_are_tracked_and_the_file_name_is_not_reply_text(tmp_path):
+    target, turn = backend(), TurnState()
+    tracked: list[str] = []
+    target.track = lambda written=(), deleted=(): tracked.extend(written)  # no connected workspace here
+    messages = feed(target, ["Here it is.", "", "pkg/mod.py", "```", "X = 1", "```", "",
+                             "Tokens: 602 sent, 16 received.", "", "pkg/mod.py", "Applied edit to pkg/mod.py"], turn)
+    assert [m.type for m in messages] == [MessageType.TEXT, MessageType.TOOL_RESULT]
+    assert turn.final_text == "Here it is.\n\npkg/mod.py\n```\nX = 1\n```"
+    assert messages[1].tool_input == {"path": "pkg/mod.py"} and tracked == ["pkg/mod.py"]
+    assert target.last_messages(turn) == []  # the file name before "Applied edit" is Aider's, not a note
