@@ -75,16 +75,26 @@ class CodingRequest(_Checked):
             "unless this is False (question-answering or structured-output-only tasks)."
         ),
     )
-    resume: str | None = Field(
+    resume: str | Path | None = Field(
         default=None,
-        description="The agent's own session id to continue (backends with the resume capability).",
+        description=(
+            "Continue an earlier run of the agent (backends with the resume capability): its "
+            "transcript (a Path, or a str ending in .jsonl or naming a path) or the agent's own "
+            "session id (CodingResult.session_id)."),
     )
 
     if TYPE_CHECKING:  # mypy without the pydantic plugin: cwd also takes a str
         def __init__(self, *, prompt: str, cwd: str | Path, system_prompt: str | None = None,
                      budget: Budget | None = None, allowed_write_paths: list[str] | None = None,
                      output_type: type[BaseModel] | None = None, require_changes: bool = True,
-                     resume: str | None = None) -> None: ...
+                     resume: str | Path | None = None) -> None: ...
+
+    @field_validator("resume")
+    @classmethod
+    def _non_blank_resume(cls, value: str | Path | None) -> str | Path | None:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("resume is empty: give a transcript or a session id")
+        return value
 
     @field_validator("prompt")
     @classmethod
@@ -210,6 +220,8 @@ class CodingResult(BaseModel):
         default_factory=list, description="Actions refused during the run: tool, target, reason, rule.")
     backend: str = ""
     model: str | None = None
+    session_id: str | None = Field(
+        default=None, description="The agent's own session id, to resume (CodingRequest.resume).")
 
     @property
     def ok(self) -> bool:

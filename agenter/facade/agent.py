@@ -8,16 +8,21 @@ import contextlib
 import os
 from collections.abc import AsyncGenerator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
 from agenter._errors import BudgetExceededError, ConfigurationError
 from agenter._events import CodingEvent, CodingEventType
-from agenter._types import Budget, CodingRequest, CodingResult, CodingStatus
+from agenter._types import Budget, CodingRequest, CodingResult, CodingStatus, Usage
 from agenter.backends import BackendCapabilities, BackendSettings, BaseBackend, load_backend
 from agenter.backends.capabilities import Mode, check_mode
+from agenter.host.redact import Redactor
 from agenter.tools import Tool, as_tool
+
+if TYPE_CHECKING:
+    from agenter.facade.session import AgentSession
+    from agenter.session.loop import CodingSession
 
 
 class AutonomousCodingAgent:
@@ -28,6 +33,10 @@ class AutonomousCodingAgent:
     backend's own options and are checked against them (an unknown one is a ConfigurationError
     that lists the valid ones). Everything the backend needs from the machine (its extra, its
     program, a Python version) is checked here, before anything runs.
+
+    `log_dir` writes a transcript of every run there (JSONL, see docs/sessions.md);
+    `tracer_provider` sends OpenTelemetry spans to that provider instead of the global one
+    (docs/observability.md). `session(...)` keeps one agent conversation for many requests.
     """
 
     def __init__(self, backend: str | type[BaseBackend[Any]] = "anthropic-sdk", model: str | None = None,
@@ -35,7 +44,8 @@ class AutonomousCodingAgent:
                  sandbox: bool = True, max_iterations: int | None = None, budget: Budget | None = None,
                  raise_on_budget_exceeded: bool = False, mode: Mode = "autonomous",
                  permissions: Any = None, on_permission: Callable[..., Any] | None = None,
-                 permission_timeout: float | None = 60.0, **backend_options: Any):
+                 permission_timeout: float | None = 60.0, log_dir: str | os.PathLike[str] | None = None,
+                 tracer_provider: Any = None, **backend_options: Any):
         from agenter.validators import ValidatorChain, resolve_validators
 
         if isinstance(backend, str):
@@ -78,6 +88,12 @@ class AutonomousCodingAgent:
         self._backend_class.check_settings(self._settings)
         check_mode(mode, self.capabilities, self.backend_name)
         self.mode: Mode = mode
+        if log_dir is not None and not isinstance(log_dir, str | os.PathLike):
+            raise ConfigurationError(f"log_dir must be a directory path, got {log_dir!r}", parameter="log_dir")
+        self.log_dir = Path(log_dir).expanduser() if log_dir is not None else None
+        if self.log_dir is not None and self.log_dir.exists() and not self.log_dir.is_dir():
+            raise ConfigurationError(f"log_dir {str(self.log_dir)!r} is not a directory", parameter="log_dir")
+        self.tracer_provider = tracer_provider
 
     @staticmethod
     def _budget(budget: Budget | None, max_iterations: int | None) -> Budget:
@@ -103,12 +119,13 @@ class AutonomousCodingAgent:
     # ------------------------------------------------------------------ execution
     async def execute(self, request: CodingRequest | str, **request_fields: Any) -> CodingResult:
         """Run the request to the end and return its result."""
-        from agenter.session.loop import CodingSession
-
-        session: CodingSession = self._session(request, request_fields)
-        async with contextlib.aclosing(session.run()) as events:
-            async for _ in events:
-                pass
+        session = self._session(request, request_fields)
+        try:
+            async with contextlib.aclosing(session.run()) as events:
+                async for _ in events:
+                    pass
+        finally:
+            self._finish(session)
         assert session.result is not None
         self._raise_if_budget_exceeded(session.result)
         return session.result
@@ -121,12 +138,38 @@ class AutonomousCodingAgent:
         generator is closed; use `contextlib.aclosing` to make that immediate.
         """
         session = self._session(request, request_fields)
-        async with contextlib.aclosing(session.run()) as events:
-            async for event in events:
-                yield event
-                if event.type is CodingEventType.SESSION_END and session.result is not None:
-                    self._raise_if_budget_exceeded(session.result)
-                    return
+        try:
+            async with contextlib.aclosing(session.run()) as events:
+                async for event in events:
+                    yield event
+                    if event.type is CodingEventType.SESSION_END and session.result is not None:
+                        self._raise_if_budget_exceeded(session.result)
+                        return
+        finally:
+            self._finish(session)
+
+    def session(self, cwd: str | os.PathLike[str], *, system_prompt: str | None = None,
+                allowed_write_paths: list[str] | None = None, output_type: type[BaseModel] | None = None,
+                resume: str | os.PathLike[str] | None = None, budget: Budget | None = None,
+                log_dir: str | os.PathLike[str] | None = None) -> AgentSession:
+        """One agent conversation for many requests: `async with agent.session(cwd=...) as s:`,
+        then `await s.execute(...)` or `s.stream_execute(...)` as often as needed.
+
+        The working directory, instructions, allowed paths, output type and resume are fixed for
+        the session; each request has its own budget (or the agent's), and `budget` here bounds
+        the whole session (its iterations only when given explicitly). `log_dir` defaults to the
+        agent's. Nothing runs until the session opens.
+        """
+        from agenter.facade.session import AgentSession
+
+        if budget is not None and not isinstance(budget, Budget):
+            raise ConfigurationError("budget must be a Budget", parameter="budget")
+        template, origin = self._checked(CodingRequest(
+            prompt="(session)", cwd=Path(cwd), system_prompt=system_prompt,
+            allowed_write_paths=allowed_write_paths, output_type=output_type,
+            resume=Path(resume) if isinstance(resume, os.PathLike) else resume), {})
+        return AgentSession(self, template, budget=budget, resumed_from=origin,
+                            log_dir=Path(log_dir) if log_dir is not None else self.log_dir)
 
     def execute_sync(self, request: CodingRequest | str, **request_fields: Any) -> CodingResult:
         """For callers without an event loop (scripts, notebooks with a running loop too)."""
@@ -144,18 +187,75 @@ class AutonomousCodingAgent:
             raise BudgetExceededError(result.error or "budget exceeded",
                                       limit=result.exceeded_limit or "", result=result)
 
-    def _session(self, request: CodingRequest | str, request_fields: dict[str, Any]) -> Any:
+    def _session(self, request: CodingRequest | str, request_fields: dict[str, Any]) -> CodingSession:
         from agenter.session.loop import CodingSession
+        from agenter.session.telemetry import RunTrace, tracer_for
+        from agenter.session.transcript import TranscriptWriter
 
-        request = self._check_request(request, request_fields)
+        request, origin = self._checked(request, request_fields)
         budget = request.budget or self.budget
         backend = self._backend_class(self._settings)
+        model = self.model or backend.default_model
+        redact = self._redactor()
+        transcript = None
+        if self.log_dir is not None:
+            transcript = TranscriptWriter.create(self.log_dir, backend=self.backend_name, model=model,
+                                                 mode=self.mode, cwd=Path(request.cwd), redact=redact,
+                                                 versions=self._versions(), resumed_from=origin)
+            transcript.request(1, request)
+        trace = None
+        tracer = tracer_for(self.tracer_provider)
+        if tracer is not None:
+            trace = RunTrace(tracer, backend=self.backend_name, model=model,
+                             provider=getattr(backend, "price_provider", None), mode=self.mode,
+                             usage=backend.usage, session_id=lambda: backend.session_id)
         return CodingSession(backend, request, budget=budget, validators=self._validators,
-                             backend_name=self.backend_name, mode=self.mode,
-                             model=self.model or backend.default_model,
-                             secrets=self.options.secrets())
+                             backend_name=self.backend_name, mode=self.mode, model=model,
+                             redactor=redact, transcript=transcript, trace=trace)
+
+    @staticmethod
+    def _finish(session: CodingSession) -> None:
+        """End the one-shot run's transcript (its last line says how much the run used)."""
+        transcript = session._transcript
+        if transcript is None:
+            return
+        result = session.result
+        usage = Usage()
+        if result is not None:
+            usage = Usage(input_tokens=result.input_tokens, output_tokens=result.output_tokens,
+                          cache_read_tokens=result.cache_read_tokens, cache_write_tokens=result.cache_write_tokens,
+                          cost_usd=result.total_cost_usd)
+        with contextlib.suppress(Exception):
+            transcript.end(requests=1, usage=usage, session_id=result.session_id if result else None)
+
+    def _redactor(self) -> Redactor:
+        return Redactor(extra=self.options.secrets())
+
+    def _versions(self) -> dict[str, str]:
+        """agenter's version and those of the backend's Python packages, for transcripts."""
+        from agenter._version import __version__
+        from agenter.host.requirements import PythonPackage, distribution_version
+
+        versions = {"agenter": __version__}
+        try:
+            requirements = list(self._backend_class.requirements(self._settings))
+        except Exception:  # noqa: BLE001 - versions are informative only
+            requirements = []
+        for requirement in requirements:
+            if isinstance(requirement, PythonPackage):
+                name = requirement.distribution or requirement.module
+                version = distribution_version(name)
+                if version:
+                    versions[name] = version
+        return versions
 
     def _check_request(self, request: CodingRequest | str, fields: dict[str, Any]) -> CodingRequest:
+        return self._checked(request, fields)[0]
+
+    def _checked(self, request: CodingRequest | str,
+                 fields: dict[str, Any]) -> tuple[CodingRequest, dict[str, Any] | None]:
+        """The request checked, its resume resolved to the agent's session id, and where that
+        id came from (a transcript or the caller)."""
         if isinstance(request, str):
             data: dict[str, Any] = {"prompt": request, **fields}
         elif isinstance(request, CodingRequest):
@@ -181,10 +281,16 @@ class AutonomousCodingAgent:
             if not self.capabilities.structured_output:
                 raise ConfigurationError(f"backend {self.backend_name!r} cannot return structured output",
                                          parameter="output_type")
-        if checked.resume is not None and not self.capabilities.resume:
-            raise ConfigurationError(f"backend {self.backend_name!r} cannot resume an earlier session",
-                                     parameter="resume")
-        return checked
+        if checked.resume is not None:
+            if not self.capabilities.resume:
+                raise ConfigurationError(f"backend {self.backend_name!r} cannot resume an earlier session",
+                                         parameter="resume")
+            from agenter.session.transcript import resolve_resume
+
+            # A transcript is read now: one that cannot be resumed fails here, not in the run.
+            session_id, origin = resolve_resume(checked.resume, self.backend_name)
+            return checked.model_copy(update={"resume": session_id}), origin
+        return checked, None
 
     def _parse_options(self, options: dict[str, Any]) -> Any:
         model_cls = self._backend_class.options_model

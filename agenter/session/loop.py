@@ -3,12 +3,17 @@
 Per iteration: check budget → run a backend turn (streamed, with the time, token and cost budgets
 enforced while it runs) → collect modified files → run validators → completed, or retry with the
 errors in the prompt. Knows backends only through the CodingBackend protocol and capabilities.
+
+A CodingSession is one request. Alone it connects the backend and disconnects it at the end; in
+a multi-request session (agenter.facade.session) it gets a connected backend, leaves it
+connected, and counts usage, files and denials from where the request started.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 import stat
@@ -22,7 +27,9 @@ from agenter._events import CodingEvent, CodingEventType
 from agenter._types import Budget, CodingRequest, CodingResult, CodingStatus, ModifiedFiles, Usage
 from agenter.backends.base import BackendMessage, CodingBackend, Denial, MessageType, SessionSpec
 from agenter.host.redact import Redactor
-from agenter.session.budget import ITERATIONS, TIME, BudgetTracker
+from agenter.session.budget import ITERATIONS, TIME, BudgetTracker, Limits
+from agenter.session.telemetry import RunTrace
+from agenter.session.transcript import TranscriptWriter, resolve_resume
 from agenter.validators import ValidationResult, ValidatorChain
 
 log = logging.getLogger("agenter.session")
@@ -33,6 +40,28 @@ CANCEL_GRACE_SECONDS = 5.0
 MAX_FILE_BYTES = 2 * 1024 * 1024
 
 _END = object()
+_STOP = object()
+
+#: The event vocabulary: what each kind of backend message is (CodingEvent.kind).
+_KINDS = {
+    MessageType.TEXT: CodingEventType.TEXT,
+    MessageType.TEXT_DELTA: CodingEventType.TEXT_DELTA,
+    MessageType.THINKING: CodingEventType.THINKING,
+    MessageType.THINKING_DELTA: CodingEventType.THINKING_DELTA,
+    MessageType.TOOL_CALL: CodingEventType.TOOL_CALL_STARTED,
+    MessageType.TOOL_RESULT: CodingEventType.TOOL_CALL_FINISHED,
+    MessageType.COMMAND_START: CodingEventType.COMMAND_STARTED,
+    MessageType.COMMAND_END: CodingEventType.COMMAND_FINISHED,
+    MessageType.FILE_EDIT: CodingEventType.FILE_EDITED,
+    MessageType.PERMISSION: CodingEventType.PERMISSION_DECISION,
+    MessageType.USAGE: CodingEventType.USAGE_UPDATED,
+    MessageType.COMPACTED: CodingEventType.CONTEXT_COMPACTED,
+    MessageType.ERROR: CodingEventType.ERROR,
+    MessageType.STATUS: CodingEventType.STATUS,
+    MessageType.PLAN: CodingEventType.PLAN,
+}
+#: The whole text or thinking that closes what was streamed in deltas.
+_CLOSES = {MessageType.TEXT: MessageType.TEXT_DELTA, MessageType.THINKING: MessageType.THINKING_DELTA}
 
 
 def _timeout(seconds: float) -> float | None:
@@ -65,6 +94,10 @@ class _TimeUp(Exception):
     """The session's time budget ran out while waiting on a backend turn or a validator."""
 
 
+class _Stopped(Exception):
+    """The caller stopped the request (AgentSession.cancel) while it waited on a turn or a validator."""
+
+
 class _Failure:
     """An exception raised by the source of a bounded stream, handed over as an item."""
 
@@ -72,11 +105,14 @@ class _Failure:
         self.error = error
 
 
-async def _within_time(source: AsyncIterator[Any], tracker: BudgetTracker,
-                       name: str) -> AsyncGenerator[Any, None]:
+async def _within_time(source: AsyncIterator[Any], tracker: BudgetTracker | Limits,
+                       name: str, *, stops: list[asyncio.Queue[Any]] | None = None,
+                       context: contextvars.Context | None = None) -> AsyncGenerator[Any, None]:
     """Items of `source`, consumed in a task of its own so that the time budget can cancel it
     wherever it is waiting (a hung model, a slow test command). Raises _TimeUp when the budget
     runs out; an exception of the source arrives as a _Failure item and ends the stream.
+    While it runs its queue is in `stops`, where a stop puts _STOP (raised here as _Stopped).
+    `context` is the task's context (the turn's tracing span).
 
     Lock-step: the source is resumed only after the session has taken its previous item, so a
     turn never runs ahead of the session's budget checks (a tool the session stopped the turn
@@ -104,7 +140,9 @@ async def _within_time(source: AsyncIterator[Any], tracker: BudgetTracker,
                     await aclose()
             queue.put_nowait(_END)
 
-    task = asyncio.create_task(pump(), name=f"agenter-{name}")
+    task = asyncio.create_task(pump(), name=f"agenter-{name}", context=context)
+    if stops is not None:
+        stops.append(queue)
     try:
         while True:
             remaining = tracker.remaining_time()
@@ -116,9 +154,13 @@ async def _within_time(source: AsyncIterator[Any], tracker: BudgetTracker,
                 raise _TimeUp from None
             if item is _END:
                 return
+            if item is _STOP:
+                raise _Stopped
             yield item
             taken.set()
     finally:
+        if stops is not None and queue in stops:
+            stops.remove(queue)
         if not task.done():
             task.cancel()
             done, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE_SECONDS)
@@ -132,7 +174,9 @@ class _TurnOutcome:
     def __init__(self) -> None:
         self.error: BaseException | None = None
         self.exceeded: str | None = None
+        self.by_session = False  # the limit crossed is the multi-request session's
         self.last_text: str = ""
+        self.streamed: dict[MessageType, list[str]] = {}
 
 
 class _Outcome(Exception):
@@ -159,12 +203,21 @@ class _RunState:
 
 
 class CodingSession:
-    """One run of one request on one connected backend. Use `run()` to stream events;
-    `result` holds the CodingResult once SESSION_END has been emitted."""
+    """One run of one request on one backend. Use `run()` to stream events; `result` holds the
+    CodingResult once SESSION_END has been emitted.
+
+    With `connected=True` the backend is already connected (a multi-request session owns it):
+    the run neither connects nor disconnects it, and counts usage, files, denials and the
+    applied diff from where the request started. `limits` adds the session's budget to the
+    request's; `transcript` and `trace` record the run.
+    """
 
     def __init__(self, backend: CodingBackend, request: CodingRequest, *, budget: Budget,
                  validators: ValidatorChain, backend_name: str, model: str | None = None,
-                 secrets: list[str] | None = None, mode: str = "autonomous"):
+                 secrets: list[str] | None = None, mode: str = "autonomous", connected: bool = False,
+                 limits: Limits | None = None, transcript: TranscriptWriter | None = None,
+                 trace: RunTrace | None = None, request_index: int | None = None,
+                 redactor: Redactor | None = None):
         self.backend = backend
         self.request = request
         self.budget = budget
@@ -173,22 +226,81 @@ class CodingSession:
         self.model = model
         self.mode = mode
         self.result: CodingResult | None = None
-        self._redact = Redactor(extra=secrets)
+        self.request_index = request_index
+        self._connected = connected
+        self._redact = redactor or Redactor(extra=secrets)
         self._changed = ModifiedFiles()
         self._denials: list[Denial] = []
-        self._tracker = BudgetTracker(budget)
+        self._given_limits = limits
+        self._limits = limits or Limits(budget)
+        self._transcript = transcript
+        self._trace = trace
+        self._stops: list[asyncio.Queue[Any]] = []
+        self._stopped: str | None = None
+        self._earlier_denials = 0
+        self._earlier_diff: Any = None
+
+    # ------------------------------------------------------------------ control
+    def stop(self, reason: str = "cancelled by the caller") -> None:
+        """End the run at its next step: a turn or validator in flight is cancelled, and the run
+        ends with ERROR and `reason` (events and result as usual)."""
+        if self._stopped is None:
+            self._stopped = reason
+        for queue in list(self._stops):
+            queue.put_nowait(_STOP)
+
+    def _usage(self) -> Usage:
+        """The request's own usage (the backend's figure is cumulative for its session)."""
+        return self._limits.usage(self.backend.usage())
 
     # ------------------------------------------------------------------ the loop
     async def run(self) -> AsyncGenerator[CodingEvent, None]:
-        """SESSION_START, the iterations, the final event, SESSION_END (always last)."""
-        self._tracker = BudgetTracker(self.budget)
+        """SESSION_START, the iterations, the final event, SESSION_END (always last); each event
+        recorded in the transcript and the trace as it passes."""
+        ended = False
+        try:
+            async with contextlib.aclosing(self._run()) as events:
+                async for event in events:
+                    self._record(event)
+                    ended = event.type is CodingEventType.SESSION_END
+                    yield event
+        finally:
+            if not ended and self.result is not None and self._transcript is not None:
+                # Abandoned (the caller stopped reading): the transcript still says how it ended.
+                with contextlib.suppress(Exception):
+                    for event in self._closing_events(self.result):
+                        self._transcript.event(self.request_index, event)
+            if self._trace is not None:
+                self._trace.end(self.result)
+
+    def _record(self, event: CodingEvent) -> None:
+        transcript = self._transcript
+        if transcript is not None:
+            session_id = None
+            with contextlib.suppress(Exception):
+                session_id = self.backend.session_id
+            transcript.agent_session(session_id)
+            transcript.event(self.request_index, event)
+        if self._trace is not None:
+            self._trace.on_event(event)
+
+    async def _run(self) -> AsyncGenerator[CodingEvent, None]:
+        if self._given_limits is None:
+            self._limits = Limits(self.budget, base=self.backend.usage())
+        if self._connected:
+            with contextlib.suppress(Exception):
+                self._earlier_denials = len(self.backend.denials())
+            self._earlier_diff = getattr(self.backend, "applied_diff", None)
         state = _RunState(self.request.prompt)
         outcome: _Outcome | None = None
-        yield self._event(CodingEventType.SESSION_START, cwd=str(self.request.cwd), model=self.model,
-                          backend=self.backend_name, max_iterations=self.budget.max_iterations,
-                          budget=self.budget.model_dump())
+        start: dict[str, Any] = dict(cwd=str(self.request.cwd), model=self.model, backend=self.backend_name,
+                                     max_iterations=self.budget.max_iterations, budget=self.budget.model_dump())
+        if self.request_index is not None:
+            start["request"] = self.request_index
+        yield self._event(CodingEventType.SESSION_START, **start)
         try:
-            await self._connect()
+            if not self._connected:
+                await self._connect()
             while True:
                 self._check_budget_before_iteration(state)
                 async with contextlib.aclosing(self._iteration(state)) as events:
@@ -205,9 +317,10 @@ class CodingSession:
             log.exception("coding session failed")
             outcome = _Outcome(CodingStatus.ERROR, self._describe_error(exc))
         finally:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                # Always disconnect: a backend may have spawned a process before connect() failed.
-                await asyncio.wait_for(self.backend.disconnect(), CANCEL_GRACE_SECONDS * 2)
+            if not self._connected:
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    # Always disconnect: a backend may have spawned a process before connect() failed.
+                    await asyncio.wait_for(self.backend.disconnect(), CANCEL_GRACE_SECONDS * 2)
             final = outcome or _Outcome(CodingStatus.ERROR, "session ended unexpectedly")
             files: dict[str, str | None] = {}
             with contextlib.suppress(Exception, asyncio.CancelledError):
@@ -215,14 +328,17 @@ class CodingSession:
                 files = await asyncio.to_thread(self._read_files)
             self.result = self._build_result(final, state, files)
 
-        yield self._final_event(self.result)
-        end = self._event(CodingEventType.SESSION_END, status=self.result.status.value,
-                          iterations=self.result.iterations, tokens=self.result.total_tokens,
-                          cost=self.result.total_cost_usd,
-                          duration=self.result.duration_seconds,
-                          result=self._result_json(self.result))
-        end._result = self.result  # raw, for the caller; the data is the redacted copy
-        yield end
+        for event in self._closing_events(self.result):
+            yield event
+
+    def _closing_events(self, result: CodingResult) -> list[CodingEvent]:
+        """The outcome event and SESSION_END."""
+        end = self._event(CodingEventType.SESSION_END, status=result.status.value,
+                          iterations=result.iterations, tokens=result.total_tokens,
+                          cost=result.total_cost_usd, duration=result.duration_seconds,
+                          result=self._result_json(result))
+        end._result = result  # raw, for the caller; the data is the redacted copy
+        return [self._final_event(result), end]
 
     async def _iteration(self, state: _RunState) -> AsyncGenerator[CodingEvent, None]:
         """One turn, its changes, its validation; raises _Outcome when the run is decided."""
@@ -253,8 +369,11 @@ class CodingSession:
         except _TimeUp:
             yield self._iteration_end(iteration, False, changes)
             raise _Outcome(CodingStatus.BUDGET_EXCEEDED,
-                           self._tracker.describe(TIME, self.backend.usage()) + " (while validating)",
+                           self._limits.describe_time(self.backend.usage()) + " (while validating)",
                            TIME) from None
+        except _Stopped:
+            yield self._iteration_end(iteration, False, changes)
+            raise self._stopped_outcome() from None
         problems = self._verdict(results, state)
         passed = not problems
         yield self._iteration_end(iteration, passed, changes)
@@ -267,33 +386,43 @@ class CodingSession:
 
     # ------------------------------------------------------------------ steps
     async def _connect(self) -> None:
-        """Connect the backend within the time budget."""
+        """Connect the backend within the time budget (the run's span current, for the agent
+        program's TRACEPARENT)."""
+        resume, _ = resolve_resume(self.request.resume, self.backend_name)
         spec = SessionSpec(cwd=Path(self.request.cwd),
                            allowed_write_paths=self.request.allowed_write_paths,
                            system_prompt=self.request.system_prompt,
                            output_type=self.request.output_type,
-                           resume_session_id=self.request.resume, mode=self.mode)
+                           resume_session_id=resume, mode=self.mode)
+        current = self._trace.current() if self._trace is not None else contextlib.nullcontext()
         try:
-            await asyncio.wait_for(self.backend.connect(spec), _timeout(max(self._tracker.remaining_time(), 0.01)))
+            with current:
+                await asyncio.wait_for(self.backend.connect(spec),
+                                       _timeout(max(self._limits.remaining_time(), 0.01)))
         except TimeoutError:
             raise _Outcome(CodingStatus.BUDGET_EXCEEDED,
-                           self._tracker.describe(TIME, self.backend.usage()) + " (while the backend started)",
+                           self._limits.describe_time(self.backend.usage()) + " (while the backend started)",
                            TIME) from None
 
     def _check_budget_before_iteration(self, state: _RunState) -> None:
         """The check before each iteration, which is also the check before a retry. Only a
         failed validation leads back here, so running out of iterations means validation never
-        passed: FAILED, not BUDGET_EXCEEDED."""
-        usage = self.backend.usage()
-        limit = self._tracker.exceeded(usage, iterations_done=state.iteration)
-        if limit == ITERATIONS:
+        passed: FAILED, not BUDGET_EXCEEDED (unless it is the session's iterations that ran out)."""
+        if self._stopped is not None:
+            raise self._stopped_outcome()
+        crossed = self._limits.crossed(self.backend.usage(), iterations_done=state.iteration)
+        if crossed is None:
+            return
+        if crossed.limit == ITERATIONS and not crossed.session:
             raise _Outcome(CodingStatus.FAILED, self._not_passed_reason())
-        if limit:
-            raise _Outcome(CodingStatus.BUDGET_EXCEEDED, self._tracker.describe(limit, usage), limit)
+        raise _Outcome(CodingStatus.BUDGET_EXCEEDED, crossed.description, crossed.limit)
+
+    def _stopped_outcome(self) -> _Outcome:
+        return _Outcome(CodingStatus.ERROR, self._stopped or "cancelled by the caller")
 
     def _turn_ending(self, turn: _TurnOutcome, changes: ModifiedFiles, state: _RunState) -> _Outcome | None:
         """An outcome decided by the turn itself, before validation: error, writes outside the
-        allowed paths, refusal, a budget crossed mid-turn."""
+        allowed paths, refusal, a budget crossed mid-turn, a stop."""
         if turn.error is not None:
             return _Outcome(CodingStatus.ERROR, self._describe_error(turn.error))
         if self.mode == "analysis" and changes:
@@ -309,10 +438,12 @@ class CodingSession:
         state.refusal = self.backend.refusal()
         if state.refusal is not None:
             return _Outcome(CodingStatus.REFUSED)
+        if self._stopped is not None:
+            return self._stopped_outcome()
         if turn.exceeded:
             return _Outcome(CodingStatus.BUDGET_EXCEEDED,
-                            self._tracker.describe(turn.exceeded, self.backend.usage()) + self._unfinished_note(),
-                            turn.exceeded)
+                            self._limits.describe(turn.exceeded, self.backend.usage(), session=turn.by_session)
+                            + self._unfinished_note(), turn.exceeded)
         return None
 
     async def _validate(self, iteration: int, results: list[ValidationResult]) -> AsyncGenerator[CodingEvent, None]:
@@ -322,16 +453,17 @@ class CodingSession:
         yield self._event(CodingEventType.VALIDATION_START, iteration=iteration,
                           validators=[v.name for v in self.validators.validators], file_count=len(files))
         async with contextlib.aclosing(_within_time(
-                self.validators.run(files, cwd), self._tracker, "validators")) as checks:
+                self.validators.run(files, cwd), self._limits, "validators", stops=self._stops)) as checks:
             async for vresult in checks:
                 if isinstance(vresult, _Failure):
                     raise vresult.error
                 results.append(vresult)
+                extra = {} if vresult.duration_seconds is None else {"duration": round(vresult.duration_seconds, 6)}
                 yield self._event(
                     CodingEventType.VALIDATION_RESULT, iteration=iteration,
                     validator=vresult.validator, passed=vresult.passed,
                     errors=[self._redact(e) for e in vresult.errors],
-                    blocking=vresult.blocking, skipped=vresult.skipped)
+                    blocking=vresult.blocking, skipped=vresult.skipped, **extra)
 
     def _verdict(self, results: list[ValidationResult], state: _RunState) -> list[str]:
         """The problems that fail this iteration (empty: it passed)."""
@@ -348,10 +480,9 @@ class CodingSession:
 
     def _completed(self) -> _Outcome:
         """Validation passed: COMPLETED, with a note if a limit was crossed at the very end."""
-        usage = self.backend.usage()
-        late = self._tracker.exceeded(usage)
+        late = self._limits.crossed(self.backend.usage())
         if late:
-            return _Outcome(CodingStatus.COMPLETED_WITH_LIMIT_EXCEEDED, self._tracker.describe(late, usage), late)
+            return _Outcome(CodingStatus.COMPLETED_WITH_LIMIT_EXCEEDED, late.description, late.limit)
         return _Outcome(CodingStatus.COMPLETED)
 
     def _not_passed_reason(self) -> str:
@@ -376,24 +507,47 @@ class CodingSession:
     # ------------------------------------------------------------------ turn
     async def _run_turn(self, prompt: str, outcome: _TurnOutcome, iteration: int) -> AsyncGenerator[CodingEvent, None]:
         """Stream one backend turn as events; token and cost budgets are checked per message."""
+        context = self._trace.turn_context() if self._trace is not None else None
         try:
             async with contextlib.aclosing(
-                    _within_time(self.backend.execute(prompt), self._tracker, f"turn-{iteration}")) as items:
+                    _within_time(self.backend.execute(prompt), self._limits, f"turn-{iteration}",
+                                 stops=self._stops, context=context)) as items:
                 async for item in items:
                     if isinstance(item, _Failure):
                         outcome.error = item.error
                         continue
-                    message: BackendMessage = item
-                    if message.type is MessageType.TEXT and message.content.strip():
-                        outcome.last_text = message.content
-                    yield self._event(CodingEventType.BACKEND_MESSAGE, iteration=iteration,
-                                      **message.event_data())
-                    limit = self._tracker.exceeded(self.backend.usage())
-                    if limit:
-                        outcome.exceeded = limit
+                    event = self._message_event(item, outcome, iteration)
+                    if event is not None:
+                        yield event
+                    crossed = self._limits.crossed(self.backend.usage())
+                    if crossed:
+                        outcome.exceeded, outcome.by_session = crossed.limit, crossed.session
                         break
         except _TimeUp:
-            outcome.exceeded = TIME
+            outcome.exceeded, outcome.by_session = TIME, self._limits.time_by_session()
+        except _Stopped:
+            pass  # _turn_ending reports it
+
+    def _message_event(self, message: BackendMessage, outcome: _TurnOutcome, iteration: int) -> CodingEvent | None:
+        """The event for one backend message, in the vocabulary (None: a whole text already
+        streamed in deltas, which is not sent twice)."""
+        kind = message.type
+        if kind in (MessageType.TEXT_DELTA, MessageType.THINKING_DELTA):
+            outcome.streamed.setdefault(kind, []).append(message.content)
+            if kind is MessageType.TEXT_DELTA:
+                outcome.last_text = "".join(outcome.streamed[kind])
+        elif kind in _CLOSES:
+            pieces = outcome.streamed.pop(_CLOSES[kind], None)
+            if kind is MessageType.TEXT and message.content.strip():
+                outcome.last_text = message.content
+            if pieces is not None:
+                return None
+        data = message.event_data()
+        data["kind"] = _KINDS.get(kind, CodingEventType.STATUS).value
+        if kind is MessageType.USAGE:
+            usage = self._usage()
+            data["usage"] = {**usage.model_dump(), "total_tokens": usage.total_tokens}
+        return self._event(CodingEventType.BACKEND_MESSAGE, iteration=iteration, **data)
 
     # ------------------------------------------------------------------ decisions
     def _collect_changes(self) -> ModifiedFiles:
@@ -408,7 +562,7 @@ class CodingSession:
         denials = getattr(self.backend, "denials", None)
         if callable(denials):
             with contextlib.suppress(Exception):
-                for denial in denials():
+                for denial in denials()[self._earlier_denials:]:
                     if denial not in self._denials:
                         self._denials.append(denial)
 
@@ -466,9 +620,15 @@ class CodingSession:
 
     def _build_result(self, outcome: _Outcome, state: _RunState, files: dict[str, str | None]) -> CodingResult:
         try:
-            usage = self.backend.usage()
+            usage = self._usage()
         except Exception:  # noqa: BLE001
             usage = Usage()
+        session_id = None
+        with contextlib.suppress(Exception):
+            session_id = self.backend.session_id
+        diff = getattr(self.backend, "applied_diff", None) or None
+        if self._connected and diff is not None and diff == self._earlier_diff:
+            diff = None  # an earlier request's
         summary = state.summary or self._default_summary(outcome.status, state)
         refusal = state.refusal
         return CodingResult(
@@ -476,13 +636,12 @@ class CodingSession:
             iterations=state.iteration, input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens, cache_read_tokens=usage.cache_read_tokens,
             cache_write_tokens=usage.cache_write_tokens, total_tokens=usage.total_tokens,
-            total_cost_usd=round(usage.cost_usd, 6), duration_seconds=round(self._tracker.elapsed(), 3),
+            total_cost_usd=round(usage.cost_usd, 6), duration_seconds=round(self._limits.elapsed(), 3),
             output=state.output, error=outcome.error, exceeded_limit=outcome.exceeded,
             refusal_reason=self._redact(refusal.reason) if refusal else None,
             validation_errors=[self._redact(e) for e in state.validation_errors],
             permission_denials=[d.as_dict() for d in self._denials],
-            diff=getattr(self.backend, "applied_diff", None) or None,
-            backend=self.backend_name, model=self.model)
+            diff=diff, backend=self.backend_name, model=self.model, session_id=session_id)
 
     def _default_summary(self, status: CodingStatus, state: _RunState) -> str:
         if not state.started_turn:
@@ -492,7 +651,7 @@ class CodingSession:
         return f"{status.value}: {len(self._changed.all)} file(s) changed"
 
     def _iteration_end(self, iteration: int, passed: bool, changes: ModifiedFiles) -> CodingEvent:
-        usage = self.backend.usage()
+        usage = self._usage()
         return self._event(CodingEventType.ITERATION_END, iteration=iteration, passed=passed,
                            files_modified=changes.all, tokens=usage.total_tokens,
                            cost=round(usage.cost_usd, 6))
@@ -520,9 +679,9 @@ class CodingSession:
             data["output"] = repr(result.output)
             return data
 
-    def _event(self, kind: CodingEventType, **data: Any) -> CodingEvent:
+    def _event(self, event_type: CodingEventType, /, **data: Any) -> CodingEvent:
         """Every event is redacted (file contents in the final result included); the
         CodingResult the caller gets back stays raw."""
         redacted = self._redact.data(data)
         assert isinstance(redacted, dict)
-        return CodingEvent(type=kind, data=redacted, timestamp=time.time())
+        return CodingEvent(type=event_type, data=redacted, timestamp=time.time())

@@ -1,0 +1,311 @@
+"""AgentSession: one agent conversation for many requests.
+
+    async with agent.session(cwd=repo) as session:
+        first = await session.execute("Add a parser")
+        async for event in session.stream_execute("Now test it"):
+            ...
+        session.usage, session.files, session.results    # running totals
+
+The backend connects once when the session opens and stays connected until it closes, so a
+backend that keeps its conversation (capabilities.resume) answers each request knowing the
+earlier ones. Each request is a full run (turns, validation, retries, its own budget and result);
+calls are serialized; `budget` bounds the whole session; `cancel()` and `close()` end every
+process the backend started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncGenerator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agenter._errors import BudgetExceededError, ConfigurationError
+from agenter._events import CodingEvent, CodingEventType
+from agenter._types import Budget, CodingRequest, CodingResult, Usage
+from agenter.backends.base import BaseBackend, SessionSpec
+from agenter.session.budget import TIME, BudgetTracker, Limits
+from agenter.session.loop import CANCEL_GRACE_SECONDS, CodingSession
+from agenter.session.telemetry import RunTrace, SessionTrace, tracer_for
+from agenter.session.transcript import TranscriptWriter
+
+if TYPE_CHECKING:
+    from agenter.facade.agent import AutonomousCodingAgent
+
+__all__ = ["AgentSession"]
+
+log = logging.getLogger("agenter.session")
+
+#: Request fields fixed when the session opens (the backend was connected with them).
+_FIXED = ("cwd", "system_prompt", "allowed_write_paths", "output_type")
+
+
+class AgentSession:
+    """One connected backend serving requests one at a time (see the module docstring).
+
+    Made by `AutonomousCodingAgent.session(...)`; use it with `async with`, or call `open()` and
+    `close()` yourself.
+    """
+
+    def __init__(self, agent: AutonomousCodingAgent, template: CodingRequest, *, budget: Budget | None,
+                 resumed_from: dict[str, Any] | None, log_dir: str | Path | None):
+        self._agent = agent
+        self._template = template
+        self.budget = budget
+        self._resumed_from = resumed_from
+        self._log_dir = log_dir
+        self._state = "new"
+        self._backend: BaseBackend[Any] | None = None
+        self._lock = asyncio.Lock()
+        self._current: CodingSession | None = None
+        self._runner: asyncio.Task[Any] | None = None
+        self._tracker: BudgetTracker | None = None
+        self._transcript: TranscriptWriter | None = None
+        self._trace: SessionTrace | None = None
+        self._redact = agent._redactor()
+        self._iterations = 0
+        self._files: dict[str, str | None] = {}
+        self.results: list[CodingResult] = []
+
+    # ------------------------------------------------------------------ state
+    @property
+    def cwd(self) -> Path:
+        return Path(self._template.cwd)
+
+    @property
+    def keeps_conversation(self) -> bool:
+        """True when each request continues the same agent conversation (the backend's resume
+        capability); otherwise every request starts afresh on the same connected backend."""
+        return self._agent.capabilities.resume
+
+    @property
+    def is_open(self) -> bool:
+        return self._state == "open"
+
+    @property
+    def session_id(self) -> str | None:
+        """The agent's own session id (what `CodingRequest(resume=...)` continues later)."""
+        if self._backend is None:
+            return None
+        with contextlib.suppress(Exception):
+            return self._backend.session_id
+        return None
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens and cost of every request so far, the one running included."""
+        if self._backend is None:
+            return Usage()
+        return self._backend.usage()
+
+    @property
+    def total_cost_usd(self) -> float:
+        return round(self.usage.cost_usd, 6)
+
+    @property
+    def files(self) -> dict[str, str | None]:
+        """Every file the finished requests changed: path → latest content (None: deleted)."""
+        return dict(self._files)
+
+    @property
+    def transcript_path(self) -> Path | None:
+        return self._transcript.path if self._transcript is not None else None
+
+    # ------------------------------------------------------------------ lifecycle
+    async def __aenter__(self) -> AgentSession:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        """Connect the backend (within the session's time budget, else the agent's)."""
+        if self._state != "new":
+            raise ConfigurationError("a session is opened once; make a new one with agent.session(...)",
+                                     parameter="session")
+        self._state = "opening"
+        agent = self._agent
+        if self.budget is not None:
+            self._tracker = BudgetTracker(self.budget)
+        backend = self._backend = agent._backend_class(agent._settings)
+        model = agent.model or backend.default_model
+        tracer = tracer_for(agent.tracer_provider)
+        if tracer is not None:
+            self._trace = SessionTrace(tracer, backend=agent.backend_name, model=model,
+                                       provider=getattr(backend, "price_provider", None), mode=agent.mode)
+        if self._log_dir is not None:
+            self._transcript = TranscriptWriter.create(
+                self._log_dir, backend=agent.backend_name, model=model, mode=agent.mode, cwd=self.cwd,
+                redact=self._redact, versions=agent._versions(), resumed_from=self._resumed_from)
+        template = self._template
+        spec = SessionSpec(cwd=self.cwd, allowed_write_paths=template.allowed_write_paths,
+                           system_prompt=template.system_prompt, output_type=template.output_type,
+                           resume_session_id=str(template.resume) if template.resume else None, mode=agent.mode)
+        limit = (self.budget or agent.budget).max_time_seconds
+        current = self._trace.current() if self._trace is not None else contextlib.nullcontext()
+        try:
+            with current:
+                await asyncio.wait_for(backend.connect(spec), limit)
+        except BaseException as exc:
+            await self._shutdown(error=f"the backend did not start: {type(exc).__name__}: {exc}")
+            if isinstance(exc, TimeoutError):
+                raise BudgetExceededError(
+                    f"time budget exceeded: the {agent.backend_name} backend did not start within {limit:g} s",
+                    limit=TIME) from None
+            raise
+        self._state = "open"
+        if self._transcript is not None:
+            self._transcript.agent_session(self.session_id)
+
+    async def cancel(self, reason: str = "session cancelled by the caller") -> None:
+        """Stop the request in flight (it ends with ERROR and `reason`) and close the session."""
+        await self.close(reason=reason)
+
+    async def close(self, *, reason: str = "session closed") -> None:
+        """End the session: a request in flight is stopped, the backend disconnected (nothing it
+        started outlives this), the transcript ended. Idempotent."""
+        if self._state == "closed":
+            return
+        opened = self._state == "open"
+        self._state = "closed"
+        current = self._current
+        if current is not None:
+            current.stop(reason)
+            runner = self._runner
+            if runner is not None and runner is not asyncio.current_task():
+                # Let the stopped request emit its last events, boundedly.
+                with contextlib.suppress(TimeoutError, Exception):
+                    await asyncio.wait_for(self._wait_idle(), CANCEL_GRACE_SECONDS * 2)
+        if opened or self._backend is not None:
+            await self._shutdown()
+
+    async def _wait_idle(self) -> None:
+        async with self._lock:
+            pass
+
+    async def _shutdown(self, error: str | None = None) -> None:
+        backend = self._backend
+        if backend is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(backend.disconnect(), CANCEL_GRACE_SECONDS * 2)
+        self._state = "closed"
+        usage = self.usage
+        if self._transcript is not None:
+            with contextlib.suppress(Exception):
+                self._transcript.end(requests=len(self.results), usage=usage, session_id=self.session_id)
+        if self._trace is not None:
+            with contextlib.suppress(Exception):
+                self._trace.end(usage, requests=len(self.results), session_id=self.session_id, error=error)
+            self._trace = None
+
+    # ------------------------------------------------------------------ requests
+    async def execute(self, request: CodingRequest | str, **request_fields: Any) -> CodingResult:
+        """Run one request to the end (after any request still running) and return its result."""
+        finished: list[CodingResult] = []
+        async with contextlib.aclosing(self._stream(request, request_fields, finished)) as events:
+            async for _ in events:
+                pass
+        result = finished[0]
+        self._agent._raise_if_budget_exceeded(result)
+        return result
+
+    async def stream_execute(self, request: CodingRequest | str,
+                             **request_fields: Any) -> AsyncGenerator[CodingEvent, None]:
+        """Yield the request's events (SESSION_START ... SESSION_END, as a one-shot run does).
+        Close the generator (`contextlib.aclosing`) when stopping early: the session serves the
+        next request only after it."""
+        finished: list[CodingResult] = []
+        async with contextlib.aclosing(self._stream(request, request_fields, finished)) as events:
+            async for event in events:
+                yield event
+                if event.type is CodingEventType.SESSION_END and finished:
+                    self._agent._raise_if_budget_exceeded(finished[0])
+                    return
+
+    async def _stream(self, request: CodingRequest | str, fields: dict[str, Any],
+                      finished: list[CodingResult]) -> AsyncGenerator[CodingEvent, None]:
+        checked = self._check(request, fields)
+        async with self._lock:
+            self._require_open()
+            run = self._run(checked)
+            self._current, self._runner = run, asyncio.current_task()
+            try:
+                async with contextlib.aclosing(run.run()) as events:
+                    async for event in events:
+                        if event.type is CodingEventType.SESSION_END and run.result is not None:
+                            self._finished(run.result)
+                            finished.append(run.result)
+                        yield event
+            finally:
+                if run.result is not None and not finished:
+                    self._finished(run.result)
+                    finished.append(run.result)
+                self._current = self._runner = None
+
+    def _require_open(self) -> None:
+        if self._state == "new":
+            raise ConfigurationError("the session is not open: use `async with agent.session(...)` or "
+                                     "`await session.open()`", parameter="session")
+        if self._state != "open":
+            raise ConfigurationError("the session is closed", parameter="session")
+
+    def _check(self, request: CodingRequest | str, fields: dict[str, Any]) -> CodingRequest:
+        """The request with the session's fixed fields; one that asks for others is refused."""
+        template = self._template
+        if isinstance(request, CodingRequest):
+            given = {name: getattr(request, name) for name in request.model_fields_set}
+        else:
+            given = {}
+        given.update(fields)
+        for name in _FIXED:
+            if given.get(name) is not None and not self._same(name, given[name]):
+                raise ConfigurationError(
+                    f"{name} is fixed when the session opens ({getattr(template, name)!r}); open another "
+                    f"session for another {name}", parameter=name)
+        if given.get("resume") is not None:
+            raise ConfigurationError("resume is given when the session opens (agent.session(resume=...)), "
+                                     "not per request", parameter="resume")
+        fixed = {name: getattr(template, name) for name in _FIXED}
+        return self._agent._check_request(request, {**fields, **fixed, "resume": None})
+
+    def _same(self, name: str, value: Any) -> bool:
+        expected = getattr(self._template, name)
+        if name == "cwd":
+            return Path(value).expanduser().resolve() == Path(expected)
+        return bool(value == expected)
+
+    def _run(self, request: CodingRequest) -> CodingSession:
+        agent = self._agent
+        backend = self._backend
+        assert backend is not None
+        index = len(self.results) + 1
+        budget = request.budget or agent.budget
+        session_iterations = None
+        if self.budget is not None and "max_iterations" in self.budget.model_fields_set:
+            session_iterations = self._iterations
+        limits = Limits(budget, base=backend.usage(), session=self._tracker, session_iterations=session_iterations)
+        model = agent.model or backend.default_model
+        trace = None
+        if self._trace is not None:
+            trace = RunTrace(self._trace.tracer, backend=agent.backend_name, model=model,
+                             provider=getattr(backend, "price_provider", None), mode=agent.mode,
+                             usage=backend.usage, session_id=lambda: self.session_id, parent=self._trace,
+                             request_index=index)
+        if self._transcript is not None:
+            self._transcript.request(index, request)
+        return CodingSession(backend, request, budget=budget, validators=agent._validators,
+                             backend_name=agent.backend_name, mode=agent.mode, model=model,
+                             connected=True, limits=limits, transcript=self._transcript, trace=trace,
+                             request_index=index, redactor=self._redact)
+
+    def _finished(self, result: CodingResult) -> None:
+        self.results.append(result)
+        self._files.update(result.files)
+        self._iterations += result.iterations
+
+    def __repr__(self) -> str:
+        return (f"AgentSession(backend={self._agent.backend_name!r}, cwd={str(self.cwd)!r}, "
+                f"state={self._state!r}, requests={len(self.results)})")
