@@ -556,7 +556,18 @@ class CodingSession:
         except Exception as exc:  # noqa: BLE001
             log.warning("backend could not report modified files: %s", exc)
             return ModifiedFiles()
-        return ModifiedFiles(written=set(changes.written), deleted=set(changes.deleted))
+        ours = self._own_files()
+        return ModifiedFiles(written=set(changes.written) - ours, deleted=set(changes.deleted) - ours)
+
+    def _own_files(self) -> set[str]:
+        """Files agenter itself writes in the workspace (a transcript in a log_dir inside it)."""
+        if self._transcript is None:
+            return set()
+        cwd = os.path.realpath(self.request.cwd)
+        path = os.path.realpath(self._transcript.path)
+        if not path.startswith(cwd.rstrip(os.sep) + os.sep):
+            return set()
+        return {Path(os.path.relpath(path, cwd)).as_posix()}
 
     def _collect_denials(self) -> None:
         denials = getattr(self.backend, "denials", None)
