@@ -2,7 +2,9 @@
 
 Exit codes: 0 completed, 1 not completed, 2 usage error, 130 interrupted (Ctrl-C).
 --json prints one event per line (NDJSON) for pipelines; the last line is always session_end.
-See docs/cli.md.
+--log-dir DIR writes the run's transcript there; `agenter show FILE` renders a transcript and
+`agenter runs DIR` lists them; --resume FILE|ID continues an earlier run. See docs/cli.md and
+docs/sessions.md.
 """
 
 from __future__ import annotations
@@ -56,7 +58,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                      help="a backend option; VALUE is parsed as JSON when it can be")
     run.add_argument("--json", action="store_true", help="print events as NDJSON on stdout")
+    run.add_argument("--log-dir", default=None, metavar="DIR",
+                     help="write the run's transcript (JSONL, every event as it happens) to DIR")
+    run.add_argument("--resume", default=None, metavar="TRANSCRIPT|ID",
+                     help="continue an earlier run: its transcript file or the agent's session id")
     sub.add_parser("backends", help="list backend names")
+    show = sub.add_parser("show", help="render a transcript")
+    show.add_argument("file", help="a transcript written with --log-dir")
+    runs = sub.add_parser("runs", help="list the transcripts in a directory")
+    runs.add_argument("dir", help="the --log-dir of earlier runs")
     return parser
 
 
@@ -154,6 +164,10 @@ class _Command:
 
             print("\n".join(backend_names()))
             return EXIT_OK
+        if args.command == "show":
+            return _show(args.file)
+        if args.command == "runs":
+            return _runs(args.dir)
         problems = _usage_problems(args)
         if problems:
             for problem in problems:
@@ -173,9 +187,9 @@ class _Command:
         try:
             agent = AutonomousCodingAgent(
                 backend=args.backend, model=args.model, validators=args.validator,
-                sandbox=not args.no_sandbox, **_backend_options(args.option))
+                sandbox=not args.no_sandbox, log_dir=args.log_dir, **_backend_options(args.option))
             request = CodingRequest(prompt=args.prompt, cwd=args.cwd, system_prompt=args.system_prompt,
-                                    allowed_write_paths=args.allow_write,
+                                    allowed_write_paths=args.allow_write, resume=args.resume,
                                     budget=Budget(**budget_fields) if budget_fields else None)
         except (ConfigurationError, ValidationError) as exc:
             print(f"agenter: {_describe_error(exc)}", file=sys.stderr)
@@ -322,6 +336,167 @@ class _LiveDisplay:
 
     def close(self) -> None:
         self.status.stop()
+
+
+# ---------------------------------------------------------------------------- transcripts
+def _read(path: str) -> Any:
+    from agenter import ConfigurationError
+    from agenter.session.transcript import read_transcript
+
+    try:
+        return read_transcript(path)
+    except ConfigurationError as exc:
+        print(f"agenter: {exc}", file=sys.stderr)
+        return None
+
+
+def _when(stamp: Any) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if isinstance(stamp, int | float) else "?"
+
+
+def _show(path: str) -> int:
+    """Print a transcript as a readable account of the run(s)."""
+    transcript = _read(path)
+    if transcript is None:
+        return EXIT_USAGE
+    out = _TranscriptPrinter()
+    out.header(transcript)
+    for record in transcript.records:
+        kind = record.get("record")
+        if kind == "request":
+            out.request(record)
+        elif kind == "event":
+            out.event(record)
+    out.flush_text()
+    if transcript.end is None:
+        print("\n(the session did not close: the run was killed, crashed, or is still running)")
+    return EXIT_OK
+
+
+class _TranscriptPrinter:
+    """Plain text, one line per notable event; streamed text pieces joined into one line."""
+
+    def __init__(self) -> None:
+        self.pending: list[str] = []
+
+    def header(self, transcript: Any) -> None:
+        head = transcript.header
+        versions = " · ".join(f"{k} {v}" for k, v in (head.get("versions") or {}).items())
+        print(f"transcript {transcript.path}")
+        print(f"backend {head.get('backend')} · model {head.get('model') or 'agent default'} · "
+              f"mode {head.get('mode')} · cwd {head.get('cwd')}")
+        print(f"started {_when(head.get('started'))} · {versions}")
+        resumed = head.get("resumed_from")
+        if resumed:
+            print(f"resumes {resumed.get('transcript') or 'session'} (agent session {resumed.get('session_id')})")
+        if transcript.session_id:
+            print(f"agent session {transcript.session_id}")
+
+    def request(self, record: dict[str, Any]) -> None:
+        self.flush_text()
+        prompt = str(record.get("prompt") or "").strip().splitlines()
+        print(f"\n── request {record.get('request')}: {prompt[0][:200] if prompt else ''}")
+
+    def flush_text(self) -> None:
+        if self.pending:
+            print(f"    text: {_one_line(''.join(self.pending))}")
+            self.pending = []
+
+    def event(self, record: dict[str, Any]) -> None:
+        kind, data = record.get("type"), record.get("data") or {}
+        if kind == "backend_message":
+            self.message(data)
+            return
+        self.flush_text()
+        if kind == "iteration_start":
+            print(f"  ▶ iteration {data.get('iteration')}")
+        elif kind == "validation_result":
+            mark = "–" if data.get("skipped") else ("✓" if data.get("passed") else "✗")
+            problems = "" if data.get("passed") or data.get("skipped") else f": {len(data.get('errors') or [])} problem(s)"
+            print(f"    {mark} {data.get('validator')}{problems}")
+            for error in (data.get("errors") or [])[:3]:
+                print(f"        {_one_line(str(error))}")
+        elif kind == "iteration_end":
+            files = ", ".join(data.get("files_modified") or []) or "none"
+            print(f"  ◀ iteration {data.get('iteration')}: {'passed' if data.get('passed') else 'not passed'}; "
+                  f"files {files}; {data.get('tokens', 0)} tokens, ${data.get('cost', 0):.4f}")
+        elif kind in ("completed", "failed", "refused"):
+            status = str(data.get("status") or kind).replace("_", " ").upper()
+            detail = data.get("error") or data.get("reason") or data.get("summary") or ""
+            print(f"  {status}  {_one_line(str(detail))}")
+        elif kind == "session_end":
+            print(f"  {data.get('iterations', 0)} iteration(s) · {data.get('tokens', 0)} tokens · "
+                  f"${data.get('cost', 0) or 0:.4f} · {data.get('duration', 0) or 0:.1f} s")
+
+    def message(self, data: dict[str, Any]) -> None:
+        kind = data.get("kind") or data.get("message_type")
+        content = str(data.get("content") or "")
+        if kind == "text_delta":
+            self.pending.append(content)
+            return
+        self.flush_text()
+        tool = data.get("tool_name") or ""
+        if kind in ("tool_call_started", "tool_call"):
+            print(f"    tool {tool} {_one_line(json.dumps(data.get('tool_input'), default=str))}")
+        elif kind in ("tool_call_finished", "tool_result"):
+            print(f"    {'✗' if data.get('is_error') else '✓'} {tool} {_one_line(content)}".rstrip())
+        elif kind == "command_started":
+            command = data.get("command") or (data.get("tool_input") or {}).get("command") or content
+            print(f"    $ {_one_line(str(command))}")
+        elif kind == "command_finished":
+            print(f"    $ exit {data.get('exit_code', '?')} {_one_line(content)}".rstrip())
+        elif kind == "file_edited":
+            print(f"    edited {data.get('path')} (+{data.get('lines_added', '?')} -{data.get('lines_removed', '?')})")
+        elif kind in ("permission_decision", "permission"):
+            print(f"    permission {'denied' if data.get('is_error') else 'allowed'}: {tool} {_one_line(content)}")
+        elif kind == "usage_updated":
+            usage = data.get("usage") or {}
+            print(f"    usage {usage.get('total_tokens', 0)} tokens, ${usage.get('cost_usd', 0):.4f}")
+        elif kind == "thinking_delta":
+            return
+        else:
+            print(f"    {kind}: {_one_line(content)}")
+
+
+def _one_line(text: str, limit: int = 160) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+def _runs(folder: str) -> int:
+    """List the transcripts in a directory, oldest first."""
+    from agenter import ConfigurationError
+    from agenter.session.transcript import read_transcript
+
+    root = os.path.expanduser(folder)
+    if not os.path.isdir(root):
+        print(f"agenter: {folder!r} is not a directory", file=sys.stderr)
+        return EXIT_USAGE
+    rows = []
+    for name in sorted(os.listdir(root)):
+        if not name.endswith(".jsonl"):
+            continue
+        try:
+            transcript = read_transcript(os.path.join(root, name))
+        except ConfigurationError:
+            continue  # another program's JSONL
+        head, results = transcript.header, transcript.results
+        last = results[-1] if results else {}
+        status = last.get("status") or ("unfinished" if transcript.end is None else "no request")
+        tokens = sum(int(r.get("tokens") or 0) for r in results)
+        cost = sum(float(r.get("cost") or 0) for r in results)
+        rows.append((head.get("started") or 0, [
+            _when(head.get("started")), str(head.get("backend")), str(head.get("model") or "-"),
+            str(len(transcript.requests)), status, str(tokens), f"${cost:.4f}", name]))
+    if not rows:
+        print(f"no transcripts in {folder}")
+        return EXIT_OK
+    table = [["started", "backend", "model", "requests", "status", "tokens", "cost", "file"]]
+    table += [row for _, row in sorted(rows, key=lambda r: r[0])]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for row in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

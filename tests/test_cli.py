@@ -342,3 +342,45 @@ def test_script_file_format_errors_are_clear(tmp_path):
     script.write_text("[not json")
     proc = subprocess.run([*SERVER, "--script", str(script)], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and str(script) in proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Transcripts: run --log-dir, show, runs, --resume
+
+
+def test_log_dir_then_show_and_runs(tmp_path):
+    logs, repo = tmp_path / "logs", tmp_path / "repo"
+    repo.mkdir()
+    script = [reply(tool_call("write_file", {"path": "hello.py", "content": "print('hi')\n"})),
+              reply(text("Wrote hello.py"))]
+    with ScriptedModelServer(script) as server:
+        proc = run_cli("run", "Write hello.py", "--cwd", str(repo), "--json", "--log-dir", str(logs),
+                       "--option", f"base_url={server.base_url}", "--option", "api_key=sk-test-cli-123456")
+    assert proc.returncode == 0, proc.stderr
+    (transcript,) = logs.glob("*.jsonl")
+    shown = run_cli("show", str(transcript))
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout
+    assert "backend anthropic-sdk" in out and "── request 1: Write hello.py" in out
+    assert 'tool write_file {"path": "hello.py"' in out and "✓ syntax" in out and "COMPLETED" in out
+    assert "did not close" not in out
+    listed = run_cli("runs", str(logs))
+    assert listed.returncode == 0, listed.stderr
+    header, row = listed.stdout.splitlines()
+    assert header.split()[:5] == ["started", "backend", "model", "requests", "status"]
+    assert "anthropic-sdk" in row and " completed " in row and transcript.name in row
+    assert "sk-test-cli-123456" not in transcript.read_text() + out + listed.stdout
+
+
+def test_show_runs_and_resume_say_what_is_wrong(tmp_path):
+    missing = run_cli("show", str(tmp_path / "nope.jsonl"))
+    assert missing.returncode == 2 and "no transcript" in missing.stderr
+    assert run_cli("runs", str(tmp_path / "nope")).returncode == 2
+    empty = run_cli("runs", str(tmp_path))
+    assert empty.returncode == 0 and "no transcripts" in empty.stdout
+    other = tmp_path / "codex-run.jsonl"
+    other.write_text(json.dumps({"record": "header", "format": "agenter-transcript", "version": 1,
+                                 "backend": "codex"}) + "\n")
+    proc = run_cli("run", "continue", "--cwd", str(tmp_path), "--resume", str(other),
+                   "--option", "api_key=sk-test-cli-123456")
+    assert proc.returncode == 2 and "of a codex run" in proc.stderr
