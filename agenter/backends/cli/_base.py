@@ -147,6 +147,7 @@ class CliBackend(BaseBackend[OptionsT]):
         self.turns = 0
         self._run: ProgramRun | None = None
         self._estimate = Usage()
+        self._settled: list[BackendMessage] = []
 
     # ------------------------------------------------------------------ configuration
     @classmethod
@@ -218,7 +219,7 @@ class CliBackend(BaseBackend[OptionsT]):
     def environment(self, **variables: str | None) -> dict[str, str]:
         """The program's environment: ours, the private home, `variables` (None leaves a variable
         as it is), then the user's `env` option."""
-        env = dict(os.environ)
+        env = {**os.environ, **self.trace_env()}
         if self.home_dir is not None:
             env["HOME"] = str(self.home_dir)
         env.update({key: value for key, value in variables.items() if value is not None})
@@ -247,9 +248,11 @@ class CliBackend(BaseBackend[OptionsT]):
         return f"{self.instructions(refusal_tool=None, output_channel=self.output_channel)}\n\n---\n\n{prompt}"
 
     def settle(self, usage: Usage, cost: float | None = None) -> None:
-        """One finished model response, or a whole run's figures: replaces the running estimate."""
+        """One finished model response, or a whole run's figures: replaces the running estimate.
+        A USAGE message follows the line's messages, so budgets are checked at once."""
         self._estimate = Usage()
-        self.ledger.settle(usage, cost=cost)
+        priced = self.ledger.settle(usage, cost=cost)
+        self._settled.append(BackendMessage(MessageType.USAGE, details={"usage": priced.model_dump()}))
 
     def _count(self, message: BackendMessage | None = None, *, sent: str = "") -> None:
         """Adds a message (or text sent to the model) to the running estimate."""
@@ -304,6 +307,8 @@ class CliBackend(BaseBackend[OptionsT]):
                         for message in self.parse_event(line, turn):
                             self._count(message)
                             yield message
+                        while self._settled:
+                            yield self._settled.pop(0)
                 returncode = await run.wait()
                 stderr = run.stderr_tail()
         except FileNotFoundError as exc:
