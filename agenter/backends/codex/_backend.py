@@ -7,6 +7,7 @@ on that thread, so retries continue the same conversation.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import tempfile
@@ -28,13 +29,15 @@ from agenter.backends.base import (
 )
 from agenter.backends.codex import _events, _setup
 from agenter.backends.codex._options import CodexOptions
-from agenter.backends.codex._permissions import Approvals, Decision, protocol_policy
+from agenter.backends.codex._permissions import ENFORCED_KINDS, Answering, Approvals, Decision, gated_tool
 from agenter.backends.codex._rpc import AppServerConnection, Closed, Notification
 from agenter.backends.codex._tools_server import SERVER_NAME, TOKEN_ENV_VAR, ToolsServer
 from agenter.host import AgentProcess, Requirement
 from agenter.usage import RunningTotal
 
 __all__ = ["CodexBackend"]
+
+log = logging.getLogger("agenter.backends.codex")
 
 #: Seconds for one JSON-RPC request (initialize, thread/start, turn/start) to be answered.
 REQUEST_TIMEOUT = 60.0
@@ -54,6 +57,7 @@ class CodexBackend(BaseBackend[CodexOptions]):
         resume=True, sandbox=True)
     options_model: ClassVar[type[BackendOptions]] = CodexOptions
     price_provider: ClassVar[str | None] = "openai"
+    permission_kinds: ClassVar[frozenset[str]] = ENFORCED_KINDS
 
     def __init__(self, settings: BackendSettings[CodexOptions]):
         super().__init__(settings)
@@ -126,9 +130,15 @@ class CodexBackend(BaseBackend[CodexOptions]):
             await _setup.check_sandbox(codex, env, self._session_dir, backend=self.name)
 
         approvals = Approvals(policy=options.codex_approval_policy, sandbox=self.settings.sandbox,
-                              cwd=self.cwd, writable_roots=[self.cwd, private_tmp], report=self._report_decision)
+                              cwd=self.cwd, writable_roots=[self.cwd, private_tmp], report=self._report_decision,
+                              permit=self.permit, explain=self._explain)
+        if self.settings.permissions is None and self.gate is not None:
+            # No policy given: staying inside the workspace is the sandbox option's business, as
+            # before the gate; every other safety check holds.
+            self.gate.workspace.extra_roots.append(os.sep)
         if self.settings.tools:
-            self._tools_server = await ToolsServer.start(self.settings.tools, self.run_tool, self.refuse)
+            self._tools_server = await ToolsServer.start(self.settings.tools, gated_tool(self.run_tool, self.permit),
+                                                         self.refuse)
             env[TOKEN_ENV_VAR] = self._tools_server.token
 
         config = _setup.codex_config(options, model=self.settings.model, sandbox=self.settings.sandbox,
@@ -139,8 +149,8 @@ class CodexBackend(BaseBackend[CodexOptions]):
         else:
             command += _setup.config_overrides(config)
         self._process = await AgentProcess.start(command, cwd=self.cwd, env=env, stdin_pipe=True)
-        self._conn = AppServerConnection(self._process, approvals.answer, approvals.observe,
-                                         backend=self.name, redact=self.redact)
+        self._conn = Answering(self._process, approvals.answer, approvals.observe,
+                               backend=self.name, redact=self.redact)
 
         await self._conn.request("initialize", {
             "clientInfo": {"name": "agenter", "title": "agenter", "version": __version__},
@@ -148,7 +158,7 @@ class CodexBackend(BaseBackend[CodexOptions]):
         self._conn.notify("initialized")
         thread_params: dict[str, Any] = {
             "cwd": str(self.cwd),
-            "approvalPolicy": protocol_policy(options.codex_approval_policy),
+            "approvalPolicy": approvals.thread_policy,
             "sandbox": "workspace-write" if self.settings.sandbox else "danger-full-access",
             "developerInstructions": self.instructions(
                 refusal_tool=REFUSAL_TOOL if self._tools_server else None, output_channel="native"),
@@ -271,12 +281,26 @@ class CodexBackend(BaseBackend[CodexOptions]):
     def _report_decision(self, decision: Decision) -> None:
         """Runs in the reader: a declined action is a denial; every decision is streamed, in
         order with the notifications around it."""
-        if not decision.approved:
+        if not decision.approved and not decision.recorded:
             self.deny(decision.tool, decision.what, decision.why,
-                      rule=f"codex_approval_policy={self.options.codex_approval_policy}")
+                      rule=decision.rule or f"codex_approval_policy={self.options.codex_approval_policy}")
         if self._conn is not None:
             self._conn.events.put_nowait(Notification(DECISION_EVENT, {"text": self.redact(decision.text),
                                                                        "declined": not decision.approved}))
+
+    async def _explain(self, thread_id: str, turn_id: str, text: str) -> None:
+        """Tell the model why a call was declined (Codex's decline says only "rejected by user"):
+        input for the running turn, queued before the decline is sent, so the model reads it with
+        the tool's result."""
+        conn = self._conn
+        if conn is None:
+            return
+        params = {"threadId": thread_id, "expectedTurnId": turn_id,
+                  "input": [{"type": "text", "text": text, "text_elements": []}]}
+        try:
+            await conn.request("turn/steer", params, REQUEST_TIMEOUT)
+        except BackendError as exc:  # the turn ended meanwhile: the decline still stands
+            log.debug("codex: could not explain a decline: %s", exc)
 
     def _stderr_tail(self) -> str | None:
         return (self._process.stderr_tail() or None) if self._process is not None else None
