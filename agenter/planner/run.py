@@ -321,7 +321,13 @@ class _Run:
             self.result.workspaces = workspaces.kind
             await execution.run()
             if isinstance(workspaces, GitWorkspaces):
-                changed, outside = await workspaces.apply_back()
+                # All of the merged changes reach cwd or none: a cancellation waits for the copy.
+                applying = asyncio.ensure_future(workspaces.apply_back())
+                try:
+                    changed, outside = await asyncio.shield(applying)
+                except asyncio.CancelledError:
+                    await asyncio.wait({applying})
+                    raise
                 self.changed.update(changed)
                 if outside:
                     raise WorkspaceError("tasks changed files outside cwd, which were not copied back: "

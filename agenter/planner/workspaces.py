@@ -24,6 +24,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agenter._errors import AgenterError
 from agenter.host import ProcessOutcome, find_program, run_process
@@ -108,8 +109,12 @@ class GitWorkspaces:
         self.base = ""                       # commit of cwd's state at setup
         self.head = ""                       # the merged state so far
         self._integration: Path | None = None
+        self._integration_ready: asyncio.Task[Any] | None = None
         self._trees: dict[str, tuple[Path, str]] = {}  # key -> (worktree, commit it started at)
+        self._tree_of: dict[str, asyncio.Future[str]] = {}  # commit -> its tree, for "changed nothing"
         self._lock = asyncio.Lock()
+        self._add_lock = asyncio.Lock()
+        self._adding: set[asyncio.Future[None]] = set()
         self._count = 0
 
     # ------------------------------------------------------------------ lifecycle
@@ -117,10 +122,15 @@ class GitWorkspaces:
         if self.git is None:
             raise WorkspaceError("parallel tasks run in git worktrees, but git is not installed")
         self._tmp = Path(tempfile.mkdtemp(prefix="agenter-plan-"))
-        probe = await self._run("rev-parse", "--show-toplevel", cwd=self.cwd, check=False)
-        if probe.returncode == 0 and probe.stdout.strip():
-            self._top = self._admin = Path(probe.stdout.strip()).resolve()
+        # One call: the top of the repository, its index, and HEAD (missing in a new repository).
+        probe = await self._run("rev-parse", "--show-toplevel", "--path-format=absolute", "--git-path", "index",
+                                "--verify", "-q", "HEAD", cwd=self.cwd, check=False)
+        lines = probe.stdout.splitlines()
+        if len(lines) >= 2:
+            self._top = self._admin = Path(lines[0]).resolve()
             self._prefix = self.cwd.resolve().relative_to(self._top)
+            head = lines[2].strip() if len(lines) > 2 else None
+            self.base = self.head = await self._clean_head(head) or await self._snapshot(lines[1], head)
         else:
             self.kind = "copy"
             store = self._tmp / "store"
@@ -128,23 +138,22 @@ class GitWorkspaces:
             self._git_dir = store / ".git"
             self._admin = store
             self._top = self.cwd.resolve()
-        self.base = self.head = await self._snapshot()
+            self.base = self.head = await self._snapshot(None, None)
         self._integration = self._tmp / "integration"
-        await self._run("worktree", "add", "--detach", "-q", str(self._integration), self.base, cwd=self._admin)
 
     async def close(self) -> None:
         """Remove every worktree and the temporary directory (also after a failure)."""
         if self._tmp is None:
             return
-        trees = [path for path, _ in self._trees.values()]
-        if self._integration is not None:
-            trees.append(self._integration)
-        for tree in trees:
-            with contextlib.suppress(Exception):
-                await self._run("worktree", "remove", "--force", str(tree), cwd=self._admin, check=False)
+        if self._adding:
+            await asyncio.wait(set(self._adding), timeout=self.timeout)
+        if self._integration_ready is not None and self._integration_ready.done():
+            with contextlib.suppress(BaseException):
+                self._integration_ready.result()  # its failure, if any, was reported where it mattered
+        # Deleting the directories and one prune is what `worktree remove` does, in one git call.
+        await asyncio.to_thread(shutil.rmtree, self._tmp, True)
         with contextlib.suppress(Exception):
             await self._run("worktree", "prune", cwd=self._admin, check=False)
-        await asyncio.to_thread(shutil.rmtree, self._tmp, True)
         self._trees.clear()
         self._tmp = None
 
@@ -152,33 +161,53 @@ class GitWorkspaces:
     async def acquire(self, key: str) -> Path:
         """A fresh worktree at the merged state; returns the task's cwd inside it."""
         assert self._tmp is not None, "setup() first"
-        async with self._lock:
-            self._count += 1
-            tree = self._tmp / f"task-{self._count}"
-            await self._run("worktree", "add", "--detach", "-q", str(tree), self.head, cwd=self._admin)
-            self._trees[key] = (tree, self.head)
+        self._count += 1
+        tree = self._tmp / f"task-{self._count}"
+        start = self.head  # a commit: later merges do not change what this worktree starts from
+        self._trees[key] = (tree, start)
+        await self._add_worktree(tree, start)
+        if self._integration_ready is None:
+            # Needed only at the first merge: checked out now, after the first task's worktree.
+            assert self._integration is not None
+            self._integration_ready = asyncio.create_task(self._add_worktree(self._integration, self.base))
         return tree / self._prefix
 
+    async def _add_worktree(self, path: Path, commit: str) -> None:
+        async def add() -> None:
+            # One at a time: `worktree add` reads every other entry and fails on a half-made one.
+            async with self._add_lock:
+                await self._run("worktree", "add", "--detach", "-q", str(path), commit, cwd=self._admin)
+
+        # Never killed half-way (that leaves a locked entry in the repository that prune keeps):
+        # a cancelled caller leaves it to finish, and close() waits for it.
+        task = asyncio.ensure_future(add())
+        self._adding.add(task)
+        task.add_done_callback(self._adding.discard)
+        await asyncio.shield(task)
+
     async def commit(self, key: str, message: str) -> str | None:
-        """Commit everything the task changed in its worktree; None when it changed nothing."""
+        """Commit the task's worktree as it is (whatever the agent did with git itself), on top of
+        the commit it started at; None when it changed nothing."""
         tree, started = self._trees[key]
         await self._run("add", "-A", cwd=tree)
-        staged = await self._run("diff", "--cached", "--quiet", cwd=tree, check=False)
-        if staged.returncode == 0:
+        written = (await self._run("write-tree", cwd=tree)).stdout.strip()
+        if written == await self._tree(started):
             return None
-        await self._run("commit", "-q", "--no-verify", "-m", message, cwd=tree)
-        return (await self._run("rev-parse", "HEAD", cwd=tree)).stdout.strip()
+        commit = await self._run("commit-tree", written, "-p", started, "-m", message, cwd=tree)
+        return commit.stdout.strip()
 
     async def merge(self, key: str, commit: str | None, message: str) -> MergeOutcome:
         """Merge a task's commit into the integration tree; a conflict is aborted and reported."""
         if commit is None:
             return MergeOutcome(merged=True, nothing_to_merge=True)
-        assert self._integration is not None
+        assert self._integration is not None and self._integration_ready is not None
+        await self._integration_ready
         async with self._lock:
             outcome = await self._run("merge", "--ff", "--no-edit", "--no-verify", "-q", "-m", message, commit,
                                       cwd=self._integration, check=False)
             if outcome.returncode == 0:
-                self.head = (await self._run("rev-parse", "HEAD", cwd=self._integration)).stdout.strip()
+                self.head = _detached_head(self._integration) or (
+                    await self._run("rev-parse", "HEAD", cwd=self._integration)).stdout.strip()
                 return MergeOutcome(merged=True)
             unmerged = await self._run("diff", "--name-only", "--diff-filter=U", cwd=self._integration, check=False)
             conflicts = [line for line in unmerged.stdout.splitlines() if line.strip()]
@@ -188,18 +217,18 @@ class GitWorkspaces:
             return MergeOutcome(merged=False, conflicts=[self._relative(path) or path for path in conflicts])
 
     async def release(self, key: str) -> None:
+        """Delete a task's worktree (its git entry is pruned at close)."""
         entry = self._trees.pop(key, None)
-        if entry is None or self._tmp is None:
-            return
-        async with self._lock:
-            await self._run("worktree", "remove", "--force", str(entry[0]), cwd=self._admin, check=False)
+        if entry is not None:
+            await asyncio.to_thread(shutil.rmtree, entry[0], True)
 
     async def apply_back(self) -> tuple[list[str], list[str]]:
         """Copy the merged changes into cwd. Returns (paths changed, paths outside cwd left alone),
         relative to cwd."""
-        assert self._integration is not None
         if self.head == self.base:
             return [], []
+        assert self._integration is not None and self._integration_ready is not None
+        await self._integration_ready
         listing = await self._run("diff", "--name-status", "--no-renames", "-z", self.base, self.head,
                                   cwd=self._integration)
         fields = listing.stdout.split("\0")
@@ -226,29 +255,43 @@ class GitWorkspaces:
         except ValueError:
             return None
 
-    async def _snapshot(self) -> str:
+    async def _clean_head(self, head: str | None) -> str | None:
+        """HEAD, when the working tree is exactly HEAD (nothing to snapshot)."""
+        if head is None:
+            return None
+        # --no-optional-locks: a status must not refresh (write) the user's index.
+        status = await self._run("--no-optional-locks", "status", "--porcelain", "-z", "--untracked-files=normal",
+                                 cwd=self._top, check=False)
+        return head if status.returncode == 0 and not status.stdout.strip("\0") else None
+
+    async def _snapshot(self, user_index: str | None, head: str | None) -> str:
         """Commit the working state of the top directory without touching the user's index."""
         assert self._tmp is not None
         index = self._tmp / "base-index"
-        if self._git_dir is None:
-            user_index = (await self._run("rev-parse", "--path-format=absolute", "--git-path", "index",
-                                          cwd=self._top)).stdout.strip()
-            if user_index and os.path.isfile(user_index):
-                # Starting from the user's index, only changed files are hashed again.
-                await asyncio.to_thread(shutil.copyfile, user_index, index)
+        if user_index and os.path.isfile(user_index):
+            # Starting from the user's index, only changed files are hashed again.
+            await asyncio.to_thread(shutil.copyfile, user_index, index)
         env = {"GIT_INDEX_FILE": str(index)}
         if self._git_dir is not None:
             env.update(GIT_DIR=str(self._git_dir), GIT_WORK_TREE=str(self._top))
         await self._run("add", "-A", cwd=self._top, env=env)
         tree = (await self._run("write-tree", cwd=self._top, env=env)).stdout.strip()
-        parent: list[str] = []
-        if self._git_dir is None:
-            head = await self._run("rev-parse", "--verify", "-q", "HEAD", cwd=self._top, check=False)
-            if head.returncode == 0 and head.stdout.strip():
-                parent = ["-p", head.stdout.strip()]
-        commit = await self._run("commit-tree", tree, *parent, "-m", "agenter: state before the plan",
-                                 cwd=self._top, env=env)
-        return commit.stdout.strip()
+        parent = ["-p", head] if head else []
+        commit = (await self._run("commit-tree", tree, *parent, "-m", "agenter: state before the plan",
+                                  cwd=self._top, env=env)).stdout.strip()
+        self._tree_of[commit] = asyncio.get_running_loop().create_future()
+        self._tree_of[commit].set_result(tree)
+        return commit
+
+    async def _tree(self, commit: str) -> str:
+        """The tree of a commit, asked of git once however many tasks want it at the same time."""
+        future = self._tree_of.get(commit)
+        if future is None:
+            future = self._tree_of[commit] = asyncio.ensure_future(self._ask_tree(commit))
+        return await asyncio.shield(future)
+
+    async def _ask_tree(self, commit: str) -> str:
+        return (await self._run("rev-parse", f"{commit}^{{tree}}", cwd=self._admin)).stdout.strip()
 
     async def _run(self, *args: str, cwd: Path, env: dict[str, str] | None = None,
                    check: bool = True) -> ProcessOutcome:
@@ -264,6 +307,19 @@ class GitWorkspaces:
 def _tail(text: str, limit: int = 800) -> str:
     text = text.strip()
     return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def _detached_head(worktree: Path) -> str | None:
+    """The commit a worktree's detached HEAD names, read from its files (a git call saved on
+    each merge); None when it is not that simple (the caller asks git)."""
+    try:
+        pointer = (worktree / ".git").read_text().strip()
+        if not pointer.startswith("gitdir:"):
+            return None
+        head = (Path(pointer.removeprefix("gitdir:").strip()) / "HEAD").read_text().strip()
+    except OSError:
+        return None
+    return head if len(head) in (40, 64) and all(c in "0123456789abcdef" for c in head) else None
 
 
 def _copy_entry(source: Path, target: Path, deleted: bool) -> None:

@@ -235,12 +235,15 @@ async def test_plan_only_returns_the_plan_and_runs_nothing(tmp_path):
 async def test_parallel_tasks_run_at_once_in_worktrees_and_merge_cleanly(repo):
     running = 0
     peak = 0
+    all_in = asyncio.Event()
 
     async def slow_write(ctx):
         nonlocal running, peak
         running += 1
         peak = max(peak, running)
-        await asyncio.sleep(0.4)
+        if running == 3:
+            all_in.set()
+        await asyncio.wait_for(all_in.wait(), 20)  # only returns if the three run at the same time
         running -= 1
         return None
 

@@ -68,6 +68,32 @@ async def test_tasks_merge_in_order_and_come_back_without_touching_the_users_git
     assert git(repo, "worktree", "list").count("\n") == 1  # only the main working tree is left
 
 
+async def test_a_clean_working_tree_is_its_head_and_a_new_repository_works_too(repo: Path, tmp_path: Path):
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "all")
+    spaces = GitWorkspaces(repo)
+    await spaces.setup()
+    try:
+        assert spaces.base == git(repo, "rev-parse", "HEAD").strip()
+        tree = await spaces.acquire("1")
+        assert await spaces.commit("1", "nothing") is None
+        (tree / "n.txt").write_text("n\n")
+        merged = await spaces.merge("1", await spaces.commit("1", "n"), "m")
+        assert merged.merged and spaces.head == git(repo, "rev-parse", spaces.head).strip() != spaces.base
+    finally:
+        await spaces.close()
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    git(fresh, "init", "-q")
+    (fresh / "f.txt").write_text("f\n")
+    spaces = GitWorkspaces(fresh)
+    await spaces.setup()
+    try:
+        assert spaces.kind == "worktree" and ((await spaces.acquire("1")) / "f.txt").read_text() == "f\n"
+    finally:
+        await spaces.close()
+
+
 async def test_a_conflict_is_reported_and_aborted(repo: Path):
     spaces = GitWorkspaces(repo)
     await spaces.setup()
