@@ -12,11 +12,11 @@ knows nothing of validators or budgets beyond reporting usage as it arrives.
   is built.
 
 Everything else is done here once: connect/disconnect bookkeeping (disconnect is idempotent and
-follows a failed connect), a workspace snapshot before and after every turn (off the event loop)
-united with the files the tools reported, the wait for tool calls still running when a turn is
-cancelled, the usage ledger, the instructions every model gets, refusal and structured-output
-handling, the custom-tool call (errors redacted before the model reads them), and the tool-name
-check.
+follows a failed connect), the workspace's changes over every turn (a ChangeDetector started at
+connect, all its work off the event loop) united with the files the tools reported, the wait for
+tool calls still running when a turn is cancelled, the usage ledger, the instructions every model
+gets, refusal and structured-output handling, the custom-tool call (errors redacted before the
+model reads them), and the tool-name check.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
 
@@ -56,6 +56,9 @@ from agenter.permissions import PermissionDecision, PermissionGate, PermissionPo
 from agenter.host.requirements import Requirement, check_requirements
 from agenter.tools import Tool
 from agenter.usage import UsageLedger
+
+if TYPE_CHECKING:
+    from agenter.sandbox.changes import ChangeDetector
 
 __all__ = [
     "BackendCapabilities", "BackendMessage", "BackendOptions", "BackendSettings", "BaseBackend",
@@ -345,7 +348,7 @@ class BaseBackend(Generic[OptionsT]):
         self._closing: asyncio.Future[None] | None = None
         self._modified = ModifiedFiles()
         self._tracked = ModifiedFiles()
-        self._before: Any = None
+        self._detector: ChangeDetector | None = None
         self._structured: Any | None = None
         self._refusal: Refusal | None = None
         self._session_id: str | None = None
@@ -442,9 +445,16 @@ class BaseBackend(Generic[OptionsT]):
             settings.permissions or PermissionPolicy(mode="bypass"), self._cwd,
             on_permission=settings.on_permission, ask_timeout=settings.permission_timeout,
             on_decision=self._decisions.append)
+        from agenter.sandbox.changes import ChangeDetector
+
+        # The first walk of the workspace runs (in a thread) while the agent starts.
+        self._detector = ChangeDetector(self._cwd)
+        baseline = asyncio.ensure_future(self._detector.start())
         try:
             await self._connect(spec)
+            await baseline
         except BaseException:
+            baseline.cancel()
             with contextlib.suppress(Exception):
                 await self.disconnect()
             raise
@@ -459,9 +469,9 @@ class BaseBackend(Generic[OptionsT]):
         self._structured = None
         self._refusal = None
         self._unfinished = []
-        from agenter.sandbox.workspace import WorkspaceSnapshot
-
-        self._before = await asyncio.to_thread(WorkspaceSnapshot.take, self.cwd)
+        if self._detector is None:
+            raise BackendError(f"the {self.name} backend is not connected", backend=self.name)
+        await self._detector.begin_turn()
         messages = self._turn(prompt)
         try:
             async for message in messages:
@@ -512,7 +522,11 @@ class BaseBackend(Generic[OptionsT]):
     async def _close(self) -> None:
         for future in list(self._inflight):
             future.cancel()
-        await self._disconnect()
+        try:
+            await self._disconnect()
+        finally:
+            if self._detector is not None:
+                self._detector.close()
 
     # ------------------------------------------------------------------ what a backend writes
     async def _connect(self, spec: SessionSpec) -> None:
@@ -653,10 +667,10 @@ class BaseBackend(Generic[OptionsT]):
         return None
 
     async def changes_so_far(self) -> ModifiedFiles:
-        """What the running turn changed until now (a snapshot diff off the loop, plus tools)."""
-        if self._before is None:
+        """What the running turn changed until now (the change detector, off the loop, plus tools)."""
+        if self._detector is None or not self._detector.in_turn:
             return self._tracked
-        diff = await asyncio.to_thread(self._before.changes_since)
+        diff = await self._detector.changes_so_far()
         return self._tracked | diff
 
     # ------------------------------------------------------------------ transition shims
@@ -708,19 +722,16 @@ class BaseBackend(Generic[OptionsT]):
             if self._unfinished:
                 log.warning("%s: tool call(s) still running after the turn ended: %s", self.name,
                             ", ".join(self._unfinished))
-        before = self._before
-        if before is None:
+        detector = self._detector
+        if detector is None or not detector.in_turn:
             return self._tracked
-        from agenter.sandbox.workspace import WorkspaceSnapshot
-
-        after = await asyncio.to_thread(WorkspaceSnapshot.take, self.cwd)
-        diff = before.diff(after)
+        diff = await detector.end_turn()
         # Tool-reported files count when they exist now (written) or existed before (deleted):
-        # a file created and removed within the turn changed nothing.
+        # a file created and removed within the turn changed nothing. A reported deletion of a
+        # file that existed before and is gone now is in the detector's deletions already.
         cwd = self.cwd
         written = diff.written | {p for p in self._tracked.written if os.path.lexists(cwd / p)}
-        deleted = diff.deleted | {p for p in self._tracked.deleted
-                                  if p in before.entries and p not in after.entries}
+        deleted = set(diff.deleted)
         written -= deleted
         internal = self.internal_paths
         if internal:
