@@ -142,7 +142,7 @@ async def test_usage_updates_carry_the_requests_running_totals(tmp_path):
         ctx.use(input_tokens=100, output_tokens=10, cost_usd=0.01)
         yield BackendMessage(MessageType.USAGE)
         ctx.use(input_tokens=50, output_tokens=5, cost_usd=0.005)
-        yield BackendMessage(MessageType.USAGE)
+        yield BackendMessage(MessageType.USAGE, details={"usage": {"input_tokens": 50, "output_tokens": 5}})
 
     agent = AutonomousCodingAgent(backend=FunctionBackend, turn=turn)
     async with agent.session(cwd=tmp_path) as session:
@@ -152,6 +152,8 @@ async def test_usage_updates_carry_the_requests_running_totals(tmp_path):
             # Each request counts from its own start, though the backend's figure is cumulative.
             assert [u["total_tokens"] for u in usages] == [110, 165], request
             assert usages[-1]["cost_usd"] == pytest.approx(0.015)
+            # What the backend said it settled stays beside the totals.
+            assert messages_of(events)[-1].data["settled"] == {"input_tokens": 50, "output_tokens": 5}
 
 
 async def test_the_real_anthropic_sdk_backend_speaks_the_vocabulary(tmp_path):

@@ -545,6 +545,8 @@ class CodingSession:
         data = message.event_data()
         data["kind"] = _KINDS.get(kind, CodingEventType.STATUS).value
         if kind is MessageType.USAGE:
+            if "usage" in data:  # what the backend settled: kept beside the running totals
+                data["settled"] = data.pop("usage")
             usage = self._usage()
             data["usage"] = {**usage.model_dump(), "total_tokens": usage.total_tokens}
         return self._event(CodingEventType.BACKEND_MESSAGE, iteration=iteration, **data)
