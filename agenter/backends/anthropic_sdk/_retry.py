@@ -130,10 +130,22 @@ def is_transport_error(exc: BaseException) -> bool:
     return False
 
 
+#: How the API says a request does not fit the context window (400 invalid_request_error):
+#: "prompt is too long: 210000 tokens > 200000 maximum", and on models that count the output
+#: limit in, "input length and `max_tokens` exceed context limit: 199000 + 21333 > 200000, ...".
+CONTEXT_OVERFLOW_MESSAGES = ("prompt is too long", "exceed context limit")
+
+
+def is_context_overflow(status: int, detail: str) -> bool:
+    """An API error that says the conversation no longer fits (compaction may help)."""
+    lowered = detail.lower()
+    return status in (400, 413) and any(text in lowered for text in CONTEXT_OVERFLOW_MESSAGES)
+
+
 def _kind(status: int, error_kind: str | None, detail: str) -> str | None:
     """Failure classes the status code alone does not tell (None: derive from the status)."""
     if error_kind == "billing_error":
         return "quota"
-    if status in (400, 413) and "prompt is too long" in detail:
+    if is_context_overflow(status, detail):
         return "context_length"
     return None
