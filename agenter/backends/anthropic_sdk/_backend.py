@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import functools
 import importlib
+import logging
 import os
 import shutil
 import ssl
@@ -34,8 +35,15 @@ from agenter.backends.anthropic_sdk._conversation import (
     SKIPPED_RESULT,
     StreamAccumulator,
     StreamedBlock,
+    api_usage,
     append_user_content,
     close_open_tool_uses,
+    compact,
+    compaction_boundary,
+    estimate_tokens,
+    mechanical_summary,
+    render_transcript,
+    summarized_part,
     tool_result,
     with_cache_marks,
 )
@@ -48,7 +56,13 @@ from agenter.backends.anthropic_sdk._file_tools import (
     FileToolbox,
 )
 from agenter.backends.anthropic_sdk._options import DEFAULT_BEDROCK_MODEL, DEFAULT_MODEL, AnthropicSDKOptions
-from agenter.backends.anthropic_sdk._retry import RetryPolicy, StreamIncomplete, is_transport_error
+from agenter.backends.anthropic_sdk._retry import (
+    RetryPolicy,
+    StreamIncomplete,
+    error_message,
+    error_type,
+    is_transport_error,
+)
 from agenter.backends.anthropic_sdk._shell import (
     BASH_TOOL_NAME,
     RESULT_CHARS,
@@ -89,12 +103,42 @@ from agenter.tools.spec import ToolSpec
 if TYPE_CHECKING:
     from agenter.permissions import PermissionGate
 
+log = logging.getLogger(__name__)
+
 MAX_CUTOFF_NUDGES = 3
 CUTOFF_NUDGE = ("Your last response was cut off at the output limit. Continue where you stopped, "
                 "in smaller steps (for example, write a large file in several edits).")
 STRUCTURED_NUDGE = (f"You have not called the {STRUCTURED_OUTPUT_TOOL_NAME} tool yet. Call it now with "
                     "the result; the task is not finished until it is accepted.")
 EVENT_TEXT_LIMIT = 4000
+
+#: Compactions in a row (with no model response between them) before a context_length
+#: BackendError; the share of the conversation (after the task) the first and the second of
+#: them keep verbatim, the rest summarized.
+MAX_COMPACTIONS = 2
+KEEP_FRACTIONS = (0.3, 0.1)
+CONTEXT_NUDGE = ("Your last response was cut off: the conversation had filled the model's context window. "
+                 "Its earlier part is summarized above now; continue where you stopped.")
+#: The summary request: small, bounded in time, never retried (a failure falls back to a
+#: mechanical summary).
+SUMMARY_MAX_TOKENS = 4096
+SUMMARY_TIMEOUT = 120.0
+SUMMARY_SYSTEM = ("You write the working notes an autonomous coding agent continues its task from, after the "
+                  "older part of its conversation is dropped to fit the context window. Be factual and "
+                  "specific; never invent work that is not in the transcript.")
+SUMMARY_REQUEST = """\
+Summarize this transcript of the earlier part of the session (the agent's tool calls and their \
+results). The agent keeps its task and its most recent turns; this summary replaces everything \
+shown here. Include:
+- what has been done: files created, edited or deleted (paths) and what changed in them;
+- what was learned: facts about the code (paths, names, signatures), commands and their outcomes, errors;
+- what was tried and failed, and why;
+- what remains to be done, as far as the transcript shows.
+Plain text, at most about 600 words, no preamble.
+
+<transcript>
+{transcript}
+</transcript>"""
 
 # Output-token ceilings per model family (substring match, most specific first), for the
 # one-time max_tokens escalation after a cut-off response.
@@ -417,19 +461,33 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
 
     async def _tool_loop(self) -> AsyncIterator[BackendMessage]:
         cutoffs = 0
+        compactions = 0  # in a row: a response the model completes resets it
         nudged_for_result = False
         limit = self.options.anthropic_max_turns_per_iteration
-        for _ in range(limit):
+        responses = 0
+        while responses < limit:
             response = StreamAccumulator()
-            async for message in self._respond(response):
-                yield message
+            overflow: BackendError | None = None
+            try:
+                async for message in self._respond(response):
+                    yield message
+            except BackendError as exc:
+                # Withheld: a prompt that no longer fits is compacted and sent again; the error
+                # surfaces only when compaction cannot help.
+                if exc.kind != "context_length":
+                    raise
+                overflow = exc
+            if overflow is not None:
+                compactions += 1
+                async for message in self._compact(compactions, overflow):
+                    yield message
+                continue
+            responses += 1
+            if response.stop_reason != "model_context_window_exceeded":
+                compactions = 0
             content = response.content()
             if content:
                 self._messages.append({"role": "assistant", "content": content})
-            if response.stop_reason == "model_context_window_exceeded":
-                yield BackendMessage(MessageType.ERROR, is_error=True, content=(
-                    "the conversation no longer fits the model's context window; ending this iteration"))
-                return
             if response.stop_reason == "refusal":
                 reason = response.text().strip() or "The model declined the request (stop_reason=refusal)."
                 self.refuse({"reason": reason, "category": "refusal"})
@@ -443,6 +501,15 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
             if self._turn_ended():
                 append_user_content(self._messages, follow_up)
                 return
+            if response.stop_reason == "model_context_window_exceeded":
+                # The response filled the context window: its complete tool calls ran; the
+                # history is compacted before the model continues.
+                follow_up.append({"type": "text", "text": CONTEXT_NUDGE})
+                append_user_content(self._messages, follow_up)
+                compactions += 1
+                async for message in self._compact(compactions, None):
+                    yield message
+                continue
             if response.stop_reason == "max_tokens":
                 cutoffs += 1
                 if cutoffs > MAX_CUTOFF_NUDGES:
@@ -464,6 +531,62 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
             append_user_content(self._messages, follow_up)
         yield BackendMessage(MessageType.STATUS, content=(
             f"stopped after {limit} model responses in this iteration (anthropic_max_turns_per_iteration)"))
+
+    # ------------------------------------------------------------------ compaction
+    async def _compact(self, number: int, overflow: BackendError | None) -> AsyncIterator[BackendMessage]:
+        """Compaction `number` in a row: the turns after the task and before the most recent ones
+        become one summary (the model's, else a mechanical one). Raises a context_length
+        BackendError past MAX_COMPACTIONS in a row or when nothing is left to compact.
+
+        The bound is on compactions in a row, not per iteration: a long iteration may compact
+        each time it outgrows the window again, as long as the model answers in between (at most
+        anthropic_max_turns_per_iteration times)."""
+        why = "the prompt was too long" if overflow is not None else "a response filled the context window"
+        messages = self._messages
+        boundary = compaction_boundary(messages, KEEP_FRACTIONS[number - 1]) if number <= MAX_COMPACTIONS else None
+        if boundary is None:
+            # Past the bound, or only the task (and a summary) left: nothing more to summarize.
+            if overflow is not None and number == 1:
+                raise overflow
+            done = min(number - 1, MAX_COMPACTIONS)
+            detail = f": {overflow}" if overflow is not None else ""
+            raise BackendError(
+                f"the conversation does not fit the model's context window even after {done} "
+                f"compaction{'s' if done != 1 else ''} in a row{detail}", backend=self.name,
+                kind="context_length", status_code=overflow.status_code if overflow is not None else None)
+        older = summarized_part(messages, boundary)
+        summary, failure = await self._summarize(older)
+        before = estimate_tokens(messages)
+        self._messages[:] = compact(messages, boundary, summary or mechanical_summary(older))
+        after = estimate_tokens(self._messages)
+        source = "the model's summary" if summary else f"a mechanical summary ({failure})"
+        yield BackendMessage(
+            MessageType.COMPACTED, content=(
+                f"context compacted: {why}; {boundary - 1} earlier messages replaced by {source}, "
+                f"about {before} -> {after} tokens (compaction {number}/{MAX_COMPACTIONS} in a row)"),
+            details={"tokens_before": before, "tokens_after": after, "messages_removed": boundary - 1,
+                     "summary": "model" if summary else "mechanical"})
+
+    async def _summarize(self, older: list[dict[str, Any]]) -> tuple[str | None, str]:
+        """The model's summary of `older` by one small request, or (None, why it failed)."""
+        client = self._client
+        assert client is not None
+        request = SUMMARY_REQUEST.format(transcript=render_transcript(older))
+        try:
+            answer = await client.messages.create(
+                model=self.model, max_tokens=SUMMARY_MAX_TOKENS, system=SUMMARY_SYSTEM,
+                messages=[{"role": "user", "content": request}],
+                timeout=min(self.options.request_timeout, SUMMARY_TIMEOUT))
+        except Exception as exc:  # noqa: BLE001 - any failure falls back to the mechanical summary
+            status = getattr(exc, "status_code", None)
+            failure = (f"the summary request failed: {status} {error_type(getattr(exc, 'body', None)) or ''}".strip()
+                       if status is not None else f"the summary request failed: {type(exc).__name__}")
+            log.info("%s (%s)", failure, self.redact(error_message(exc)))
+            return None, failure
+        self.ledger.settle(api_usage(getattr(answer, "usage", None)))
+        text = "".join(getattr(block, "text", "") for block in getattr(answer, "content", None) or []
+                       if getattr(block, "type", None) == "text").strip()
+        return (text, "") if text else (None, "the summary request came back empty")
 
     def _escalate_max_tokens(self) -> str:
         if self._escalated:
