@@ -136,7 +136,10 @@ class Execution:
         self.state: dict[str, str] = dict.fromkeys(self.order, "pending")
         self.commits: dict[str, str | None] = {}
         self.runs: list[CodingResult] = []
+        #: Why the budget stopped tasks (the limit's description), and which tasks it stopped.
         self.budget_stop: str | None = None
+        self.budget_limit: str | None = None
+        self.budget_hit: list[str] = []
 
     @property
     def isolated(self) -> bool:
@@ -151,9 +154,11 @@ class Execution:
                 self._skip_blocked()
                 self._start_ready(running)
                 if not running:
+                    # Nothing runs, so nothing is reserved: a task that could not start now never will.
                     for task_id in self.order:
                         if self.state[task_id] == "pending":
-                            self._skip(task_id, "not started: " + (self.budget_stop or "nothing left to run it"))
+                            self.budget_hit.append(task_id)
+                            self._skip(task_id, "not started: " + (self.budget_stop or "the budget is spent"))
                     if all(self.state[t] in ("merged", "failed", "skipped") for t in self.order):
                         return
                     continue
@@ -185,9 +190,9 @@ class Execution:
             waiting = sum(1 for t in self.order if self.state[t] == "pending")
             share = max(min(self.parallel - len(running), waiting), 1)
             budget = self.pool.carve(task_id, share=share)
-            if budget is None:
-                limit = self.pool.exhausted() or "tokens"
-                self.budget_stop = self.pool.describe(limit)
+            if budget is None:  # spent, or all of it reserved by the runs still going
+                self.budget_limit = self.pool.exhausted() or "tokens"
+                self.budget_stop = self.pool.describe(self.budget_limit)
                 return
             self.state[task_id] = "running"
             running[asyncio.create_task(self._run_task(task_id, budget), name=f"agenter-task-{task_id}")] = task_id
@@ -242,7 +247,8 @@ class Execution:
                 report.status = TaskStatus.FAILED
                 report.reason = _failure_reason(run.result)
                 if run.result.status is CodingStatus.BUDGET_EXCEEDED:
-                    self.budget_stop = run.result.error or "the budget ran out"
+                    self.budget_hit.append(task_id)
+                    self.budget_limit = run.result.exceeded_limit or self.budget_limit
                 if self.isolated:
                     report.merge = "not merged (the task failed)"
         except asyncio.CancelledError:

@@ -184,6 +184,10 @@ class _Run:
         self.redact = Redactor(extra=secrets)
 
     def emit(self, event: PlanEvent) -> None:
+        if event.event is None:  # forwarded CodingEvents were redacted by their session
+            redacted = self.redact.data(event.data)
+            assert isinstance(redacted, dict)
+            event.data = redacted
         self.queue.put_nowait(event)
 
     def record(self, phase: str, result: CodingResult) -> None:
@@ -216,8 +220,7 @@ class _Run:
             end = PlanEvent(type=PlanEventType.RUN_END, phase=Phase.REPORTING, data={
                 "status": self.result.status.value, "tokens": self.result.total_tokens,
                 "cost": self.result.total_cost_usd, "duration": self.result.duration_seconds,
-                "summary": self.redact(self.result.summary()),
-                "result": self.redact.data(self.result.model_dump(mode="json"))})
+                "summary": self.result.summary(), "result": self.result.model_dump(mode="json")})
             end._result = self.result
             self.emit(end)
             self.queue.put_nowait(_END)
@@ -347,11 +350,10 @@ class _Run:
                                       output="not run: not every task completed")
                 self._attach(outcome)
             ids = ", ".join(r.id for r in failed)
-            if execution.budget_stop and any(r.run_status == CodingStatus.BUDGET_EXCEEDED.value
-                                             or r.status is TaskStatus.SKIPPED for r in failed):
-                limit = self.pool.exhausted() or _limit_of(execution.budget_stop)
-                self._finish(CodingStatus.BUDGET_EXCEEDED,
-                             f"{len(failed)} task(s) not completed ({ids}): {execution.budget_stop}", limit)
+            if execution.budget_hit:
+                why = execution.budget_stop or f"the budget stopped task(s) {', '.join(execution.budget_hit)}"
+                self._finish(CodingStatus.BUDGET_EXCEEDED, f"{len(failed)} task(s) not completed ({ids}): {why}",
+                             execution.budget_limit or self.pool.exhausted() or "tokens")
             else:
                 self._finish(CodingStatus.FAILED, f"{len(failed)} task(s) not completed: {ids}")
             return
@@ -487,13 +489,6 @@ def _debug_prompt(task: str, failing: list[tuple[str | None, TestSpec]], outcome
         if outcome is not None and outcome.output:
             lines.append("  " + outcome.output.replace("\n", "\n  ")[:4000])
     return "\n".join(lines)
-
-
-def _limit_of(message: str) -> str:
-    for limit in ("tokens", "cost", "time"):
-        if limit in message or (limit == "tokens" and "token" in message):
-            return limit
-    return "tokens"
 
 
 def _usage(result: CodingResult) -> Any:

@@ -397,3 +397,23 @@ async def test_a_given_plan_is_checked_first_and_without_one_a_planner_is_needed
         await runner.execute("x", tmp_path)
     with pytest.raises(ConfigurationError, match="used more than once"):
         await runner.execute("x", tmp_path, plan=plan_dict(file_task("1", "a", "b"), file_task("1", "c", "d")))
+
+
+async def test_parallel_tasks_share_the_budget_and_a_later_task_starts_when_a_share_comes_back(repo):
+    runner = PlanAndExecute(planner=scripted_planner(THREE, tokens=100), executor=writing_executor(tokens=100),
+                            parallel=2, budget=Budget(max_tokens=1000))
+    events, result = await collect(runner, "write three files", repo)
+    assert result.status is CodingStatus.COMPLETED, result.summary()
+    shares = [e.data["budget"]["max_tokens"] for e in events if e.type is PlanEventType.TASK_START]
+    assert shares[:2] == [450, 450] and 350 <= shares[2] <= 700
+
+
+async def test_every_plan_event_is_redacted(tmp_path, monkeypatch):
+    secret = "sk-plan-secret-0123456789abcdef"
+    monkeypatch.setenv("SERVICE_API_KEY", secret)
+    plan = plan_dict(file_task("1", "a.txt", "alpha"))
+    plan["root_task_description"] = f"deploy with key {secret}"
+    runner = PlanAndExecute(planner=scripted_planner(plan), executor=writing_executor())
+    events, result = await collect(runner, f"use {secret}", tmp_path)
+    assert result.ok
+    assert all(secret not in event.to_json() for event in events)
