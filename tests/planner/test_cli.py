@@ -48,3 +48,18 @@ def test_usage_errors_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "the prompt is empty" in err and "--parallel must be >= 1" in err and "no such file" in err
     assert main(["x", "--cwd", str(tmp_path), "--backend", "no-such-backend", "--yes"]) == EXIT_USAGE
+
+
+def test_the_command_parser_imports_nothing_heavy():
+    import subprocess
+    import sys
+
+    code = ("import sys, argparse, agenter.planner.cli as c; p = argparse.ArgumentParser(); "
+            "c.add_plan_parser(p.add_subparsers()); "
+            "print(sorted(m for m in ('pydantic', 'agenter.facade.agent', 'agenter.planner.run') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    import agenter.planner as planner
+
+    assert sorted(planner.__all__) == sorted(planner._EXPORTS)
+    assert all(getattr(planner, name) is not None for name in planner.__all__)
