@@ -37,6 +37,7 @@ Decompose = Literal["none", "deliverables", "full"]
 TestDesignMode = Literal["none", "descriptions", "code"]
 _Out = TypeVar("_Out", bound=BaseModel)
 
+_DONE = (CodingStatus.COMPLETED, CodingStatus.COMPLETED_WITH_LIMIT_EXCEEDED)
 _READ_ONLY = ("Read what you need in the working directory, but change nothing: only plan. Return your "
               "answer as the structured output you are asked for.")
 
@@ -88,7 +89,7 @@ class PlanningSteps:
                 top.is_atomic = True
             return plan
         await self._decompose(plan, plan.tasks, 1, limit, ())
-        return plan
+        return Plan.model_validate(plan.model_dump())  # the whole tree checked once more
 
     async def design_tests(self, plan: Plan, mode: TestDesignMode) -> Plan:
         """Unit tests for every atomic task and overall integration tests, added to the plan."""
@@ -146,7 +147,7 @@ class PlanningSteps:
                 self.pool.settle(key, result)
             assert result is not None
             self.record(phase.value, result)
-            if result.ok and isinstance(result.output, output_type):
+            if result.status in _DONE and isinstance(result.output, output_type):
                 return result.output
             if result.status in (CodingStatus.ERROR, CodingStatus.BUDGET_EXCEEDED, CodingStatus.REFUSED):
                 reason = result.error or result.refusal_reason or result.status.value

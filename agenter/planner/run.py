@@ -405,8 +405,9 @@ class _Run:
             report.validators = run.validators
             report.tokens, report.cost_usd = run.result.total_tokens, run.result.total_cost_usd
             report.duration_seconds = run.result.duration_seconds
-            report.status = TaskStatus.COMPLETED if run.result.ok else TaskStatus.FAILED
-            report.reason = None if run.result.ok else (run.result.error or "; ".join(run.result.validation_errors[:3]))
+            fixed = run.result.status in (CodingStatus.COMPLETED, CodingStatus.COMPLETED_WITH_LIMIT_EXCEEDED)
+            report.status = TaskStatus.COMPLETED if fixed else TaskStatus.FAILED
+            report.reason = None if fixed else (run.result.error or "; ".join(run.result.validation_errors[:3]))
             self.result.debug_runs.append(report)
             self.changed.update(report.files)
             self.emit(PlanEvent(type=PlanEventType.TASK_END, phase=Phase.INTEGRATION, task_id=key, data={
