@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -52,11 +53,14 @@ async def timed(base_url: str, count: int, parallel: int) -> float:
     executor = AutonomousCodingAgent(backend="anthropic-sdk", base_url=base_url, api_key="sk-bench")
     runner = PlanAndExecute(executor=executor, parallel=parallel)
     cwd = repository()
-    started = time.perf_counter()
-    result = await runner.execute("write the parts", cwd, plan=plan(count))
-    elapsed = time.perf_counter() - started
-    assert result.ok, result.summary()
-    assert sorted(p.name for p in cwd.glob("part_*.py")) == [f"part_{i}.py" for i in range(1, count + 1)]
+    try:
+        started = time.perf_counter()
+        result = await runner.execute("write the parts", cwd, plan=plan(count))
+        elapsed = time.perf_counter() - started
+        assert result.ok, result.summary()
+        assert sorted(p.name for p in cwd.glob("part_*.py")) == [f"part_{i}.py" for i in range(1, count + 1)]
+    finally:
+        shutil.rmtree(cwd, ignore_errors=True)
     return elapsed
 
 

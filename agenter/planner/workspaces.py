@@ -145,8 +145,11 @@ class GitWorkspaces:
         """Remove every worktree and the temporary directory (also after a failure)."""
         if self._tmp is None:
             return
-        if self._adding:
-            await asyncio.wait(set(self._adding), timeout=self.timeout)
+        pending: set[asyncio.Future[Any]] = set(self._adding)
+        if self._integration_ready is not None:
+            pending.add(self._integration_ready)  # it may not have started its add yet
+        if pending:
+            await asyncio.wait(pending, timeout=self.timeout)
         if self._integration_ready is not None and self._integration_ready.done():
             with contextlib.suppress(BaseException):
                 self._integration_ready.result()  # its failure, if any, was reported where it mattered

@@ -4,6 +4,7 @@ happen in order, a conflict is reported, the result comes back into cwd, nothing
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -88,10 +89,14 @@ async def test_a_clean_working_tree_is_its_head_and_a_new_repository_works_too(r
     (fresh / "f.txt").write_text("f\n")
     spaces = GitWorkspaces(fresh)
     await spaces.setup()
+    assert spaces._tmp is not None
+    temporary = spaces._tmp
     try:
         assert spaces.kind == "worktree" and ((await spaces.acquire("1")) / "f.txt").read_text() == "f\n"
     finally:
-        await spaces.close()
+        await spaces.close()  # right after the first acquire: the integration worktree is still being made
+    assert git(fresh, "worktree", "list").count("\n") == 1
+    assert spaces._tmp is None and not any(Path(tempfile.gettempdir()).glob(f"{temporary.name}*"))
 
 
 async def test_a_conflict_is_reported_and_aborted(repo: Path):
