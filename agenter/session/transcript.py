@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import re
-import secrets
 import sys
 import time
 from collections.abc import Iterator
@@ -60,6 +58,9 @@ class TranscriptWriter:
                redact: Redactor, versions: dict[str, str] | None = None,
                resumed_from: dict[str, Any] | None = None) -> TranscriptWriter:
         """A new transcript in `log_dir` (made if missing), its header written."""
+        import platform
+        import secrets
+
         folder = Path(log_dir).expanduser()
         folder.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%d-%H%M%S")
