@@ -19,7 +19,7 @@ from agenter.batch._models import BatchLimits, BatchRow, BatchTask, RayOptions, 
 from agenter.batch._results import ResultsFile, read_rows
 from agenter.batch._runner import AgentCache, RunSettings, run_task, worker_info
 from agenter.batch._summary import BatchSummary
-from agenter.batch._workspace import remove_tree
+from agenter.batch._workspace import Workspace, remove_tree
 from agenter.batch.progress import BatchProgress
 
 log = logging.getLogger("agenter.batch")
@@ -42,12 +42,21 @@ class LocalExecutor:
         self.defaults = defaults
         self.settings = settings
         self._agents = AgentCache()
+        self._removals: set[asyncio.Task[None]] = set()
 
     async def run(self, task: BatchTask, cap: TaskCap | None, on_cost: CostCallback) -> BatchRow:
-        return await run_task(task, self.defaults, self.settings, cap=cap, on_cost=on_cost, agents=self._agents)
+        return await run_task(task, self.defaults, self.settings, cap=cap, on_cost=on_cost, agents=self._agents,
+                              remove_later=self._remove_later)
+
+    def _remove_later(self, workspace: Workspace) -> None:
+        # The row need not wait for the removal (tens of ms on a busy disk); close() waits for all.
+        removal = asyncio.create_task(workspace.remove())
+        self._removals.add(removal)
+        removal.add_done_callback(self._removals.discard)
 
     async def close(self) -> None:
-        pass
+        if self._removals:
+            await asyncio.gather(*self._removals, return_exceptions=True)
 
 
 def crash_row(task: BatchTask, exc: BaseException, kind: str = "crash") -> BatchRow:

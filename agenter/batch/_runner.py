@@ -19,7 +19,7 @@ from typing import Any
 from agenter._errors import BackendError, ConfigurationError, RequirementError
 from agenter._types import Budget
 from agenter.batch._models import PASSED_STATUSES, BatchRow, BatchTask, TaskCap, TaskDefaults
-from agenter.batch._workspace import WorkspaceError, create_workspace, public_url
+from agenter.batch._workspace import Workspace, WorkspaceError, create_workspace, public_url
 from agenter.host.redact import Redactor
 
 _SECRET_OPTION = re.compile(r"(key|token|secret|password|auth)", re.IGNORECASE)
@@ -129,10 +129,13 @@ _AGENTS = AgentCache()
 
 async def run_task(task: BatchTask, defaults: TaskDefaults, settings: RunSettings, *,
                    cap: TaskCap | None = None, on_cost: Callable[[str, float], Any] | None = None,
-                   agents: AgentCache | None = None) -> BatchRow:
+                   agents: AgentCache | None = None,
+                   remove_later: Callable[[Workspace], Any] | None = None) -> BatchRow:
     """Run one task in a workspace of its own and return its row (see the module docstring).
 
     `on_cost(task_id, cost_so_far)` is called as the session reports its running cost.
+    `remove_later(workspace)` takes the workspace's removal off the task's path (the caller
+    then owns it); without it the workspace is removed before the row is returned.
     """
     from agenter._events import CodingEventType
     from agenter._types import CodingRequest
@@ -181,8 +184,11 @@ async def run_task(task: BatchTask, defaults: TaskDefaults, settings: RunSetting
             row.status, row.error, row.error_kind = "error", problem, error_kind(exc)
     finally:
         if workspace is not None and not settings.keep_workspaces:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(workspace.remove())
+            if remove_later is not None:
+                remove_later(workspace)
+            else:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(workspace.remove())
         row.finished_at = time.time()
         row.duration_seconds = round(time.perf_counter() - clock, 4)
     return row

@@ -22,11 +22,12 @@ import shutil
 import stat
 import sys
 import tempfile
+import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from agenter._errors import AgenterError
 from agenter.host.process import run_process
@@ -39,7 +40,10 @@ NETWORK_TIMEOUT = 1800.0
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _SCP_LIKE = re.compile(r"^[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+:")  # git@github.com:owner/repo.git
 _USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+T = TypeVar("T")
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+_GIT_LOCATION = frozenset({"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR",
+                           "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_PREFIX", "GIT_CEILING_DIRECTORIES"})
 
 
 class WorkspaceError(AgenterError):
@@ -61,7 +65,8 @@ def default_git_cache() -> Path:
 
 
 def _git_env() -> dict[str, str]:
-    env = dict(os.environ)
+    # Variables that point git at another repository (a batch started from a git hook has them).
+    env = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION}
     env["LC_ALL"] = "C"  # git's messages in English: a few are recognised by their words
     env["GIT_TERMINAL_PROMPT"] = "0"  # a private URL fails at once instead of waiting for a password
     env.setdefault("GIT_ASKPASS", "/bin/true")
@@ -70,16 +75,28 @@ def _git_env() -> dict[str, str]:
 
 async def _git(*args: str, cwd: Path, timeout: float = LOCAL_TIMEOUT, step: str) -> str:
     """Run git; a failure is a WorkspaceError naming the step, with git's own words."""
+    return await _run(["git", *args], cwd=cwd, timeout=timeout, step=step, what=f"git {args[0]}")
+
+
+async def _git_script(script: str, *args: str, cwd: Path, step: str) -> str:
+    """Several git commands in one shell (arguments as $1, $2, ...): one process to start and
+    reap instead of several, which is most of a workspace's cost."""
+    return await _run(["/bin/sh", "-c", f"set -e; {script}", "sh", *args], cwd=cwd, timeout=LOCAL_TIMEOUT,
+                      step=step, what="git")
+
+
+async def _run(argv: list[str], *, cwd: Path, timeout: float, step: str, what: str) -> str:
     try:
-        outcome = await run_process(["git", *args], cwd=cwd, timeout=timeout, env=_git_env(),
-                                    stdout_limit=None)
+        outcome = await run_process(argv, cwd=cwd, timeout=timeout, env=_git_env(), stdout_limit=None)
     except FileNotFoundError:
         raise WorkspaceError(f"{step}: git is not installed (needed for git repositories)") from None
     if outcome.timed_out:
-        raise WorkspaceError(f"{step}: git {args[0]} took longer than {timeout:.0f} s")
+        raise WorkspaceError(f"{step}: {what} took longer than {timeout:.0f} s")
+    if outcome.returncode == 127 and "not found" in outcome.stderr:
+        raise WorkspaceError(f"{step}: git is not installed (needed for git repositories)")
     if outcome.returncode != 0:
         words = Redactor()(public_url(outcome.stderr.strip() or outcome.stdout.strip()))
-        raise WorkspaceError(f"{step}: git {args[0]} failed (exit {outcome.returncode}): {words[-2000:]}")
+        raise WorkspaceError(f"{step}: {what} failed (exit {outcome.returncode}): {words[-2000:]}")
     return outcome.stdout
 
 
@@ -97,14 +114,16 @@ class Workspace:
     async def diff(self) -> str:
         """The task's changes as a unified diff (git's, with binary patches, for git workspaces)."""
         if self.kind == "git":
-            assert self.commit is not None
-            await _git("add", "--all", cwd=self.path, step="diff")
-            return await _git("-c", "core.quotepath=off", "-c", "diff.noprefix=false",
-                              "-c", "diff.mnemonicPrefix=false", "-c", "diff.relative=false",
-                              "diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--no-renames",
-                              "--no-textconv", self.commit, "--", cwd=self.path, step="diff")
+            return await _on_git_loop(self._git_diff())
         assert self.source is not None
         return await asyncio.to_thread(tree_diff, self.source, self.path)
+
+    async def _git_diff(self) -> str:
+        assert self.commit is not None
+        return await _git_script(
+                "git add --all && git -c core.quotepath=off -c diff.noprefix=false -c diff.mnemonicPrefix=false "
+                "-c diff.relative=false diff --cached --binary --no-color --no-ext-diff --no-renames --no-textconv "
+                '"$1" --', self.commit, cwd=self.path, step="diff")
 
     async def remove(self) -> None:
         await asyncio.to_thread(remove_tree, self.path)
@@ -113,6 +132,32 @@ class Workspace:
 async def create_workspace(repository: str, commit: str | None, root: Path, name: str, *,
                            git_cache: Path | None = None) -> Workspace:
     """Make the task's workspace under `root` (see the module docstring)."""
+    return await _on_git_loop(_create(repository, commit, root, name, git_cache))
+
+
+# Starting a process from a large Python process holds up its thread for milliseconds (longer
+# on a busy machine); with many agents streaming on the caller's loop, the workspaces' git
+# commands are started from a loop of their own in a helper thread instead.
+_git_loop: asyncio.AbstractEventLoop | None = None
+_git_loop_lock = threading.Lock()
+
+
+def _helper_loop() -> asyncio.AbstractEventLoop:
+    global _git_loop
+    with _git_loop_lock:
+        if _git_loop is None or _git_loop.is_closed():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="agenter-batch-git", daemon=True).start()
+            _git_loop = loop
+        return _git_loop
+
+
+async def _on_git_loop(work: Coroutine[Any, Any, T]) -> T:
+    """Run `work` on the helper loop; cancelling the caller cancels it there too."""
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, _helper_loop()))
+
+
+async def _create(repository: str, commit: str | None, root: Path, name: str, git_cache: Path | None) -> Workspace:
     root.mkdir(parents=True, exist_ok=True)
     target = root / f"{_SAFE_NAME.sub('_', name)[:60]}-{uuid.uuid4().hex[:8]}"
     try:
@@ -125,46 +170,78 @@ async def create_workspace(repository: str, commit: str | None, root: Path, name
         source = Path(repository).expanduser()
         if not source.is_dir():
             raise WorkspaceError(f"repository {repository!r} is not a directory (nor a git URL)")
-        found = await _git_top(source, commit)
-        if found is None:
-            await asyncio.to_thread(shutil.copytree, source, target, symlinks=True)
-            return Workspace(path=target, cwd=target, kind="copy", source=source.resolve())
-        top, prefix, sha = found
-        return await _clone_local(top, prefix, sha, target)
+        if commit is not None or _in_git(source):
+            workspace = await _checkout_local(source, commit, target)
+            if workspace is not None:
+                return workspace
+        await asyncio.to_thread(shutil.copytree, source, target, symlinks=True)
+        return Workspace(path=target, cwd=target, kind="copy", source=source.resolve())
     except BaseException:
         with contextlib.suppress(Exception):
             await asyncio.shield(asyncio.to_thread(remove_tree, target))
         raise
 
 
-async def _git_top(source: Path, commit: str | None) -> tuple[Path, str, str] | None:
-    """(top level, the folder's prefix inside it, the commit's sha), or None for a plain folder
-    (one in no git repository, or where git is missing). One git process."""
+def _in_git(folder: Path) -> bool:
+    """Whether git could see a repository here (a .git in the folder or above it); a plain
+    folder is then copied without starting git at all."""
+    folder = folder.resolve()
+    return any((parent / ".git").exists() for parent in (folder, *folder.parents))
+
+
+# Find the repository's top, the folder's place in it, its object store and the commit; make a
+# repository whose objects are the source's (the alternates file, as `clone --shared` does, but
+# without clone's transport: two processes fewer) and check the commit out, detached; print what
+# was found. One process for us to start and reap instead of five, which is most of a workspace's
+# cost on a busy machine.
+_CHECKOUT = """
+where=$(git rev-parse --show-toplevel --show-prefix --path-format=absolute --git-common-dir "$1^{commit}") || exit 64
+{ IFS= read -r top; IFS= read -r prefix; IFS= read -r common; IFS= read -r sha; } <<WHERE
+$where
+WHERE
+git init --quiet --template= "$2"
+printf '%s\\n' "$common/objects" > "$2/.git/objects/info/alternates"
+cd "$2"
+git -c advice.detachedHead=false checkout --quiet --detach "$sha"
+printf '%s\\n' "$where"
+"""
+
+
+async def _checkout_local(source: Path, commit: str | None, target: Path) -> Workspace | None:
+    """A clone of the repository `source` is in, at `commit` (default HEAD), working in the
+    same folder of it; None when `source` is in no git repository (a plain folder)."""
     revision = commit or "HEAD"
     try:
-        outcome = await run_process(["git", "rev-parse", "--show-toplevel", "--show-prefix", f"{revision}^{{commit}}"],
+        outcome = await run_process(["/bin/sh", "-c", f"set -e; {_CHECKOUT}", "sh", revision, str(target)],
                                     cwd=source, timeout=LOCAL_TIMEOUT, env=_git_env())
     except FileNotFoundError:
         outcome = None
-    if outcome is None or (outcome.returncode != 0 and "not a git repository" in outcome.stderr):
+    if outcome is None or outcome.returncode == 127 or (  # 127: the shell found no git
+            outcome.returncode == 64 and "not a git repository" in outcome.stderr):
         if commit is not None:
-            raise WorkspaceError(f"repository {str(source)!r} is not a git repository, so commit {commit!r} "
-                                 "cannot be checked out")
+            raise WorkspaceError(f"repository {str(source)!r} is not a git repository (or git is missing), so "
+                                 f"commit {commit!r} cannot be checked out")
         return None
+    words = Redactor()(outcome.stderr.strip()).splitlines()
+    if outcome.returncode == 64:
+        raise WorkspaceError(f"cannot check out {revision!r} of {str(source)!r}" + (f": {words[-1]}" if words else ""))
     lines = outcome.stdout.splitlines()
-    if outcome.returncode != 0 or len(lines) != 3:
-        words = outcome.stderr.strip().splitlines()
-        raise WorkspaceError(f"cannot check out {revision!r} of {str(source)!r}"
+    if outcome.returncode != 0 or len(lines) != 4:
+        raise WorkspaceError(f"checkout of {str(source)!r} at {revision!r} failed (exit {outcome.returncode})"
                              + (f": {words[-1]}" if words else ""))
-    return Path(lines[0]), lines[1], lines[2].strip()
+    prefix, sha = lines[1], lines[3].strip()
+    return _workspace_in(target, prefix, sha, source)
 
 
 async def _clone_local(source: Path, prefix: str, sha: str, target: Path) -> Workspace:
     """A clone of `source` sharing its objects, checked out at `sha` (a full commit id)."""
-    await _git("clone", "--shared", "--no-checkout", "--quiet", str(source), str(target), cwd=source.parent,
-               step="clone")
-    await _git("-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", sha, cwd=target,
-               step=f"check out {sha[:12]}")
+    await _git_script('git clone --shared --no-checkout --quiet --template= "$1" "$2" && cd "$2" && '
+                      'git -c advice.detachedHead=false checkout --quiet --detach "$3"',
+                      str(source), str(target), sha, cwd=source.parent, step=f"clone and check out {sha[:12]}")
+    return _workspace_in(target, prefix, sha, source)
+
+
+def _workspace_in(target: Path, prefix: str, sha: str, source: Path) -> Workspace:
     cwd = target / prefix if prefix else target
     if not cwd.is_dir():
         raise WorkspaceError(f"the folder {prefix.rstrip('/')!r} is not in commit {sha[:12]} of "

@@ -68,6 +68,19 @@ async def test_folder_inside_a_git_repository_works_in_that_folder(git_repo: Pat
     await ws.remove()
 
 
+async def test_a_worktree_or_a_shared_clone_as_the_source(git_repo: Path, tmp_path: Path):
+    git(git_repo, "worktree", "add", "-q", "--detach", str(tmp_path / "tree"))
+    git(tmp_path, "clone", "-q", "--shared", str(git_repo), str(tmp_path / "shared"))
+    for source in (tmp_path / "tree", tmp_path / "shared"):
+        ws = await create_workspace(str(source), None, tmp_path / "ws", "t")
+        (ws.cwd / "calc.py").write_text("changed\n")
+        git(ws.path, "add", "-A")
+        git(ws.path, "commit", "-qm", "the agent commits")  # its objects go to the workspace, not the source
+        diff = await ws.diff()
+        assert "+changed" in diff and "a/calc.py" in diff
+        await ws.remove()
+
+
 async def test_ignored_files_are_not_in_the_diff(tmp_path: Path):
     repo = make_git_repo(tmp_path / "r", {".gitignore": "*.log\n", "a.py": "A = 1\n"})
     ws = await create_workspace(str(repo), None, tmp_path / "ws", "t")
