@@ -1,13 +1,14 @@
-"""A workspace per task: a clone or a copy of the repository that the task may change freely.
+"""A workspace per task: a checkout or a copy of the repository that the task may change freely.
 
-The source is never written to. A local git repository is cloned with `--shared` (objects are
-borrowed, not copied, and nothing is added to the source's .git, as `git worktree add` would)
-and checked out at the commit; a git URL is fetched once per machine into a bare mirror under
-the git cache (guarded by a file lock, so worker processes on one node share it) and cloned
-from there; a plain folder is copied. The diff is `git diff` against the commit (untracked
-files included, ignored ones not) or, for a copy, a comparison with the source folder.
+The source is never written to. For a local git repository the workspace is a repository of its
+own that borrows the source's objects through its alternates file (what `clone --shared` does;
+nothing is added to the source's .git, as `git worktree add` would), with HEAD detached at the
+commit; what the agent commits goes to the workspace's own object store. A git URL is fetched
+once per machine into a bare mirror under the git cache (guarded by a file lock, so worker
+processes on one node share it) and cloned from there; a plain folder is copied. The diff is
+`git diff` against the commit (untracked files included, ignored ones not) or, for a copy, a
+comparison with the source folder.
 """
-
 from __future__ import annotations
 
 import asyncio

@@ -57,6 +57,9 @@ class RayExecutor:
                 ray.init(address=options.address, **kwargs)
             else:
                 slots = {name: float(max(concurrency, amount)) for name, amount in options.resources_per_task.items()}
+                # Ray keeps as many idle workers as CPUs and ends the rest; with fractional CPUs per
+                # task most tasks would then wait for a fresh Python process to start.
+                kwargs.setdefault("_system_config", {"num_workers_soft_limit": max(concurrency, options.num_cpus or 0)})
                 ray.init(address="local", num_cpus=options.num_cpus, resources=slots or None, **kwargs)
             self._owns_cluster = True
         self._remote = ray.remote(_task_on_worker).options(
