@@ -1,10 +1,11 @@
 """ACPBackend: spawn an Agent Client Protocol agent, drive it over stdio as its client.
 
 agenter plays the ACP *client*: it owns the working directory, serves the agent's
-fs/read_text_file and fs/write_text_file requests inside the sandbox (`_client`), answers
-session/request_permission by policy, and streams session/update notifications as
-BackendMessages. What the agent does by itself (its own file writes, its own shell) is seen
-through the base's workspace snapshots: see docs/backends/acp.md.
+fs/read_text_file and fs/write_text_file requests inside the sandbox and through the permission
+gate (`_client`), answers session/request_permission by policy and the gate, and streams
+session/update notifications as BackendMessages. What the agent does by itself (its own file
+writes, its own shell) is seen through the base's workspace snapshots: see docs/backends/acp.md.
+Which permission rule kinds are enforced depends on the agent (AGENT_KINDS).
 """
 
 from __future__ import annotations
@@ -49,6 +50,20 @@ CONTINUE_PROMPT = (
     "Proceed now: make the changes the task needs directly in the working directory, then stop. "
     "If you cannot do the task, reply with a line starting with 'REFUSED:' and the reason."
 )
+
+#: The permission rule kinds agenter enforces for the ACP agents it knows, by program name and
+#: session mode (what the agent brings to agenter, found with the real programs; see
+#: docs/permissions.md). Other agents, and these in other modes, are taken to enforce none.
+#: claude-agent-acp (Claude Code) asks for every edit, every command it does not itself judge
+#: read-only, and web fetches; claude-code-acp also reads and writes files through fs/*; codex-acp
+#: (read-only mode) asks for patches only and runs commands in its sandbox without asking.
+_CLAUDE = frozenset({"edit", "shell", "network"})
+AGENT_KINDS: dict[str, dict[str | None, frozenset[str]]] = {
+    "claude-agent-acp": {None: _CLAUDE, "default": _CLAUDE, "acceptEdits": _CLAUDE - {"edit"}},
+    "claude-code-acp": {None: _CLAUDE | {"read"}, "default": _CLAUDE | {"read"},
+                        "acceptEdits": (_CLAUDE | {"read"}) - {"edit"}},
+    "codex-acp": {None: frozenset({"edit"}), "read-only": frozenset({"edit"})},
+}
 
 _CONFIRMATION = re.compile(
     r"\b(shall i|should i|would you like|do you want|want me to|let me know|please confirm|"
@@ -131,6 +146,30 @@ class ACPBackend(BaseBackend[ACPOptions]):
                                              f"mcp_servers: {exc.errors()[0]['msg']}",
                                              parameter="mcp_servers") from None
 
+    @classmethod
+    def enforced_kinds(cls, options: ACPOptions) -> frozenset[str]:
+        """The rule kinds enforced with this agent program and session mode (AGENT_KINDS)."""
+        program = os.path.basename(options.acp_command.strip())
+        return AGENT_KINDS.get(program, {}).get(options.acp_session_mode, frozenset())
+
+    @classmethod
+    def check_permissions(cls, settings: BackendSettings[Any]) -> None:
+        """As the base's check, with the kinds the configured agent enforces."""
+        policy = settings.permissions
+        if policy is None:
+            return
+        kinds = cls.enforced_kinds(settings.options)
+        needed = {rule.kind for rule in policy.rules}
+        if policy.mode != "bypass":
+            needed |= {"edit", "shell"}
+        missing = sorted(needed - kinds)
+        if missing:
+            raise ConfigurationError(
+                f"the acp backend with {settings.options.acp_command!r} (session mode "
+                f"{settings.options.acp_session_mode or 'default'}) cannot enforce permission rules for: "
+                f"{', '.join(missing)} (it enforces: {', '.join(sorted(kinds)) or 'none'}; policy mode "
+                f"{policy.mode!r}). See docs/permissions.md for what each backend enforces.", parameter="permissions")
+
     # ------------------------------------------------------------------ lifecycle
     async def _connect(self, spec: SessionSpec) -> None:
         import acp
@@ -140,10 +179,19 @@ class ACPBackend(BaseBackend[ACPOptions]):
 
         options = self.options
         resolver = PathResolver(self.cwd, spec.allowed_write_paths, sandbox=self.settings.sandbox)
+        settings = self.settings
+        policy = options.permission_policy
+        if "permission_policy" not in options.model_fields_set and (
+                settings.permissions is not None or settings.on_permission is not None):
+            policy = "allow"  # a policy or someone to ask was given: the gate decides
+        if settings.permissions is None and self.gate is not None:
+            # No policy given: staying inside the workspace is the sandbox option's business, as
+            # before the gate; every other safety check holds.
+            self.gate.workspace.extra_roots.append(os.sep)
         self._client = ACPClient(
-            resolver=resolver, permission_policy=options.permission_policy, fs=options.acp_fs,
+            resolver=resolver, permission_policy=policy, fs=options.acp_fs,
             emit=self._emit, on_usage=lambda u: self._tokens.update(u.used, u.cost),
-            on_denied=self.deny, on_file=self._file, in_thread=self.in_thread)
+            on_denied=self.deny, on_file=self._file, in_thread=self.in_thread, permit=self.permit)
         # PWD as a shell would set it: some agents (OpenCode) take their directory from it.
         self._env = {**os.environ, "PWD": str(self.cwd), **options.env}
         program = find_program(options.acp_command, search_path=self._env.get("PATH")) or options.acp_command

@@ -1,5 +1,14 @@
 """The ACP client side agenter plays: it serves the agent's fs and permission requests inside the
-sandbox and turns `session/update` notifications into BackendMessages.
+sandbox and through the permission gate, and turns `session/update` notifications into
+BackendMessages.
+
+The gate sees what the agent brings to agenter: fs/read_text_file and fs/write_text_file (after the
+sandbox's path check; a denial is the request's error, which agents relay to the model as the
+tool's result) and session/request_permission (mapped from the tool call's kind: execute as a
+shell command, edit/delete/move as edits, read/search as reads, fetch as network, MCP tools by
+name). ACP's permission answer carries no reason, so the model reads the agent's own refusal text;
+agenter's reason goes to the event, the denials and the session's next prompt. What an agent
+does by itself, without asking, is not seen (terminals are not offered).
 
 Imported only when an acp session connects (it imports the `acp` package at module level).
 """
@@ -8,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any
@@ -36,6 +46,7 @@ from acp.schema import (
 
 from agenter._errors import PathSecurityError
 from agenter.backends.base import BackendMessage, MessageType
+from agenter.permissions import PermissionDecision, ToolCall
 from agenter.sandbox.paths import PathResolver
 
 log = logging.getLogger("agenter.backends.acp")
@@ -51,6 +62,10 @@ WRITING_KINDS = frozenset({"edit", "delete", "move"})
 MAX_READ_BYTES = 4 * 1024 * 1024
 _TOOL_RESULT_CHARS = 4000
 
+#: Decides a call through the session's permission gate.
+Permit = Callable[[ToolCall], Awaitable[PermissionDecision]]
+
+
 class _TooLarge(Exception):
     pass
 
@@ -63,7 +78,11 @@ class ACPClient:
     - `on_usage(update)`: every usage_update;
     - `on_denied(tool, target, reason)`: an action refused (a write, a permission);
     - `on_file(path, read=, written=)`: file text served or written (path None for reads);
-    - `in_thread(fn, *args)`: blocking file work, off the loop.
+    - `in_thread(fn, *args)`: blocking file work, off the loop;
+    - `permit(call)`: the permission gate (None: only the sandbox and the policy decide).
+
+    permission_policy: "deny" rejects every session/request_permission; "allow" lets the sandbox
+    check and then the gate decide.
     """
 
     def __init__(self, *, resolver: PathResolver, permission_policy: str, fs: Collection[str],
@@ -71,9 +90,11 @@ class ACPClient:
                  on_usage: Callable[[UsageUpdate], None],
                  on_denied: Callable[[str, str, str], Any],
                  on_file: Callable[..., None],
-                 in_thread: Callable[..., Awaitable[Any]]):
+                 in_thread: Callable[..., Awaitable[Any]],
+                 permit: Permit | None = None):
         self.resolver = resolver
         self.permission_policy = permission_policy
+        self._permit = permit
         self.fs = frozenset(fs)
         self._emit = emit
         self._on_usage = on_usage
@@ -219,6 +240,12 @@ class ACPClient:
         if "read" not in self.fs:
             raise RequestError.method_not_found("fs/read_text_file")
         try:
+            await self._in_thread(self.resolver.resolve_read, path)
+        except PathSecurityError as exc:
+            self._refused("read", path, exc)
+            raise RequestError(SANDBOX_REFUSED, str(exc), {"path": path}) from None
+        await self._gate(ToolCall.read(path, name="fs/read_text_file"), "read", path)
+        try:
             content = await self._in_thread(self._read, path)
         except PathSecurityError as exc:
             self._refused("read", path, exc)
@@ -251,6 +278,13 @@ class ACPClient:
         if "write" not in self.fs:
             raise RequestError.method_not_found("fs/write_text_file")
         try:
+            await self._in_thread(self.resolver.resolve_write, path)
+        except PathSecurityError as exc:
+            self._refused("write", path, exc)
+            self._on_denied("fs/write_text_file", self.resolver.relative(path), str(exc))
+            raise RequestError(SANDBOX_REFUSED, str(exc), {"path": path}) from None
+        await self._gate(ToolCall.edit(path, name="fs/write_text_file"), "write", path)
+        try:
             target = await self._in_thread(self._write, path, content)
         except PathSecurityError as exc:
             self._refused("write", path, exc)
@@ -266,15 +300,26 @@ class ACPClient:
             handle.write(content)
         return self.resolver.resolve_write(path)
 
-    def _refused(self, action: str, path: str, exc: Exception) -> None:
+    def _refused(self, action: str, path: str, exc: Exception | str) -> None:
         self.flush()
         self._emit(BackendMessage(type=MessageType.STATUS, is_error=True,
                                   content=f"refused fs/{action}_text_file for {path!r}: {exc}"))
 
+    async def _gate(self, call: ToolCall, action: str, path: str) -> None:
+        """The permission gate for an fs request: a denial (recorded by the gate) is the
+        request's error, whose message the agent relays to the model."""
+        if self._permit is None:
+            return
+        decision = await self._permit(call)
+        if not decision.allowed:
+            self._refused(action, path, decision.reason)
+            raise RequestError(SANDBOX_REFUSED, decision.reason, {"path": path})
+
     # ------------------------------------------------------------------ permissions
     async def request_permission(self, session_id: str, tool_call: ToolCallUpdate,
                                  options: list[PermissionOption], **kwargs: Any) -> RequestPermissionResponse:
-        """Answer at once, by policy: an autonomous run has no human to ask, and must never hang."""
+        """Answer by policy, the sandbox and the permission gate (which may ask on_permission,
+        within its deadline): an autonomous run must never hang."""
         title = tool_call.title or tool_call.kind or tool_call.tool_call_id
         log.debug("permission options for %r: %s", title, [(o.option_id, o.kind, o.name) for o in options])
         self._remember_tool(tool_call)
@@ -286,15 +331,20 @@ class ACPClient:
         outside = self._outside_sandbox(tool_call) if allow else None
         if outside:
             allow, reason = False, f"it would change {outside!r}, outside the allowed paths"
+        kind, paths = self._tool_info.get(tool_call.tool_call_id, (None, []))
+        tool = self._tool_titles.get(tool_call.tool_call_id) or _tool_name(tool_call)
+        recorded = False
+        if allow and self._permit is not None:
+            decision = await self._permit(permission_call(tool_call, kind, paths, tool))
+            allow, reason, recorded = decision.allowed, decision.reason, True
         wanted = ("allow_once", "allow_always") if allow else ("reject_once", "reject_always")
         chosen = next((o for kind in wanted for o in options if o.kind == kind), None)
         self.flush()
         if not allow:
             self.denied_in_turn += 1
-            paths = self._tool_info.get(tool_call.tool_call_id, (None, []))[1]
-            tool = self._tool_titles.get(tool_call.tool_call_id) or _tool_name(tool_call)
-            self._on_denied(tool, outside or (paths[0] if paths else title),
-                            f"permission refused by agenter ({reason})")
+            if not recorded:
+                self._on_denied(tool, outside or (paths[0] if paths else title),
+                                f"permission refused by agenter ({reason})")
         if chosen is None:
             # No option of the wanted kind: the only safe answer left is "cancelled" (a refusal).
             self._emit(BackendMessage(type=MessageType.STATUS,
@@ -355,6 +405,40 @@ class ACPClient:
 
     def on_connect(self, conn: Any) -> None:
         return None
+
+
+def permission_call(update: Any, kind: str | None, paths: list[str], name: str) -> ToolCall:
+    """The gate's view of a tool call the agent asks permission for (by its ACP kind)."""
+    raw = update.raw_input if isinstance(getattr(update, "raw_input", None), dict) else {}
+    unique = tuple(dict.fromkeys(p for p in paths if p))
+    if kind == "execute":
+        command = _command(raw) or (update.title or "").strip().strip("`")
+        return ToolCall(kind="shell", name=name, command=command, input=raw or {"command": command})
+    if kind in WRITING_KINDS:
+        return ToolCall(kind="edit", name=name, paths=unique, input=raw)
+    if kind in ("read", "search"):
+        return ToolCall(kind="read", name=name, paths=unique, input=raw, read_only=True, destructive=False)
+    if kind == "fetch":
+        url = raw.get("url") if isinstance(raw.get("url"), str) else None
+        return ToolCall(kind="network", name=name, target=url, input=raw, read_only=True, destructive=False)
+    if kind in ("think", "switch_mode"):
+        return ToolCall(kind="custom", name=name, input=raw, read_only=True, destructive=False)
+    if name.startswith("mcp__"):
+        server, _, tool = name[len("mcp__"):].partition("__")
+        if server and tool:
+            return ToolCall.mcp(server, tool, raw, paths=unique)
+    return ToolCall(kind="custom", name=name, paths=unique, input=raw)  # unknown: needs permission
+
+
+def _command(raw: dict[str, Any]) -> str:
+    """The command line in a tool call's raw input (a string, or an argv list)."""
+    for key in ("command", "cmd"):
+        value = raw.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            return shlex.join(value)
+    return ""
 
 
 def _block_text(block: Any) -> str:
