@@ -3,6 +3,12 @@
 One OpenHands conversation per session, so a retry prompt reaches the same agent. Each turn
 sends the prompt and runs `Conversation.arun()` on the backend's private loop thread; OpenHands'
 event callbacks are bridged to the turn's async generator through an asyncio queue.
+
+Permissions: OpenHands announces every action (an `ActionEvent`) through the event callback
+before it runs it. The callback decides the action through the session's gate (`permit`, on the
+caller's loop) and blocks a denied one in the conversation state, the way OpenHands' PreToolUse
+hooks do: OpenHands then answers the model "Action rejected: <reason>" instead of running it,
+and the run goes on.
 """
 
 from __future__ import annotations
@@ -31,9 +37,17 @@ from agenter.backends.base import (
 )
 from agenter.backends.openhands._events import MetricsCursor, TurnRecorder, failure_message
 from agenter.backends.openhands._options import OpenHandsOptions
+from agenter.backends.openhands._permissions import (
+    ENFORCED_KINDS,
+    action_fields,
+    leave_confinement_to_the_user,
+    tool_call,
+    use_home,
+)
 from agenter.host import marked_env, reap
 from agenter.host.redact import Redactor
 from agenter.host.requirements import PythonPackage, PythonVersion, Requirement, check_requirements
+from agenter.permissions import ToolCall
 from agenter.tools import Tool
 
 INSTALL_HINT = "pip install 'agenter-sdk[openhands]' (on Python >= 3.12)"
@@ -62,6 +76,8 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
     options_model: ClassVar[type[OpenHandsOptions]] = OpenHandsOptions
     #: OpenHands' own tools.
     reserved_tool_names: ClassVar[frozenset[str]] = frozenset({"file_editor", "terminal", "finish", "think"})
+    #: Every action (file editor, terminal, custom tools) passes the gate before it runs.
+    permission_kinds: ClassVar[frozenset[str]] = ENFORCED_KINDS
 
     def __init__(self, settings: BackendSettings[OpenHandsOptions]):
         super().__init__(settings)
@@ -77,6 +93,13 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
         self._emit: Callable[[Any], None] | None = None
         self._lifecycle = threading.Lock()
         self._closed = False
+        self._custom_tools = {tool.name: tool for tool in settings.tools}
+        #: The conversation's state, where denied actions are blocked (kept after disconnect, so
+        #: an action announced while the run is torn down is still blocked).
+        self._actions_state: Any = None
+        #: Permission decisions the private loop waits for (withdrawn when the run stops).
+        self._deciding: set[concurrent.futures.Future[Any]] = set()
+        self._deciding_lock = threading.Lock()
 
     # ------------------------------------------------------------------ settings
     @classmethod
@@ -111,6 +134,12 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
         if not self.cwd.is_dir():
             raise BackendError(f"cwd is not a directory: {self.cwd}", backend=self.name, kind="config")
         self._caller_loop = asyncio.get_running_loop()
+        gate = self.gate
+        assert gate is not None  # made by connect() before _connect
+        if self.settings.permissions is None:
+            leave_confinement_to_the_user(gate)
+        if self.options.env.get("HOME"):
+            use_home(gate, self.options.env["HOME"])  # `~` in a command is the terminal's HOME
         terminal_env, self._mark = marked_env(self.options.env)
         instructions = self.instructions(refusal_tool=REFUSAL_TOOL_NAME, output_channel="text")
         # If connect is cancelled (time budget) the thread still finishes; _start then sees that
@@ -150,6 +179,7 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
             closed = self._closed
             if not closed:
                 self._conversation, self._loop_thread = conversation, loop_thread
+                self._actions_state = conversation.state
                 self._tools_session = tools_session
                 self._session_id = str(conversation.id)
         if closed:  # disconnect() ran while we were starting
@@ -173,6 +203,7 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
             conversation, self._conversation = self._conversation, None
             loop_thread, self._loop_thread = self._loop_thread, None
             tools_session, self._tools_session = self._tools_session, None
+        self._withdraw_decisions()  # an open question must not hold the run being ended
         mark = self._mark
         if conversation is None and loop_thread is None and tools_session is None:
             return
@@ -252,6 +283,9 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
             if conversation is not None:
                 with contextlib.suppress(Exception):
                     conversation.interrupt()
+            # After the interrupt, so the run stops at its next await: a question still open
+            # (its loop waits for the answer) must not hold the run.
+            self._withdraw_decisions()
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait({wrapped}, timeout=0.2)
         if not run.done():
@@ -259,6 +293,10 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
 
     def _on_event(self, event: Any) -> None:
         """OpenHands callback (private loop thread, state lock held)."""
+        self._relay(event)
+        self._check_action(event)
+
+    def _relay(self, event: Any) -> None:
         recorder, emit = self._recorder, self._emit
         if recorder is None or emit is None:
             return
@@ -274,6 +312,58 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
             emit(spent)
         for message in messages:
             emit(message)
+
+    # ------------------------------------------------------------------ permissions
+    def _check_action(self, event: Any) -> None:
+        """Decide an action OpenHands is about to run (private loop thread, state lock held;
+        OpenHands runs the step's actions only after this returns). A denied action is blocked
+        in the conversation state, as OpenHands' PreToolUse hooks block one: the model reads
+        "Action rejected: <reason>" as the tool's result, and the run goes on."""
+        from openhands.sdk.event import ActionEvent
+
+        if not isinstance(event, ActionEvent) or event.action is None:
+            return  # a call OpenHands could not parse is answered with an error, not run
+        call = tool_call(event.tool_name, action_fields(event.action), self._custom_tools)
+        if call is None:
+            return
+        reason = self._decide(call)
+        state = self._actions_state
+        if reason is not None and state is not None:
+            state.block_action(event.id, reason)
+
+    def _decide(self, call: ToolCall) -> str | None:
+        """The gate's decision on the caller's loop, waited for here: None when allowed, else
+        what the model is told."""
+        loop = self._caller_loop
+        if loop is None or loop.is_closed():
+            return "Permission denied: the session has ended."
+        decision = self.permit(call)
+        try:
+            future = asyncio.run_coroutine_threadsafe(decision, loop)
+        except RuntimeError:  # the loop closed meanwhile
+            decision.close()
+            return "Permission denied: the session has ended."
+        with self._deciding_lock:
+            self._deciding.add(future)
+        if self._closed:  # disconnect() withdrew the open questions before this one was listed
+            future.cancel()
+        try:
+            verdict = future.result()
+        except concurrent.futures.CancelledError:
+            return "Permission denied: the run was stopped before this call was decided."
+        except Exception as exc:  # noqa: BLE001 - fail closed: an error never lets a call through
+            return f"Permission denied: the permission check failed ({type(exc).__name__})."
+        finally:
+            with self._deciding_lock:
+                self._deciding.discard(future)
+        return None if verdict.allowed else self.redact(verdict.reason)
+
+    def _withdraw_decisions(self) -> None:
+        """Cancel the decisions the private loop waits for: each waiting action is then blocked."""
+        with self._deciding_lock:
+            pending = list(self._deciding)
+        for future in pending:
+            future.cancel()
 
     def _redacted(self, message: BackendMessage) -> BackendMessage:
         message.content = self.redact(message.content)
