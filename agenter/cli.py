@@ -62,12 +62,46 @@ def _parser() -> argparse.ArgumentParser:
                      help="write the run's transcript (JSONL, every event as it happens) to DIR")
     run.add_argument("--resume", default=None, metavar="TRANSCRIPT|ID",
                      help="continue an earlier run: its transcript file or the agent's session id")
-    sub.add_parser("backends", help="list backend names")
+    backends = sub.add_parser("backends", help="the backends: installed or not, version, path, credentials")
+    backends.add_argument("--names", action="store_true", help="print only the backend names")
+    backends.add_argument("--json", action="store_true", help="one JSON object per backend")
     show = sub.add_parser("show", help="render a transcript")
     show.add_argument("file", help="a transcript written with --log-dir")
     runs = sub.add_parser("runs", help="list the transcripts in a directory")
     runs.add_argument("dir", help="the --log-dir of earlier runs")
+    from agenter.batch.cli import add_parser as add_batch_parser
+    from agenter.planner.cli import add_plan_parser
+
+    add_plan_parser(sub)
+    add_batch_parser(sub)
     return parser
+
+
+def _backends(args: argparse.Namespace) -> int:
+    """`agenter backends`: what each backend needs and whether this machine has it."""
+    from agenter.backends import backend_names
+
+    if args.names:
+        print("\n".join(backend_names()))
+        return EXIT_OK
+    from agenter.backends.registry import detect_backends
+
+    statuses = detect_backends()
+    if args.json:
+        for status in statuses:
+            print(json.dumps(status.as_dict()))
+        return EXIT_OK
+    for status in statuses:
+        mark = "✓" if status.usable else ("·" if status.installed else "✗")
+        where = f" {status.version or ''} {status.path or ''}".rstrip()
+        credentials = {True: f"credentials: {status.credentials_source}", False: "no credentials found",
+                       None: "credentials: the agent's own"}[status.credentials]
+        print(f"{mark} {status.name:<14}{where}")
+        if status.installed:
+            print(f"    {credentials}; capabilities: {', '.join(status.capabilities)}")
+        else:
+            print(f"    needs: {status.problem}")
+    return EXIT_OK
 
 
 def _usage_problems(args: argparse.Namespace) -> list[str]:
@@ -160,14 +194,19 @@ class _Command:
     def main(self, argv: list[str] | None) -> int:
         args = _parser().parse_args(argv)
         if args.command == "backends":
-            from agenter.backends import backend_names
+            return _backends(args)
+        if args.command == "batch":
+            from agenter.batch.cli import run as run_batch
 
-            print("\n".join(backend_names()))
-            return EXIT_OK
+            return run_batch(args)
         if args.command == "show":
             return _show(args.file)
         if args.command == "runs":
             return _runs(args.dir)
+        if args.command == "plan":
+            from agenter.planner.cli import run_plan
+
+            return run_plan(args)
         problems = _usage_problems(args)
         if problems:
             for problem in problems:

@@ -37,7 +37,8 @@ from agenter._events import CodingEvent, CodingEventType
 from agenter._types import CodingStatus
 from agenter.facade.agent import AutonomousCodingAgent
 
-__all__ = ["STREAM_SOURCE", "CodingState", "coding_completed", "create_coding_node"]
+__all__ = ["STREAM_SOURCE", "CodingState", "PlanningState", "coding_completed", "create_coding_node",
+           "create_planning_node"]
 
 #: Value of the ``source`` key in every chunk this adapter writes to the custom stream, so a
 #: graph that streams its own custom data can tell agenter's events apart.
@@ -191,3 +192,76 @@ def _stream_chunk(event: CodingEvent, node: str) -> dict[str, Any]:
     payload = event.model_dump(mode="json")
     return {"source": STREAM_SOURCE, "node": node, "type": payload["type"],
             "data": payload["data"], "timestamp": payload["timestamp"]}
+
+class PlanningState(TypedDict, total=False):
+    """Graph state for a planning node: ``prompt`` and ``cwd`` in; ``plan_result`` out (the
+    PlanResult as a JSON-safe dict: ``status``, the task tree, files, usage)."""
+
+    prompt: str
+    cwd: str
+    plan_result: dict[str, Any]
+
+
+def create_planning_node(
+    cwd: str | Path | None = None,
+    *,
+    runner: Any = None,
+    name: str | None = None,
+    prompt_key: str = "prompt",
+    cwd_key: str = "cwd",
+    result_key: str = "plan_result",
+    plan_only: bool = False,
+    **runner_options: Any,
+) -> CodingNode:
+    """Build an async LangGraph node that plans a task and executes it (agenter.planner).
+
+    Pass a ready ``runner`` (a PlanAndExecute) or its arguments (``executor=``, ``planner=``,
+    ``decomposition=``, ``parallel=``, ``budget=``, ...). Every PlanEvent goes to LangGraph's
+    custom stream; the node returns ``{result_key: <PlanResult as dict>}``. With ``plan_only``
+    the node returns the plan and runs nothing.
+    """
+    from agenter.planner import PlanAndExecute, PlanEventType
+
+    if runner is not None:
+        if runner_options:
+            raise ConfigurationError("pass either runner= or its options, not both", parameter="runner")
+        if not isinstance(runner, PlanAndExecute):
+            raise ConfigurationError("runner must be a PlanAndExecute", parameter="runner")
+        plan_runner = runner
+    else:
+        plan_runner = PlanAndExecute(**runner_options)
+    default_cwd = _check_cwd(cwd) if cwd is not None else None
+
+    async def planning_node(state: Mapping[str, Any]) -> dict[str, Any]:
+        prompt = state.get(prompt_key)
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ConfigurationError(
+                f"the graph state has no task for the planning node: set state[{prompt_key!r}] "
+                "to a non-empty string", parameter=prompt_key)
+        run_cwd = state.get(cwd_key) or default_cwd
+        if run_cwd is None:
+            raise ConfigurationError(
+                f"no working directory for the planning node: set state[{cwd_key!r}] or pass "
+                "cwd= to create_planning_node()", parameter=cwd_key)
+        write = _stream_writer()
+        node_name = _current_node_name() or planning_node.__name__
+        result: dict[str, Any] | None = None
+        events = plan_runner.stream_execute(prompt, _check_cwd(run_cwd), plan_only=plan_only)
+        async with contextlib.aclosing(events):  # every run stops and worktrees go, even on cancellation
+            async for event in events:
+                if write is not None:
+                    payload = event.model_dump(mode="json")
+                    write({"source": STREAM_SOURCE, "node": node_name, "type": payload["type"],
+                           "phase": payload["phase"], "task_id": payload["task_id"],
+                           "data": payload["data"], "event": payload["event"],
+                           "timestamp": payload["timestamp"]})
+                if event.type is PlanEventType.RUN_END:
+                    result = dict(event.data["result"])  # the redacted JSON form
+        if result is None:
+            result = {"status": CodingStatus.ERROR.value, "error": "the planning run ended without a result"}
+        return {result_key: result}
+
+    planning_node.__name__ = name or "planning_node"
+    planning_node.__qualname__ = planning_node.__name__
+    planning_node.runner = plan_runner  # type: ignore[attr-defined]
+    return planning_node
