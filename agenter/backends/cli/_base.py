@@ -138,6 +138,8 @@ class CliBackend(BaseBackend[OptionsT]):
     #: their run ends get a running estimate meanwhile (about four characters a token), so token
     #: and cost budgets can stop a turn mid-way; the program's figures replace it at the end.
     live_usage: ClassVar[bool] = True
+    #: The program's shell tool(s): their calls are COMMAND_START/COMMAND_END messages.
+    shell_tools: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, settings: BackendSettings[OptionsT]):
         super().__init__(settings)
@@ -258,16 +260,40 @@ class CliBackend(BaseBackend[OptionsT]):
         """Adds a message (or text sent to the model) to the running estimate."""
         if self.live_usage:
             return
-        if message is not None:
+        if message is not None and message.type is not MessageType.TEXT_DELTA:  # counted whole
             size = len(message.content) + (len(json.dumps(message.tool_input)) if message.tool_input else 0)
             # A tool's result goes to the model as input; everything else came out of it.
-            if message.type is MessageType.TOOL_RESULT:
+            if message.type in (MessageType.TOOL_RESULT, MessageType.COMMAND_END):
                 sent = "x" * size
             else:
                 self._estimate = self._estimate + Usage(output_tokens=size // 4)
         if sent:
             self._estimate = self._estimate + Usage(input_tokens=len(sent) // 4)
         self.ledger.running(self._estimate)
+
+    def call_message(self, name: str, arguments: dict[str, Any], call_id: str | None) -> BackendMessage:
+        """A tool call; a call of the program's shell tool is a COMMAND_START."""
+        if name in self.shell_tools:
+            command = arguments.get("command", arguments.get("cmd", ""))
+            return BackendMessage(MessageType.COMMAND_START, tool_name=name, tool_input=arguments,
+                                  tool_call_id=call_id, details={"command": self.redact(str(command))})
+        return BackendMessage(MessageType.TOOL_CALL, tool_name=name, tool_input=arguments, tool_call_id=call_id)
+
+    def result_message(self, name: str | None, output: str, call_id: str | None, *, failed: bool,
+                       exit_code: int | None = None) -> BackendMessage:
+        """A tool's result; the shell tool's is a COMMAND_END (with its exit code when known)."""
+        if name in self.shell_tools:
+            details = {"exit_code": exit_code} if exit_code is not None else None
+            return BackendMessage(MessageType.COMMAND_END, self.redact(output), tool_name=name, tool_call_id=call_id,
+                                  is_error=failed, details=details)
+        return BackendMessage(MessageType.TOOL_RESULT, self.redact(output), tool_name=name or None,
+                              tool_call_id=call_id, is_error=failed)
+
+    def edit_message(self, path: str, tool: str | None = None) -> BackendMessage:
+        """A file the agent's edit tool changed (also tracked for modified_files)."""
+        self.track(written=[path])
+        shown = self.relative(path) or path
+        return BackendMessage(MessageType.FILE_EDIT, shown, tool_name=tool, details={"path": shown})
 
     def text_message(self, text: str, turn: TurnState) -> BackendMessage:
         """A complete assistant message (recorded as the turn's latest text)."""

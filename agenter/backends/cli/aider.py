@@ -149,9 +149,7 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
             path = applied.group(1).strip()
             while self._reply and self._reply[-1].strip() in ("", path):
                 self._reply.pop()  # Aider names the file before it applies the edit
-            self.track(written=[path])
-            return [BackendMessage(MessageType.TOOL_RESULT, self.redact(text), tool_name="edit",
-                                   tool_input={"path": path})]
+            return [self.edit_message(path, "edit")]
         error = _ERROR.match(text)
         if error:
             self._error_lines = [text]

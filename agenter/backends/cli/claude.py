@@ -58,6 +58,7 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
     output_channel = "native"
     instructions_in_prompt = False
     internal_paths: ClassVar[tuple[str, ...]] = (".claude/.cc-writes/",)
+    shell_tools: ClassVar[frozenset[str]] = frozenset({"Bash"})
 
     @classmethod
     def locate(cls, options: CliOptions) -> str | None:
@@ -77,7 +78,7 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
     def __init__(self, settings: BackendSettings[ClaudeCliOptions]):
         super().__init__(settings)
         self._message_usage: dict[str, Usage] = {}
-        self._calls: dict[str, str] = {}
+        self._calls: dict[str, tuple[str, str | None]] = {}
 
     # ------------------------------------------------------------------ command
     def command(self, prompt: str) -> Invocation:
@@ -155,12 +156,12 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
             elif kind == "thinking":
                 out.append(BackendMessage(MessageType.THINKING, self.redact(str(block.get("thinking", "")))))
             elif kind == "tool_use":
-                name, arguments = str(block.get("name")), block.get("input") or {}
-                self._calls[str(block.get("id"))] = name
-                if name in _WRITE_TOOLS and isinstance(arguments.get(_WRITE_TOOLS[name]), str):
-                    self.track(written=[arguments[_WRITE_TOOLS[name]]])
-                out.append(BackendMessage(MessageType.TOOL_CALL, tool_name=name, tool_input=arguments,
-                                          tool_call_id=block.get("id")))
+                name, arguments = str(block.get("name")), table(block.get("input"))
+                path = arguments.get(_WRITE_TOOLS.get(name, ""))
+                self._calls[str(block.get("id"))] = (name, path if isinstance(path, str) else None)
+                if isinstance(path, str):
+                    self.track(written=[path])
+                out.append(self.call_message(name, arguments, block.get("id")))
         return out
 
     def _tool_results(self, message: dict[str, Any]) -> list[BackendMessage]:
@@ -168,15 +169,17 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
         for block in message.get("content") or []:
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 call_id = str(block.get("tool_use_id"))
-                out.append(BackendMessage(MessageType.TOOL_RESULT, self.redact(_text(block.get("content"))),
-                                          tool_name=self._calls.get(call_id), tool_call_id=call_id,
-                                          is_error=bool(block.get("is_error"))))
+                name, path = self._calls.get(call_id, ("", None))
+                failed = bool(block.get("is_error"))
+                out.append(self.result_message(name, _text(block.get("content")), call_id, failed=failed))
+                if path and not failed:
+                    out.append(self.edit_message(path, name))
         return out
 
     def _result(self, event: dict[str, Any], turn: TurnState) -> None:
         turn.finished = True
         self._message_usage.clear()
-        self.ledger.settle(_usage(event.get("usage")), cost=_run_cost(event))
+        self.settle(_usage(event.get("usage")), cost=_run_cost(event))
         text = event.get("result")
         turn.result_text = text if isinstance(text, str) else None
         turn.output = event.get("structured_output")

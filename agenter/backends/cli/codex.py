@@ -62,6 +62,7 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
     price_provider: ClassVar[str | None] = "openai"
     output_channel = "native"
     live_usage = False  # exec reports usage when its turn ends
+    shell_tools: ClassVar[frozenset[str]] = frozenset({"shell"})
 
     def __init__(self, settings: BackendSettings[CodexCliOptions]):
         super().__init__(settings)
@@ -181,29 +182,27 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
             return [BackendMessage(MessageType.ERROR, self.redact(str(item.get("message", ""))), is_error=True)]
         if kind == "command_execution":
             if not done:
-                return [BackendMessage(MessageType.TOOL_CALL, tool_name="shell",
-                                       tool_input={"command": item.get("command")}, tool_call_id=item_id)]
-            failed = item.get("status") == "failed" or item.get("exit_code") not in (0, None)
-            return [BackendMessage(MessageType.TOOL_RESULT, self.redact(str(item.get("aggregated_output", ""))),
-                                   tool_name="shell", tool_call_id=item_id, is_error=failed)]
+                return [self.call_message("shell", {"command": item.get("command")}, item_id)]
+            code = item.get("exit_code")
+            failed = item.get("status") == "failed" or code not in (0, None)
+            return [self.result_message("shell", str(item.get("aggregated_output", "")), item_id, failed=failed,
+                                        exit_code=code if isinstance(code, int) else None)]
         if kind == "file_change":
             changes = [c for c in item.get("changes") or [] if isinstance(c, dict)]
             if not done:
-                return [BackendMessage(MessageType.TOOL_CALL, tool_name="apply_patch",
-                                       tool_input={"changes": changes}, tool_call_id=item_id)]
+                return [self.call_message("apply_patch", {"changes": changes}, item_id)]
             failed = item.get("status") == "failed"
+            out = [self.result_message("apply_patch", "failed" if failed else "applied", item_id, failed=failed)]
             if not failed:
-                self.track(written=[str(c.get("path")) for c in changes if c.get("kind") != "delete"],
-                           deleted=[str(c.get("path")) for c in changes if c.get("kind") == "delete"])
-            return [BackendMessage(MessageType.TOOL_RESULT, "failed" if failed else "applied",
-                                   tool_name="apply_patch", tool_call_id=item_id, is_error=failed)]
+                self.track(deleted=[str(c.get("path")) for c in changes if c.get("kind") == "delete"])
+                out += [self.edit_message(str(c.get("path")), "apply_patch") for c in changes if c.get("kind") != "delete"]
+            return out
         if kind == "mcp_tool_call":
             name = f"{item.get('server')}.{item.get('tool')}"
             if not done:
-                return [BackendMessage(MessageType.TOOL_CALL, tool_name=name, tool_input=item.get("arguments"),
-                                       tool_call_id=item_id)]
-            return [BackendMessage(MessageType.TOOL_RESULT, self.redact(json.dumps(item.get("result"))),
-                                   tool_name=name, tool_call_id=item_id, is_error=item.get("status") == "failed")]
+                return [self.call_message(name, table(item.get("arguments")), item_id)]
+            return [self.result_message(name, json.dumps(item.get("result")), item_id,
+                                        failed=item.get("status") == "failed")]
         return []
 
 

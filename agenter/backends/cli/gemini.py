@@ -73,6 +73,7 @@ class GeminiCliBackend(CliBackend[GeminiCliOptions]):
     price_provider: ClassVar[str | None] = "google"
     output_channel = "text"
     live_usage = False  # stream-json reports usage in its result
+    shell_tools: ClassVar[frozenset[str]] = frozenset({"run_shell_command"})
 
     @classmethod
     def requirements(cls, settings: BackendSettings[Any]) -> Sequence[Requirement]:
@@ -85,6 +86,7 @@ class GeminiCliBackend(CliBackend[GeminiCliOptions]):
         super().__init__(settings)
         self._gemini_home: Path | None = None
         self._new_session: str | None = None
+        self._calls: dict[str, tuple[str, str | None]] = {}
 
     async def prepare(self) -> None:
         self._gemini_home = self.home_dir
@@ -146,8 +148,9 @@ class GeminiCliBackend(CliBackend[GeminiCliOptions]):
             return []
         kind = event.get("type")
         if kind == "message" and event.get("role") == "assistant":
-            turn.add_delta(str(event.get("content", "")))
-            return []
+            piece = str(event.get("content", ""))
+            turn.add_delta(piece)
+            return [BackendMessage(MessageType.TEXT_DELTA, self.redact(piece))]
         out = []
         text = turn.close_text()
         if text is not None:
@@ -158,17 +161,21 @@ class GeminiCliBackend(CliBackend[GeminiCliOptions]):
             if isinstance(event.get("model"), str):
                 self.ledger.model = event["model"]
         elif kind == "tool_use":
-            name, arguments = str(event.get("tool_name")), event.get("parameters") or {}
-            if name in _WRITE_TOOLS and isinstance(arguments.get(_WRITE_TOOLS[name]), str):
-                self.track(written=[arguments[_WRITE_TOOLS[name]]])
-            out.append(BackendMessage(MessageType.TOOL_CALL, tool_name=name, tool_input=arguments,
-                                      tool_call_id=event.get("tool_id")))
+            name, arguments, call_id = str(event.get("tool_name")), table(event.get("parameters")), event.get("tool_id")
+            path = arguments.get(_WRITE_TOOLS.get(name, ""))
+            self._calls[str(call_id)] = (name, path if isinstance(path, str) else None)
+            if isinstance(path, str):
+                self.track(written=[path])
+            out.append(self.call_message(name, arguments, call_id))
         elif kind == "tool_result":
+            call_id = event.get("tool_id")
+            name, path = self._calls.get(str(call_id), ("", None))
             failed = event.get("status") != "success"
             error = table(event.get("error"))
             output = event.get("output") if not failed else error.get("message", event.get("output", ""))
-            out.append(BackendMessage(MessageType.TOOL_RESULT, self.redact(str(output or "")),
-                                      tool_call_id=event.get("tool_id"), is_error=failed))
+            out.append(self.result_message(name, str(output or ""), call_id, failed=failed))
+            if path and not failed:
+                out.append(self.edit_message(path, name))
         elif kind == "error":
             out.append(BackendMessage(MessageType.ERROR, self.redact(str(event.get("message", ""))), is_error=True))
         elif kind == "result":

@@ -48,6 +48,7 @@ class OpenCodeCliBackend(CliBackend[OpenCodeCliOptions]):
     options_model: ClassVar[type[OpenCodeCliOptions]] = OpenCodeCliOptions
     output_channel = "text"
     live_usage = False  # a step's usage comes after its tool calls ran: estimated until then
+    shell_tools: ClassVar[frozenset[str]] = frozenset({"bash"})
 
     @classmethod
     def validate_settings(cls, settings: BackendSettings[Any]) -> None:
@@ -130,12 +131,15 @@ class OpenCodeCliBackend(CliBackend[OpenCodeCliOptions]):
         state = table(part.get("state"))
         arguments = table(state.get("input"))
         failed = state.get("status") == "error"
-        if name in _WRITE_TOOLS and not failed and isinstance(arguments.get(_WRITE_TOOLS[name]), str):
-            self.track(written=[arguments[_WRITE_TOOLS[name]]])
         output = state.get("error") if failed else state.get("output")
-        return [BackendMessage(MessageType.TOOL_CALL, tool_name=name, tool_input=arguments, tool_call_id=call_id),
-                BackendMessage(MessageType.TOOL_RESULT, self.redact(str(output or "")), tool_name=name,
-                               tool_call_id=call_id, is_error=failed)]
+        code = table(state.get("metadata")).get("exit")
+        out = [self.call_message(name, arguments, call_id),
+               self.result_message(name, str(output or ""), call_id, failed=failed,
+                                   exit_code=code if isinstance(code, int) else None)]
+        path = arguments.get(_WRITE_TOOLS.get(name, ""))
+        if isinstance(path, str) and not failed:
+            out.append(self.edit_message(path, name))
+        return out
 
 
 def _usage(tokens: Any) -> Usage:

@@ -183,15 +183,31 @@ class Kit:
         assert all(status in (None, expected) for (_, status), expected in zip(kinds, (401, 429, 500), strict=True))
         assert all(API_KEY not in str(e) for e in errors)
 
-    async def check_time_budget(self, cwd: Path, seconds: float | None = None) -> None:
-        """A hung model: the run returns within the budget + 2 s and leaves no process."""
-        budget = seconds or self.case.startup + 2
+    async def check_time_budget(self, cwd: Path, *, session_only: bool = False) -> None:
+        """A hung model: the run returns within the budget + 2 s and leaves no process.
+        `session_only`: run the session on the backend directly, for a backend the facade does
+        not build in autonomous mode (it has no shell)."""
+        budget = self.case.startup + 2
         server = self.server(default=hang())
-        agent = self.agent(server, budget=Budget(max_time_seconds=budget))
         started = time.monotonic()
-        result = await agent.execute("Do the task.", cwd=cwd)
+        if session_only:
+            from agenter._types import CodingRequest
+            from agenter.session.loop import CodingSession
+            from agenter.validators import ValidatorChain
+
+            session = CodingSession(self.backend(server), CodingRequest(prompt="Do the task.", cwd=cwd),
+                                    budget=Budget(max_time_seconds=budget), validators=ValidatorChain([]),
+                                    backend_name=self.case.backend.name)
+            async with contextlib.aclosing(session.run()) as events:
+                async for _ in events:
+                    pass
+            result = session.result
+        else:
+            agent = self.agent(server, budget=Budget(max_time_seconds=budget))
+            result = await agent.execute("Do the task.", cwd=cwd)
         took = time.monotonic() - started
-        assert result.status is CodingStatus.BUDGET_EXCEEDED and result.exceeded_limit == "time", result
+        assert result is not None and result.status is CodingStatus.BUDGET_EXCEEDED, result
+        assert result.exceeded_limit == "time", result
         assert took < budget + 2, f"took {took:.1f} s with a budget of {budget} s"
         assert not self.leftovers()
 

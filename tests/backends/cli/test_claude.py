@@ -103,3 +103,21 @@ def test_result_cost_counts_this_run_only():
                         '{"a": {"costUSD": 0.1}, "b": {"costUSD": 0.05}}}')
     assert _run_cost(result) == pytest.approx(0.15)
     assert _run_cost({"total_cost_usd": 0.5}) is None
+
+
+async def test_edits_and_commands_arrive_in_the_event_vocabulary(kit, tmp_path):
+    server = kit.server([reply(tool_call("Write", {"file_path": "notes.md", "content": "hi\n"})),
+                         reply(tool_call("Bash", {"command": "ls", "description": "List"})),
+                         reply(text("Done."))])
+    backend = kit.backend(server)
+    await backend.connect(SessionSpec(cwd=tmp_path))
+    try:
+        messages = await kit.turn(backend, "Write notes.md, then list.")
+    finally:
+        await backend.disconnect()
+    kinds = [m.type for m in messages]
+    assert kinds.index(MessageType.TOOL_CALL) < kinds.index(MessageType.FILE_EDIT) < kinds.index(MessageType.COMMAND_START)
+    assert [m.details for m in messages if m.type is MessageType.FILE_EDIT] == [{"path": "notes.md"}]
+    (start,) = [m for m in messages if m.type is MessageType.COMMAND_START]
+    assert start.details == {"command": "ls"} and MessageType.COMMAND_END in kinds
+    assert MessageType.USAGE in kinds and backend.modified_files().written == {"notes.md"}

@@ -70,7 +70,8 @@ async def test_the_sandbox_refuses_a_write_outside_the_workspace(kit, tmp_path):
         await backend.disconnect()
     assert not outside.exists() and (work / "inside.txt").read_text() == "yes"
     assert backend.modified_files().written == {"inside.txt"}
-    assert any(m.type is MessageType.TOOL_RESULT for m in messages)
+    assert [m.details["path"] for m in messages if m.type is MessageType.FILE_EDIT] == []  # the shell wrote it
+    assert any(m.type is MessageType.COMMAND_END for m in messages)
 
 
 async def test_structured_output_uses_a_strict_output_schema(kit, tmp_path):
@@ -113,8 +114,9 @@ def test_events_become_messages_and_a_failed_turn_an_auth_error():
     ]
     messages = [m for data in lines for m in backend.parse_event(Line(json.dumps(data), data), turn)]
     assert backend.session_id == "t-1" and turn.final_text == "Hello" and turn.finished
-    assert [m.type for m in messages] == [MessageType.TOOL_CALL, MessageType.TOOL_RESULT, MessageType.TEXT,
+    assert [m.type for m in messages] == [MessageType.COMMAND_START, MessageType.COMMAND_END, MessageType.TEXT,
                                           MessageType.ERROR]
-    assert messages[1].is_error
+    assert messages[0].details == {"command": "ls"}
+    assert messages[1].is_error and messages[1].details == {"exit_code": 1}
     error = backend.failure(turn, 1, "")
     assert (error.kind, error.status_code) == ("auth", 401)
