@@ -95,7 +95,7 @@ async def bare(repo: Path, work: Path, count: int, concurrency: int, base_url: s
 
 
 def outside_agent_ms(rows: list[BatchRow]) -> tuple[float, float]:
-    """What the batch adds to a task (workspace, diff, removal, row), median and p95, in ms."""
+    """What the batch adds to a task (checkout, diff, row; the removal comes after), median and p95, in ms."""
     values = sorted((row.duration_seconds - row.agent_seconds) * 1000 for row in rows)
     return statistics.median(values), values[max(int(len(values) * 0.95 + 0.999) - 1, 0)]
 
@@ -115,7 +115,7 @@ async def main_async() -> dict[str, float]:
               f"{CONCURRENCY}: {wall:.1f} s, {rate:.2f} tasks/s -> {rate / serial_rate:.1f}x (goal >= 12x)")
         median1, p95_1 = outside_agent_ms(serial_rows)
         median16, p95_16 = outside_agent_ms(rows)
-        print(f"batch's own time per task (workspace + diff + removal + row), one at a time: median "
+        print(f"batch's own time per task (checkout + diff + row), one at a time: median "
               f"{median1:.0f} ms, p95 {p95_1:.0f} ms; at concurrency {CONCURRENCY}: median {median16:.0f} ms, "
               f"p95 {p95_16:.0f} ms")
         amortised = (wall - bare_wall) / TASKS * 1000

@@ -137,7 +137,8 @@ class BatchRow(BaseModel):
     status: str = Field(description="A CodingStatus value; error also for a task that crashed outside its session.")
     files: list[str] = Field(default_factory=list, description="Paths the session changed, relative to its cwd.")
     diff: str = Field(default="", description="Unified diff of the workspace against the checked-out commit.")
-    validation: dict[str, Any] = Field(default_factory=dict, description="passed and errors.")
+    validation: dict[str, Any] = Field(default_factory=lambda: {"passed": False, "errors": []},
+                                       description="passed and errors.")
     usage: dict[str, int] = Field(default_factory=dict)
     cost_usd: float = 0.0
     duration_seconds: float = Field(default=0.0, description="The whole task: workspace, agent, diff, clean-up.")

@@ -139,18 +139,19 @@ async def create_workspace(repository: str, commit: str | None, root: Path, name
 # Starting a process from a large Python process holds up its thread for milliseconds (longer
 # on a busy machine); with many agents streaming on the caller's loop, the workspaces' git
 # commands are started from a loop of their own in a helper thread instead.
-_git_loop: asyncio.AbstractEventLoop | None = None
+_git_loop: tuple[int, asyncio.AbstractEventLoop] | None = None
 _git_loop_lock = threading.Lock()
 
 
 def _helper_loop() -> asyncio.AbstractEventLoop:
     global _git_loop
     with _git_loop_lock:
-        if _git_loop is None or _git_loop.is_closed():
+        # A forked child has the variable but not the thread: it starts its own.
+        if _git_loop is None or _git_loop[0] != os.getpid() or _git_loop[1].is_closed():
             loop = asyncio.new_event_loop()
             threading.Thread(target=loop.run_forever, name="agenter-batch-git", daemon=True).start()
-            _git_loop = loop
-        return _git_loop
+            _git_loop = (os.getpid(), loop)
+        return _git_loop[1]
 
 
 async def _on_git_loop(work: Coroutine[Any, Any, T]) -> T:
