@@ -165,12 +165,13 @@ def told_after(server: Any, index: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# The four hostile attempts
+# The four hostile attempts (with sandbox=True and no policy, Codex keeps its own approval policy
+# so that an escalation request can never be approved: see test_sandboxed_default_keeps_codex_policy)
 
 
 @agent_test
-@pytest.mark.parametrize(("permissions", "sandbox"), [(None, True), ("bypass", True), (None, False)],
-                         ids=["default-policy", "bypass", "default-policy-unsandboxed"])
+@pytest.mark.parametrize(("permissions", "sandbox"), [("bypass", True), (None, False)],
+                         ids=["bypass", "default-policy-unsandboxed"])
 async def test_hostile_calls_are_declined_the_model_sees_why_and_the_run_goes_on(
         scripted_model_server, codex_path, repo, home, script_server, tmp_path, permissions, sandbox):
     head = remote_head(repo)
@@ -400,3 +401,14 @@ async def test_custom_tools_ask_the_gate_first(tmp_path):
     assert (await run(lookup, {"term": "x"})).text == "ran"
     denied = await run(deploy, {"target": "prod"})
     assert denied.is_error and "needs approval" in denied.text and ran == ["lookup"]
+
+
+def test_sandboxed_default_keeps_codex_policy(tmp_path):
+    """sandbox=True without a policy: the thread keeps Codex's own approval policy (it asks only to
+    leave the sandbox, and agenter declines), because under the gated policy an approved command
+    that asked to escalate would run unsandboxed and Codex's request does not say which one did."""
+    from agenter.backends.codex._permissions import GATED_POLICY, Approvals
+
+    ungated = Approvals(policy="on-request", sandbox=True, cwd=tmp_path, writable_roots=[tmp_path],
+                        report=lambda decision: None, permit=None, explain=None)
+    assert ungated.thread_policy == "on-request" != GATED_POLICY

@@ -129,9 +129,16 @@ class CodexBackend(BaseBackend[CodexOptions]):
                 env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
             await _setup.check_sandbox(codex, env, self._session_dir, backend=self.name)
 
+        # Under the gated approval policy Codex asks before every command, but its request does
+        # not say whether the model asked to leave the sandbox, and an approved escalation runs
+        # unsandboxed. So with sandbox=True and no policy given, keep Codex's own policy: it asks
+        # only to escalate, and agenter always declines, so the sandbox stays closed. An explicit
+        # policy (or sandbox=False, where nothing is sandboxed anyway) puts every command before
+        # the gate (docs/backends/codex.md: the caveat for allowed commands).
+        gated = self.settings.permissions is not None or not self.settings.sandbox
         approvals = Approvals(policy=options.codex_approval_policy, sandbox=self.settings.sandbox,
                               cwd=self.cwd, writable_roots=[self.cwd, private_tmp], report=self._report_decision,
-                              permit=self.permit, explain=self._explain)
+                              permit=self.permit if gated else None, explain=self._explain)
         if self.settings.permissions is None and self.gate is not None:
             # No policy given: staying inside the workspace is the sandbox option's business, as
             # before the gate; every other safety check holds.
