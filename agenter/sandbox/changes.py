@@ -73,8 +73,11 @@ _INO_MASK = (1 << 64) - 1
 _SYNC_ROUNDS = 4
 #: A walk makes a syscall per entry, releasing the GIL and taking it back at once: a thread
 #: waiting for the GIL (the event loop's) rarely gets it in that gap and can starve for hundreds
-#: of milliseconds (CPython's convoy effect). So long loops really sleep, briefly, this often.
+#: of milliseconds (CPython's convoy effect). So long loops stop this often until the event loop
+#: has run (a sleep would not do on a busy machine: the loop's thread may not be scheduled
+#: within it); at most _YIELD_WAIT_S, and a plain sleep when there is no loop to wait for.
 _YIELD_EVERY_S = 0.002
+_YIELD_WAIT_S = 0.02
 _YIELD_FOR_S = 0.0005
 #: Threads for all detectors: each one more competing for the GIL is one more the event loop may
 #: wait behind, and the work on one tree is serialised by its lock anyway.
@@ -84,18 +87,31 @@ _pacing = threading.local()
 
 
 def _pace() -> None:
-    """Called by long loops in threads: sleep a little once _YIELD_EVERY_S of work has passed."""
+    """Called by long loops in threads: let the event loop run once _YIELD_EVERY_S of work has passed."""
     now = time.perf_counter()
     if now - getattr(_pacing, "resumed", now) >= _YIELD_EVERY_S:
-        time.sleep(_YIELD_FOR_S)
+        loop: asyncio.AbstractEventLoop | None = getattr(_pacing, "loop", None)
+        ran = threading.Event()
+        try:
+            if loop is None:
+                raise RuntimeError("no event loop")
+            loop.call_soon_threadsafe(ran.set)
+        except RuntimeError:  # none, or closed since
+            time.sleep(_YIELD_FOR_S)
+        else:
+            ran.wait(_YIELD_WAIT_S)
         now = time.perf_counter()
     _pacing.resumed = now
 
 
-def _paced(fn: Callable[[], _T]) -> Callable[[], _T]:
+def _paced(fn: Callable[[], _T], loop: asyncio.AbstractEventLoop | None = None) -> Callable[[], _T]:
     def run() -> _T:
+        _pacing.loop = loop
         _pacing.resumed = time.perf_counter()  # the thread was idle until now
-        return fn()
+        try:
+            return fn()
+        finally:
+            _pacing.loop = None
     return run
 
 
@@ -558,7 +574,8 @@ def _executor() -> concurrent.futures.ThreadPoolExecutor:
 
 
 async def _in_thread(fn: Callable[[], _T]) -> _T:
-    return await asyncio.get_running_loop().run_in_executor(_executor(), _paced(fn))
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_executor(), _paced(fn, loop))
 
 
 class ChangeDetector:
