@@ -6,7 +6,7 @@ VENV := .venv
 VENV312 := .venv312
 UV := $(VENV)/bin/uv
 
-.PHONY: demo test install install-core install-python install-npm install-system install-py312 bench clean
+.PHONY: demo test install install-core install-python install-npm install-system install-py312 install-aider bench clean
 
 # The demo needs only the core package (the anthropic-sdk backend and the scripted model server).
 demo: install-core
@@ -15,7 +15,7 @@ demo: install-core
 test: install
 	bash scripts/run-tests.sh
 
-install: install-system install-python install-npm install-py312
+install: install-system install-python install-npm install-py312 install-aider
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,8 +39,12 @@ install-system:
 install-py312: $(VENV)/bin/python
 	bash scripts/install-py312.sh
 
+# aider-chat in an environment of its own (its exact pins never touch agenter's).
+install-aider: $(VENV)/bin/python
+	bash scripts/install-aider.sh
+
 bench: install-python
 	$(VENV)/bin/python benchmarks/run_all.py $(subst $(comma), ,$(NAMES))
 
 clean:
-	rm -rf $(VENV) $(VENV312) node_modules .pytest_cache
+	rm -rf $(VENV) $(VENV312) .venv-aider node_modules .pytest_cache
