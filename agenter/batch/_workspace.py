@@ -24,6 +24,7 @@ import stat
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from dataclasses import dataclass
@@ -34,15 +35,18 @@ from agenter._errors import AgenterError
 from agenter.host.process import run_process
 from agenter.host.redact import Redactor
 
-#: Local git commands (clone --shared, checkout, add, diff) and network ones (clone, fetch).
+#: Local git commands (checkout, add, diff) and network ones (clone, fetch).
 LOCAL_TIMEOUT = 300.0
 NETWORK_TIMEOUT = 1800.0
+#: A mirror fetched this recently serves branch and tag names as they are.
+MIRROR_FRESH_SECONDS = 60.0
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _SCP_LIKE = re.compile(r"^[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+:")  # git@github.com:owner/repo.git
 _USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 T = TypeVar("T")
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+_FULL_SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 _GIT_LOCATION = frozenset({"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR",
                            "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_PREFIX", "GIT_CEILING_DIRECTORIES"})
 
@@ -252,10 +256,12 @@ def _workspace_in(target: Path, prefix: str, sha: str, source: Path) -> Workspac
 
 
 async def _mirror(url: str, commit: str | None, cache: Path) -> Path:
-    """A bare mirror of `url` in the cache that has `commit` (fetched when missing)."""
+    """A bare mirror of `url` in the cache that has `commit`. A commit id missing from it is
+    fetched; a name (a branch, a tag, or none: the remote's HEAD) refreshes the mirror when its
+    last fetch is older than MIRROR_FRESH_SECONDS, so a long-lived cache does not serve old heads."""
     cache.mkdir(parents=True, exist_ok=True)
     key = hashlib.sha256(url.encode()).hexdigest()[:24]
-    mirror = cache / f"{key}.git"
+    mirror, stamp = cache / f"{key}.git", cache / f"{key}.fetched"
     async with _file_lock(cache / f"{key}.lock"):
         if not (mirror / "HEAD").is_file():
             partial = cache / f"{key}.partial-{uuid.uuid4().hex[:6]}"
@@ -265,14 +271,24 @@ async def _mirror(url: str, commit: str | None, cache: Path) -> Path:
                 partial.rename(mirror)
             finally:
                 remove_tree(partial)
-        elif commit is not None and not await _has_commit(mirror, commit):
-            await _git("fetch", "--quiet", "--tags", "origin", "+refs/heads/*:refs/heads/*", cwd=mirror,
-                       timeout=NETWORK_TIMEOUT, step=f"fetch {public_url(url)}")
+            stamp.touch()
+        elif (commit is None or not _FULL_SHA.match(commit)) and _age(stamp) > MIRROR_FRESH_SECONDS \
+                or commit is not None and not await _has_commit(mirror, commit):
+            await _git("fetch", "--quiet", "--prune", "--tags", "origin", "+refs/heads/*:refs/heads/*",
+                       cwd=mirror, timeout=NETWORK_TIMEOUT, step=f"fetch {public_url(url)}")
+            stamp.touch()
         if commit is not None and not await _has_commit(mirror, commit):
             # A commit no branch or tag reaches: ask for it by name (GitHub and others allow it).
             await _git("fetch", "--quiet", "origin", commit, cwd=mirror, timeout=NETWORK_TIMEOUT,
                        step=f"fetch commit {commit!r} from {public_url(url)}")
     return mirror
+
+
+def _age(path: Path) -> float:
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return float("inf")
 
 
 async def _has_commit(repo: Path, commit: str) -> bool:

@@ -108,7 +108,16 @@ async def test_git_url_is_mirrored_once_and_checked_out_at_the_commit(git_repo: 
     third = git(git_repo, "rev-parse", "HEAD").strip()
     ws3 = await create_workspace(url, third, tmp_path / "ws", "c", git_cache=cache)
     assert (ws3.cwd / "calc.py").read_text() == "third\n"
-    for ws in (ws1, ws2, ws3):
+    # The remote's HEAD moved on: a mirror fetched over a minute ago is refreshed for it.
+    (git_repo / "calc.py").write_text("fourth\n")
+    git(git_repo, "commit", "-qam", "fourth")
+    ws4 = await create_workspace(url, None, tmp_path / "ws", "d", git_cache=cache)
+    assert (ws4.cwd / "calc.py").read_text() == "third\n"  # fetched moments ago: served as it is
+    for stamp in cache.glob("*.fetched"):
+        os.utime(stamp, (1, 1))
+    ws5 = await create_workspace(url, None, tmp_path / "ws", "e", git_cache=cache)
+    assert (ws5.cwd / "calc.py").read_text() == "fourth\n"
+    for ws in (ws1, ws2, ws3, ws4, ws5):
         await ws.remove()
 
 
