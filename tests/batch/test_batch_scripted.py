@@ -87,3 +87,54 @@ def test_cli_usage_errors(tmp_path: Path, capsys):
     assert "line 1 (id 'a'): unknown task field 'colour'" in capsys.readouterr().err
     assert run(_parser().parse_args(["batch", str(tasks), "--out", "o", "--address", "auto"])) == 2
     assert "need --engine ray" in capsys.readouterr().err
+
+
+CLI = ("import argparse, sys\n"
+       "from agenter.batch import cli\n"
+       "parser = argparse.ArgumentParser(prog='agenter')\n"
+       "cli.add_parser(parser.add_subparsers(dest='command'))\n"
+       "sys.exit(cli.run(parser.parse_args(sys.argv[1:])))\n")
+
+
+def test_ctrl_c_stops_the_batch_and_the_next_run_resumes(git_repo: Path, tmp_path: Path, scripted_model_server):
+    import signal
+    import subprocess
+    import threading
+    import time
+
+    fast, release = task_model(), threading.Event()
+
+    def handler(request):
+        if "to 1." not in str(request.messages[0]):
+            release.wait(60)  # the other tasks are still waiting for the model when Ctrl-C comes
+        return fast(request)
+
+    server = scripted_model_server(handler=handler)
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"id": f"t{i}", "repository": str(git_repo),
+                                         "prompt": PROMPT.format(path="calc.py", value=i)}) + "\n" for i in range(3)))
+    out = tmp_path / "results.jsonl"
+    argv = [sys.executable, "-c", CLI, "batch", str(tasks), "--out", str(out), "--concurrency", "3",
+            "--option", f"base_url={server.base_url}", "--option", f"api_key={KEY}", "--option", "max_retries=0",
+            "--workspace-root", str(tmp_path / "ws")]
+    process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (out.exists() and out.read_text()):
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+        release.set()
+    assert process.returncode == 130, err
+    assert "interrupted; run the same command again to resume" in err
+    assert "1/3 tasks have a row" in err  # the summary, printed on the way out
+    assert list(read_rows(out)[0]) == ["t1"]
+    assert not any((tmp_path / "ws").iterdir())
+
+    again = subprocess.run(argv, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert "1 of 3 tasks already have a row: skipped" in again.stderr
+    assert sorted(read_rows(out)[0]) == ["t0", "t1", "t2"]
