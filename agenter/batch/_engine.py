@@ -157,9 +157,10 @@ class _Batch:
                 self.running[asyncio.create_task(self._one(task, cap), name=f"batch-task-{task.id}")] = task.id
             while self.running:
                 await self._wait_one()
-        except BaseException:
+        except BaseException as exc:
             if self.stopped is None:
-                self.stopped = "interrupted"
+                interrupted = isinstance(exc, asyncio.CancelledError | KeyboardInterrupt)
+                self.stopped = "interrupted" if interrupted else f"{type(exc).__name__}: {exc}"
             await self._cancel_running()
             raise
 

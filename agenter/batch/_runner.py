@@ -169,9 +169,10 @@ async def run_task(task: BatchTask, defaults: TaskDefaults, settings: RunSetting
                 elif event.type is CodingEventType.SESSION_END:
                     result = event.data.get("result")
         row.agent_seconds = round(time.perf_counter() - agent_clock, 4)
-        if result is not None:
-            _fill(row, result)
-            session_ended = True
+        if result is None:
+            raise RuntimeError("the coding session ended without a result")
+        _fill(row, result)
+        session_ended = True
         row.diff = await workspace.diff()
     except asyncio.CancelledError:
         raise
