@@ -40,7 +40,6 @@ from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
 
 from agenter._errors import BackendError, ConfigurationError
 from agenter._types import ModifiedFiles, Usage
-from agenter.backends.capabilities import BackendCapabilities
 from agenter.backends._prompts import (
     AGENTER_TOOL_NAMES,
     REFUSAL_REPLY,
@@ -51,9 +50,10 @@ from agenter.backends._prompts import (
     text_refusal,
     validation_problems,
 )
+from agenter.backends.capabilities import BackendCapabilities
 from agenter.host.redact import Redactor
-from agenter.permissions import PermissionDecision, PermissionGate, PermissionPolicy, ToolCall
 from agenter.host.requirements import Requirement, check_requirements
+from agenter.permissions import PermissionDecision, PermissionGate, PermissionPolicy, ToolCall
 from agenter.tools import Tool
 from agenter.usage import UsageLedger
 
