@@ -207,7 +207,7 @@ class FallbackBackend(BaseBackend[FallbackOptions]):
     def default_model(self) -> str | None:
         if self._member is not None:
             return self._member.default_model
-        member, settings = self._chain[0]
+        _, settings = self._chain[0]
         return settings.model
 
     def usage(self) -> Usage:
@@ -249,8 +249,10 @@ class FallbackBackend(BaseBackend[FallbackOptions]):
                 yield message
         while True:
             member = self._member
-            if member is None:
-                raise BackendError(f"every backend of {self.name} failed", backend=self.name, kind="unknown")
+            if member is None:  # moved on, but every member left was skipped
+                failed = next((a for a in reversed(self._attempts) if a.status != "skipped"), self._attempts[-1])
+                raise BackendError(f"every backend of {self.name} failed; the last: {failed.backend}: {failed.error}",
+                                   backend=self.name, kind=failed.error_kind or "unknown")
             self._member_turns += 1
             self._attempts[-1].turns += 1
             try:

@@ -144,7 +144,7 @@ class CliBackend(BaseBackend[OptionsT]):
     def __init__(self, settings: BackendSettings[OptionsT]):
         super().__init__(settings)
         self.executable: str | None = None
-        self.scratch: Path | None = None
+        self._scratch: Path | None = None
         self.home_dir: Path | None = None
         self.turns = 0
         self._run: ProgramRun | None = None
@@ -232,9 +232,15 @@ class CliBackend(BaseBackend[OptionsT]):
         key = self.options.api_key
         return key.get_secret_value() if key is not None else None
 
+    @property
+    def scratch(self) -> Path:
+        """The session's scratch directory (prompt files, settings; removed at disconnect)."""
+        if self._scratch is None:
+            raise BackendError(f"the {self.name} backend is not connected", backend=self.name)
+        return self._scratch
+
     def scratch_file(self, name: str, content: str | bytes) -> Path:
         """A file in the session's scratch directory (removed at disconnect)."""
-        assert self.scratch is not None
         path = self.scratch / name
         path.write_bytes(content.encode() if isinstance(content, str) else content)
         return path
@@ -307,7 +313,7 @@ class CliBackend(BaseBackend[OptionsT]):
         if self.executable is None:
             raise BackendError(f"{self.program} was not found: {self.install}", backend=self.name,
                                kind="missing_program")
-        self.scratch = Path(tempfile.mkdtemp(prefix=f"agenter-{self.name}-"))
+        self._scratch = Path(tempfile.mkdtemp(prefix=f"agenter-{self.name}-"))
         home = self.options.home
         if home == "private":
             self.home_dir = self.scratch / "home"
@@ -352,6 +358,6 @@ class CliBackend(BaseBackend[OptionsT]):
         run, self._run = self._run, None
         if run is not None:
             await run.stop(self.stop_grace)
-        scratch, self.scratch = self.scratch, None
+        scratch, self._scratch = self._scratch, None
         if scratch is not None:
             await asyncio.to_thread(shutil.rmtree, scratch, True)

@@ -18,7 +18,7 @@ import re
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import Field
 
@@ -91,7 +91,7 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
                 "--no-fancy-input", "--no-auto-commits", "--no-dirty-commits", "--no-gitignore",
                 "--no-suggest-shell-commands", "--analytics-disable", "--no-check-update",
                 "--no-show-model-warnings", "--no-show-release-notes", "--encoding", "utf-8",
-                "--chat-history-file", str(history), "--input-history-file", str(self.scratch_dir() / "input.history")]
+                "--chat-history-file", str(history), "--input-history-file", str(self.scratch / "input.history")]
         if restore:
             argv.append("--restore-chat-history")
         if not opts.aider_git:
@@ -130,10 +130,6 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
         folder = (self.home_dir or Path.home()) / ".cache" / "agenter" / "aider-sessions"
         folder.mkdir(parents=True, exist_ok=True)
         return folder / f"{session}.chat.md"
-
-    def scratch_dir(self) -> Any:
-        assert self.scratch is not None
-        return self.scratch
 
     # ------------------------------------------------------------------ output lines
     def parse_event(self, line: Line, turn: TurnState) -> Iterable[BackendMessage]:

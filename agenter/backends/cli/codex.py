@@ -72,18 +72,14 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
 
     async def prepare(self) -> None:
         if self.settings.sandbox:
-            self._tmp = self.scratch_dir() / "tmp"
+            self._tmp = self.scratch / "tmp"
             self._tmp.mkdir()
         if self.settings.sandbox and sys.platform.startswith("linux"):
-            self._bin_dir = sandbox_helper(str(self.executable), self.scratch_dir())
+            self._bin_dir = sandbox_helper(str(self.executable), self.scratch)
             env = self.environment(**self._path())
             if self.home_dir is not None:
                 env["CODEX_HOME"] = str(self.home_dir)
-            await check_sandbox(str(self.executable), env, self.scratch_dir(), backend=self.name)
-
-    def scratch_dir(self) -> Path:
-        assert self.scratch is not None
-        return self.scratch
+            await check_sandbox(str(self.executable), env, self.scratch, backend=self.name)
 
     def _path(self) -> dict[str, str]:
         if self._bin_dir is None:

@@ -104,10 +104,6 @@ class GeminiCliBackend(CliBackend[GeminiCliOptions]):
         overlay = source / ".cache" / "agenter" / f"gemini-home-{digest}"
         self._gemini_home = await asyncio.to_thread(overlay_home, source / ".gemini", overlay, overrides)
 
-    def scratch_dir(self) -> Path:
-        assert self.scratch is not None
-        return self.scratch
-
     def settings_overrides(self) -> dict[str, Any]:
         """Settings agenter's runs need on top of the user's ({} when none)."""
         opts = self.options

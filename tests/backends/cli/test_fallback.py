@@ -120,6 +120,18 @@ async def test_a_member_that_is_not_installed_is_skipped(tmp_path):
     assert "npm install -g @anthropic-ai/claude-code" in (attempts[0].error or "")
 
 
+async def test_when_every_member_left_is_skipped_the_last_failure_is_raised(tmp_path):
+    quota = BackendError("quota exceeded", backend="first", kind="quota")
+    missing = (ClaudeCliBackend, {"program_path": str(tmp_path / "no-claude"), "base_url": "http://127.0.0.1:9"})
+    backend = chain_backend(member(writes("a.txt", "x", then=quota)), missing)
+    work = tmp_path / "work"
+    work.mkdir()
+    with pytest.raises(BackendError) as caught:
+        await run(backend, work)
+    assert caught.value.kind == "quota" and not (work / "a.txt").exists()
+    assert [a.status for a in backend.attempts()] == ["failed", "skipped"]
+
+
 def test_a_chain_that_cannot_run_anywhere_fails_when_built(tmp_path):
     missing = (ClaudeCliBackend, {"program_path": str(tmp_path / "no-claude")})
     with pytest.raises(RequirementError) as caught:
