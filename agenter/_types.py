@@ -211,6 +211,9 @@ class CodingResult(BaseModel):
     output: Any = None
     error: str | None = None
     exceeded_limit: str | None = Field(None, description="tokens, cost, time or iterations")
+    error_kind: str | None = Field(
+        None, description="For ERROR: the failure class (auth, quota, rate_limit, transient, context_length, "
+                          "missing_program, agent_crash, config, unknown).")
     refusal_reason: str | None = None
     validation_errors: list[str] = Field(default_factory=list)
     diff: str | None = Field(

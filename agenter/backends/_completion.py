@@ -31,13 +31,10 @@ import asyncio
 import copy
 import json
 import os
-import random
 import re
 import subprocess
-import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -55,6 +52,7 @@ from agenter.backends.base import (
     SessionSpec,
 )
 from agenter.backends.capabilities import check_mode
+from agenter.host.retry import retry_delay
 from agenter.permissions import ToolCall
 from agenter.sandbox.paths import open_regular
 from agenter.usage import is_known_model
@@ -72,7 +70,6 @@ CHARS_PER_TOKEN = 4
 #: Statuses worth another attempt (besides any 5xx and dropped connections).
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 #: Exponential backoff without a retry-after header: 0.5 s, 1 s, 2 s, ... up to this.
-MAX_BACKOFF = 8.0
 #: A file larger than this is never read for the model (it is listed in the map only).
 MAX_FILE_BYTES = 512 * 1024
 #: Output of a test command sent back to the model (the end of it, where failures are).
@@ -1140,26 +1137,6 @@ def _error_kind(status: int | None, message: str) -> str | None:
     if status == 429 and ("quota" in text or "billing" in text or "insufficient" in text):
         return "quota"
     return None
-
-
-def retry_delay(attempt: int, headers: Mapping[str, str] | None, cap: float,
-                rand: Callable[[], float] = random.random) -> float:
-    """Seconds to wait: the server's retry-after-ms / retry-after when sent, else exponential
-    backoff with jitter; never more than `cap`."""
-    if headers is not None:
-        for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-            value = headers.get(name)
-            if value is None:
-                continue
-            try:
-                return min(cap, max(0.0, float(value) * scale))
-            except ValueError:
-                if name == "retry-after":  # an HTTP date
-                    try:
-                        return min(cap, max(0.0, parsedate_to_datetime(value).timestamp() - time.time()))
-                    except (TypeError, ValueError):
-                        pass
-    return min(cap, min(MAX_BACKOFF, 0.5 * 2 ** attempt) * (1 - 0.25 * rand()))
 
 
 def openai_failure(exc: BaseException) -> Failure | None:

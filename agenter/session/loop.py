@@ -64,6 +64,16 @@ _KINDS = {
 _CLOSES = {MessageType.TEXT: MessageType.TEXT_DELTA, MessageType.THINKING: MessageType.THINKING_DELTA}
 
 
+def _error_kind(exc: BaseException) -> str:
+    """The failure class of an error (BackendError.kind; configuration errors are "config")."""
+    from agenter._errors import ConfigurationError
+
+    kind = getattr(exc, "kind", None)
+    if isinstance(kind, str) and kind:
+        return kind
+    return "config" if isinstance(exc, ConfigurationError) else "unknown"
+
+
 def _timeout(seconds: float) -> float | None:
     """asyncio wants None, not infinity, for no time limit."""
     return None if seconds == float("inf") else seconds
@@ -182,11 +192,13 @@ class _TurnOutcome:
 class _Outcome(Exception):
     """Ends the loop with a status; raised by the steps, caught by `run`."""
 
-    def __init__(self, status: CodingStatus, error: str | None = None, exceeded: str | None = None):
+    def __init__(self, status: CodingStatus, error: str | None = None, exceeded: str | None = None,
+                 kind: str | None = None):
         super().__init__(error or status.value)
         self.status = status
         self.error = error
         self.exceeded = exceeded
+        self.kind = kind
 
 
 class _RunState:
@@ -312,10 +324,10 @@ class CodingSession:
             outcome = _Outcome(CodingStatus.ERROR, "session cancelled by the caller")
             raise
         except AgenterError as exc:
-            outcome = _Outcome(CodingStatus.ERROR, self._describe_error(exc))
+            outcome = _Outcome(CodingStatus.ERROR, self._describe_error(exc), kind=_error_kind(exc))
         except Exception as exc:  # a bug or an unexpected backend failure: report, never hide
             log.exception("coding session failed")
-            outcome = _Outcome(CodingStatus.ERROR, self._describe_error(exc))
+            outcome = _Outcome(CodingStatus.ERROR, self._describe_error(exc), kind="unknown")
         finally:
             if not self._connected:
                 with contextlib.suppress(Exception, asyncio.CancelledError):
@@ -424,7 +436,7 @@ class CodingSession:
         """An outcome decided by the turn itself, before validation: error, writes outside the
         allowed paths, refusal, a budget crossed mid-turn, a stop."""
         if turn.error is not None:
-            return _Outcome(CodingStatus.ERROR, self._describe_error(turn.error))
+            return _Outcome(CodingStatus.ERROR, self._describe_error(turn.error), kind=_error_kind(turn.error))
         if self.mode == "analysis" and changes:
             return _Outcome(CodingStatus.FAILED, "analysis mode allows no changes, but the agent changed: "
                             + ", ".join(changes.all))
@@ -650,7 +662,7 @@ class CodingSession:
             output_tokens=usage.output_tokens, cache_read_tokens=usage.cache_read_tokens,
             cache_write_tokens=usage.cache_write_tokens, total_tokens=usage.total_tokens,
             total_cost_usd=round(usage.cost_usd, 6), duration_seconds=round(self._limits.elapsed(), 3),
-            output=state.output, error=outcome.error, exceeded_limit=outcome.exceeded,
+            output=state.output, error=outcome.error, exceeded_limit=outcome.exceeded, error_kind=outcome.kind,
             refusal_reason=self._redact(refusal.reason) if refusal else None,
             validation_errors=[self._redact(e) for e in state.validation_errors],
             permission_denials=[d.as_dict() for d in self._denials],

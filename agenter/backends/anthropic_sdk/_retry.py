@@ -7,19 +7,16 @@ STATUS message the caller sees, and so that a stream dropped mid-response is ret
 
 from __future__ import annotations
 
-import random
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 from agenter._errors import BackendError
+from agenter.host.retry import retry_delay
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 RETRYABLE_ERROR_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
 #: Exponential backoff without a retry-after header: 0.5 s, 1 s, 2 s, ... up to this.
-MAX_BACKOFF = 8.0
 
 
 class StreamIncomplete(Exception):
@@ -78,26 +75,6 @@ class RetryPolicy:
             raise BackendError(f"Anthropic API error {summary}{tried}: {detail}", backend=self.backend,
                                status_code=status, kind=_kind(status, kind, detail)) from None
         return Retry(summary, retry_delay(attempt, headers, self.max_wait))
-
-
-def retry_delay(attempt: int, headers: Mapping[str, str] | None, cap: float) -> float:
-    """Seconds to wait: the server's retry-after-ms / retry-after when sent (0 means at once),
-    else exponential backoff with jitter; never more than `cap`."""
-    if headers is not None:
-        for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-            value = headers.get(name)
-            if value is None:
-                continue
-            try:
-                return min(cap, max(0.0, float(value) * scale))
-            except ValueError:
-                if name == "retry-after":  # an HTTP date
-                    try:
-                        return min(cap, max(0.0, parsedate_to_datetime(value).timestamp() - time.time()))
-                    except (TypeError, ValueError):
-                        pass
-    backoff = min(MAX_BACKOFF, 0.5 * 2 ** attempt) * (1 - 0.25 * random.random())
-    return min(cap, backoff)
 
 
 def error_type(body: Any) -> str | None:
