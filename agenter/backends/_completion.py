@@ -60,7 +60,7 @@ from agenter.usage import is_known_model
 __all__ = [
     "Completion", "CompletionBackend", "CompletionOptions", "Failure", "OutputFormat", "Piece", "ReadRequest",
     "StreamIncomplete", "command_env", "find_json", "list_files", "openai_failure", "render_repo_map",
-    "retry_delay", "select_named_files",
+    "chat_usage", "retry_delay", "select_named_files",
 ]
 
 OptionsT = TypeVar("OptionsT", bound="CompletionOptions")
@@ -1176,3 +1176,14 @@ def _is_transport_error(exc: BaseException) -> bool:
             return True
         current = current.__cause__ or current.__context__
     return False
+
+
+def chat_usage(usage: Any) -> Usage | None:
+    """Chat Completions usage as agenter counts it: input without the cached part."""
+    if usage is None:
+        return None
+    prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
+    return Usage(input_tokens=max(prompt - cached, 0), output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+                 cache_read_tokens=cached)

@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, ClassVar
 
 from agenter._errors import ConfigurationError
-from agenter._types import Usage
 from agenter.backends._completion import (
     Completion,
     CompletionBackend,
@@ -23,6 +22,7 @@ from agenter.backends._completion import (
     OutputFormat,
     Piece,
     StreamIncomplete,
+    chat_usage,
     openai_failure,
 )
 from agenter.backends.base import BackendOptions, BackendSettings
@@ -106,7 +106,7 @@ class LiteLLMBackend(CompletionBackend[LiteLLMOptions]):
             response = await litellm.acompletion(**params)
             choice = response.choices[0] if response.choices else None
             message = getattr(choice, "message", None)
-            usage = _usage(getattr(response, "usage", None))
+            usage = chat_usage(getattr(response, "usage", None))
             hidden = getattr(response, "_hidden_params", None) or {}
             cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
             yield Completion(text=getattr(message, "content", None) or "",
@@ -147,7 +147,7 @@ class LiteLLMBackend(CompletionBackend[LiteLLMOptions]):
                     pass
         if finish is None:
             raise StreamIncomplete("the stream ended without a finish_reason")
-        yield Completion(text="".join(text), reasoning="".join(reasoning), usage=_usage(raw_usage),
+        yield Completion(text="".join(text), reasoning="".join(reasoning), usage=chat_usage(raw_usage),
                          cost=self._cost(raw_usage), finish_reason=finish)
 
     def _cost(self, usage: Any) -> float | None:
@@ -164,13 +164,3 @@ class LiteLLMBackend(CompletionBackend[LiteLLMOptions]):
             return None
         return float(prompt_cost) + float(completion_cost)
 
-
-def _usage(usage: Any) -> Usage | None:
-    """LiteLLM's (OpenAI-shaped) usage as agenter counts it: input without the cached part."""
-    if usage is None:
-        return None
-    prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
-    details = getattr(usage, "prompt_tokens_details", None)
-    cached = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
-    return Usage(input_tokens=max(prompt - cached, 0), output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-                 cache_read_tokens=cached)

@@ -23,6 +23,7 @@ from agenter.backends._completion import (
     OutputFormat,
     Piece,
     StreamIncomplete,
+    chat_usage,
     openai_failure,
 )
 from agenter.backends.base import BackendOptions, BackendSettings
@@ -238,17 +239,6 @@ def _reasoning(item: Any) -> str:
         if isinstance(value, str) and value:
             return value
     return ""
-
-
-def chat_usage(usage: Any) -> Usage | None:
-    """Chat Completions usage as agenter counts it: input without the cached part."""
-    if usage is None:
-        return None
-    prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
-    details = getattr(usage, "prompt_tokens_details", None)
-    cached = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
-    return Usage(input_tokens=max(prompt - cached, 0), output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-                 cache_read_tokens=cached)
 
 
 def responses_usage(usage: Any) -> Usage | None:
