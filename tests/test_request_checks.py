@@ -170,3 +170,21 @@ def test_a_user_script_passes_mypy_strict(tmp_path):
     done = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(script)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_terminal_escapes_are_stripped_from_errors(tmp_path):
+    from agenter import BackendError
+
+    def crash(ctx):
+        raise BackendError("agent died", stderr_tail="\x1b[31mError:\x1b[0m \x1b[1mbad config\x1b[0m")
+
+    result = AutonomousCodingAgent(backend=FunctionBackend, turn=crash).execute_sync("p", cwd=tmp_path)
+    assert result.status is CodingStatus.ERROR and "\x1b" not in (result.error or "")
+    assert "Error: bad config" in (result.error or "")
+
+
+async def test_open_session_is_the_0_1_7_name_of_session(tmp_path):
+    agent = make()
+    async with agent.open_session(tmp_path) as session:
+        result = await session.execute("p")
+    assert result.status is CodingStatus.COMPLETED

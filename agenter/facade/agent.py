@@ -148,6 +148,10 @@ class AutonomousCodingAgent:
         finally:
             self._finish(session)
 
+    def open_session(self, cwd: str | os.PathLike[str], **options: Any) -> AgentSession:
+        """agenter 0.1.7's name for `session()`: `async with agent.open_session(cwd) as s:`."""
+        return self.session(cwd, **options)
+
     def session(self, cwd: str | os.PathLike[str], *, system_prompt: str | None = None,
                 allowed_write_paths: list[str] | None = None, output_type: type[BaseModel] | None = None,
                 resume: str | os.PathLike[str] | None = None, budget: Budget | None = None,

@@ -26,7 +26,7 @@ from agenter._errors import AgenterError
 from agenter._events import CodingEvent, CodingEventType
 from agenter._types import Budget, CodingRequest, CodingResult, CodingStatus, ModifiedFiles, Usage
 from agenter.backends.base import BackendMessage, CodingBackend, Denial, MessageType, SessionSpec
-from agenter.host.redact import Redactor
+from agenter.host.redact import Redactor, strip_ansi
 from agenter.session.budget import ITERATIONS, TIME, BudgetTracker, Limits
 from agenter.session.telemetry import RunTrace
 from agenter.session.transcript import TranscriptWriter, resolve_resume
@@ -631,7 +631,7 @@ class CodingSession:
         text = str(exc) or type(exc).__name__
         if not isinstance(exc, AgenterError):
             text = f"{type(exc).__name__}: {text}"
-        return self._redact(text)
+        return self._redact(strip_ansi(text))  # agent programs colour their stderr
 
     # ------------------------------------------------------------------ result & events
     def _read_files(self) -> dict[str, str | None]:
