@@ -29,6 +29,7 @@ class CodingEventType(str, Enum):
     FAILED = "failed"
     REFUSED = "refused"
     SESSION_END = "session_end"
+    FALLBACK = "fallback"  # a fallback chain moved on: data holds from, to, reason, reverted, kept
     # What the agent did: the `kind` of a BACKEND_MESSAGE event.
     TEXT_DELTA = "text_delta"  # a piece of streamed text; a streamed text is not repeated whole
     TEXT = "text"  # a whole text that was not streamed

@@ -219,6 +219,9 @@ class CodingResult(BaseModel):
     diff: str | None = Field(
         default=None, description="The applied change as a unified diff, where the backend knows it "
                                   "(patch mode).")
+    attempts: list[dict[str, Any]] = Field(
+        default_factory=list, description="A fallback chain's attempts, in order: backend, status, error "
+                                          "class, usage, cost, files reverted or kept.")
     permission_denials: list[dict[str, str]] = Field(
         default_factory=list, description="Actions refused during the run: tool, target, reason, rule.")
     backend: str = ""

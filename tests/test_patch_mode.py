@@ -400,11 +400,11 @@ def test_autonomous_mode_fails_fast_with_the_capability_error():
         AutonomousCodingAgent(backend="openai", model="gpt-5-mini", api_key="test-key")
     assert str(info.value) == (
         "Cannot run in autonomous mode with backend=openai.\n"
-        "Required capabilities:\n- filesystem_edit\n- shell\n- native_tool_loop\n"
+        "Required capabilities:\n- filesystem_edit\n- native_tool_loop\n"
         "Available capabilities:\n- text_completion\n- streaming\n- structured_output\n- sandbox\n"
         "Instead: run it in patch mode (mode='patch'), where agenter applies the model's proposed changes, "
         "or choose a backend with its own tool loop (anthropic-sdk, claude-code, codex, ...).")
-    assert info.value.required == ["filesystem_edit", "shell", "native_tool_loop"]
+    assert info.value.required == ["filesystem_edit", "native_tool_loop"]
 
 
 class Review(BaseModel):

@@ -44,7 +44,9 @@ class BackendCapabilities:
 
 #: What each mode needs from the backend.
 MODE_REQUIREMENTS: dict[str, tuple[str, ...]] = {
-    "autonomous": ("filesystem_edit", "shell", "native_tool_loop"),
+    # A shell is not required: aider edits files in its own loop without one (the validators
+    # run the tests); the runtime matrix shows which backends have one.
+    "autonomous": ("filesystem_edit", "native_tool_loop"),
     "patch": ("text_completion", "structured_output"),
     "analysis": ("text_completion",),
 }

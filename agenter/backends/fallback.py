@@ -156,7 +156,7 @@ class FallbackBackend(BaseBackend[FallbackOptions]):
     """Runs its members in order (see the module docstring); build one with `fallback_chain`."""
 
     name: ClassVar[str] = "fallback"
-    options_model: ClassVar[type[FallbackOptions]] = FallbackOptions
+    options_model: ClassVar[type[BackendOptions]] = FallbackOptions
     members: ClassVar[tuple[_Member, ...]] = ()
 
     # ------------------------------------------------------------------ configuration

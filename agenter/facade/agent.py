@@ -39,7 +39,8 @@ class AutonomousCodingAgent:
     (docs/observability.md). `session(...)` keeps one agent conversation for many requests.
     """
 
-    def __init__(self, backend: str | type[BaseBackend[Any]] = "anthropic-sdk", model: str | None = None,
+    def __init__(self, backend: str | type[BaseBackend[Any]] | Sequence[Any] = "anthropic-sdk",
+                 model: str | None = None,
                  tools: Sequence[Tool | Any] | None = None, validators: Sequence[Any] | None = None,
                  sandbox: bool = True, max_iterations: int | None = None, budget: Budget | None = None,
                  raise_on_budget_exceeded: bool = False, mode: Mode = "autonomous",
@@ -48,7 +49,20 @@ class AutonomousCodingAgent:
                  tracer_provider: Any = None, **backend_options: Any):
         from agenter.validators import ValidatorChain, resolve_validators
 
-        if isinstance(backend, str):
+        if isinstance(backend, str) and backend == "auto":
+            from agenter.backends.registry import auto_backend
+
+            backend = auto_backend()
+        self._backend_class: type[BaseBackend[Any]]
+        if isinstance(backend, list | tuple):
+            # A fallback chain: a backend made of backends (the session is unchanged).
+            from agenter.backends.fallback import fallback_chain
+
+            if not backend:
+                raise ConfigurationError("a fallback chain needs at least one backend", parameter="backend")
+            self._backend_class = fallback_chain(*backend)
+            self.backend_name = str(self._backend_class.name)
+        elif isinstance(backend, str):
             self._backend_class = load_backend(backend)
             self.backend_name = backend
         elif isinstance(backend, type) and hasattr(backend, "options_model") and hasattr(backend, "capabilities"):

@@ -555,6 +555,10 @@ class CodingSession:
             if pieces is not None:
                 return None
         data = message.event_data()
+        if kind is MessageType.STATUS and message.tool_name == "fallback":
+            # A fallback chain moved to its next backend: an event of its own.
+            return self._event(CodingEventType.FALLBACK, iteration=iteration, message=message.content,
+                               **(message.details or {}))
         data["kind"] = _KINDS.get(kind, CodingEventType.STATUS).value
         if kind is MessageType.USAGE:
             if "usage" in data:  # what the backend settled: kept beside the running totals
@@ -666,7 +670,18 @@ class CodingSession:
             refusal_reason=self._redact(refusal.reason) if refusal else None,
             validation_errors=[self._redact(e) for e in state.validation_errors],
             permission_denials=[d.as_dict() for d in self._denials],
+            attempts=self._attempts(),
             diff=diff, backend=self.backend_name, model=self.model, session_id=session_id)
+
+    def _attempts(self) -> list[dict[str, Any]]:
+        """Every backend a fallback chain tried (empty for a single backend)."""
+        attempts = getattr(self.backend, "attempts", None)
+        if not callable(attempts):
+            return []
+        try:
+            return [a.as_dict() if hasattr(a, "as_dict") else dict(a) for a in attempts()]
+        except Exception:  # noqa: BLE001 - bookkeeping must never fail a result
+            return []
 
     def _default_summary(self, status: CodingStatus, state: _RunState) -> str:
         if not state.started_turn:

@@ -65,7 +65,7 @@ def test_autonomous_mode_fails_fast():
     with pytest.raises(CapabilityError) as info:
         AutonomousCodingAgent(backend="litellm", model="openai/gpt-5-mini")
     assert str(info.value).startswith("Cannot run in autonomous mode with backend=litellm.\nRequired capabilities:\n"
-                                      "- filesystem_edit\n- shell\n- native_tool_loop\nAvailable capabilities:\n"
+                                      "- filesystem_edit\n- native_tool_loop\nAvailable capabilities:\n"
                                       "- text_completion\n- streaming\n- structured_output\n- sandbox\n"
                                       "Instead: run it in patch mode (mode='patch')")
 
