@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import stat
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -65,8 +66,14 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
+#: The HOME of the commands Codex runs: empty, so a login shell reads no start-up files (a slow
+#: or locked ~/.bashrc on the test machine must not decide a test).
+PRIVATE_HOME = tempfile.mkdtemp(prefix="agenter-codex-test-home-")
+
+
 def options(server: Any, codex_path: str, **extra: Any) -> dict[str, Any]:
     """Backend options for a scripted run: no retries, so failures are quick and countable."""
+    extra.setdefault("env", {"HOME": PRIVATE_HOME})
     return {"program_path": codex_path, "base_url": server.openai_base_url, "api_key": API_KEY,
             "max_retries": 0, **extra}
 

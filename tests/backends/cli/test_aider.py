@@ -5,6 +5,7 @@ LiteLLM. Aider has no sandbox: the runs use sandbox=False, and sandbox=True is r
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -68,7 +69,8 @@ def test_missing_program_names_the_install_command(kit):
 
 def test_sandbox_is_refused_before_anything_runs():
     with pytest.raises(ConfigurationError) as caught:
-        AutonomousCodingAgent(backend="aider-cli", program_path=AIDER or "aider", sandbox=True)
+        # Any executable stands in for aider when it is not installed: the sandbox is refused first.
+        AutonomousCodingAgent(backend="aider-cli", program_path=AIDER or sys.executable, sandbox=True)
     assert "sandbox=False" in str(caught.value)
 
 
