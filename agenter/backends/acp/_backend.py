@@ -193,7 +193,7 @@ class ACPBackend(BaseBackend[ACPOptions]):
             emit=self._emit, on_usage=lambda u: self._tokens.update(u.used, u.cost),
             on_denied=self.deny, on_file=self._file, in_thread=self.in_thread, permit=self.permit)
         # PWD as a shell would set it: some agents (OpenCode) take their directory from it.
-        self._env = {**os.environ, "PWD": str(self.cwd), **options.env}
+        self._env = {**os.environ, **self.trace_env(), "PWD": str(self.cwd), **options.env}
         program = find_program(options.acp_command, search_path=self._env.get("PATH")) or options.acp_command
         try:
             self._process = await AgentProcess.start([program, *options.acp_args], cwd=self.cwd, env=self._env,

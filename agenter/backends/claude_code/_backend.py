@@ -109,7 +109,7 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
     async def _connect(self, spec: SessionSpec) -> None:
         if not self.cwd.is_dir():
             raise BackendError(f"working directory does not exist: {spec.cwd}", backend=self.name)
-        self._env = _setup.cli_env(self.options)
+        self._env = {**self.trace_env(), **_setup.cli_env(self.options)}  # TRACEPARENT: the session's span
         resolver = None
         if self.settings.sandbox or spec.allowed_write_paths is not None:
             from agenter.sandbox.paths import PathResolver

@@ -98,7 +98,7 @@ class CodexBackend(BaseBackend[CodexOptions]):
     # ------------------------------------------------------------------ lifecycle
     async def _connect(self, spec: SessionSpec) -> None:
         options = self.options
-        env = dict(os.environ)
+        env = {**os.environ, **self.trace_env()}  # TRACEPARENT: the session's span
         env.update(options.env)
         api_key = _setup.api_key(options, env)
         if _setup.uses_own_provider(options) and not api_key:
