@@ -461,7 +461,8 @@ class CodingSession:
     async def _validate(self, iteration: int, results: list[ValidationResult]) -> AsyncGenerator[CodingEvent, None]:
         """Validators on every file changed so far that still exists, within the time budget."""
         cwd = Path(self.request.cwd)
-        files = sorted(p for p in self._changed.written if (cwd / p).is_file())
+        written = list(self._changed.written)
+        files = await asyncio.to_thread(lambda: sorted(p for p in written if (cwd / p).is_file()))
         yield self._event(CodingEventType.VALIDATION_START, iteration=iteration,
                           validators=[v.name for v in self.validators.validators], file_count=len(files))
         async with contextlib.aclosing(_within_time(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -92,7 +93,8 @@ class ValidatorChain:
                   ) -> AsyncIterator[ValidationResult]:
         """Yield one result per validator, in order; stop after a blocking failure."""
         root = Path(cwd)
-        changed = _existing_files(files, root)
+        # One stat per changed file: many files would hold up the event loop, so in a thread.
+        changed = await asyncio.to_thread(_existing_files, list(files), root)
         for validator in self.validators:
             result = await self._run_one(validator, changed, root)
             yield result
