@@ -5,6 +5,11 @@ Edits are accepted (permission mode acceptEdits, never bypassPermissions); with 
 commands run in Claude Code's OS sandbox (bubblewrap and socat on Linux; it fails instead of
 running unsandboxed), without it `claude_allowed_tools` decides. Structured output uses
 --json-schema, resume --resume <session id>.
+
+A permission policy is compiled to Claude Code's own flags (it cannot call agenter back): deny
+rules, and ask rules (nobody can answer), become --disallowedTools patterns (`Bash(git push
+--force:*)`, `Edit(.git/**)`, `Read(~/.ssh/**)`), allow rules --allowedTools, the mode
+--permission-mode; the safety checks that are patterns are always added (see docs/backends/cli.md).
 """
 
 from __future__ import annotations
@@ -18,17 +23,56 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from agenter._errors import ConfigurationError
 from agenter._types import Usage
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, search_path, table
 from agenter.backends.cli._runner import Invocation, Line
 from agenter.host import Program, Requirement, find_program
+from agenter.permissions import PermissionPolicy, PermissionRule
 
 __all__ = ["ClaudeCliBackend", "ClaudeCliOptions"]
 
 _SANDBOX_INSTALL = "apt-get install bubblewrap socat (Claude Code's sandbox on Linux), or pass sandbox=False"
 #: Claude Code's tools that write the file named in their input.
 _WRITE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
+#: The bypass-immune safety checks that Claude Code's patterns can express. What they cannot
+#: (a download piped into a shell, writes through shell redirections, paths outside the
+#: workspace, a recursive delete of an unknown target) is not compiled: docs/backends/cli.md.
+SAFETY_DENIALS = (
+    "Edit(.git/**)", "Edit(.claude/**)", "Edit(~/.bashrc)", "Edit(~/.profile)", "Edit(~/.zshrc)",
+    "Read(~/.ssh/**)", "Read(~/.aws/**)", "Read(~/.gnupg/**)", "Read(~/.netrc)", "Read(~/.docker/config.json)",
+    "Read(~/.config/gh/**)", "Read(~/.kube/**)",
+    "Bash(git push --force:*)", "Bash(git push -f:*)", "Bash(git push --force-with-lease:*)",
+    "Bash(git reset --hard:*)", "Bash(git clean -f:*)", "Bash(git clean -fd:*)")
+_MODES = {"default": "default", "accept_edits": "acceptEdits", "plan": "plan", "bypass": "acceptEdits"}
+_TOOLS = {"read": "Read", "edit": "Edit", "shell": "Bash"}
+
+
+def claude_permissions(policy: PermissionPolicy) -> tuple[str, list[str], list[str]]:
+    """A policy as Claude Code's flags: (--permission-mode, --allowedTools, --disallowedTools).
+    bypass keeps acceptEdits: agenter never passes bypassPermissions."""
+    denied = [claude_pattern(rule) for rule in policy.rules if rule.effect in ("deny", "ask")]
+    allowed = [claude_pattern(rule) for rule in policy.rules_with("allow")]
+    return _MODES[policy.mode], allowed, denied + [d for d in SAFETY_DENIALS if d not in denied]
+
+
+def claude_pattern(rule: PermissionRule) -> str:
+    """One rule as a Claude Code permission pattern; ConfigurationError for kinds it has none for."""
+    tool = _TOOLS.get(rule.kind)
+    if tool is None:
+        raise ConfigurationError(f"the claude-cli backend cannot compile the permission rule {rule}",
+                                 parameter="permissions")
+    pattern = rule.pattern
+    if not pattern:
+        return tool
+    if tool == "Bash":
+        # agenter's shell patterns are word prefixes with * wildcards; Claude Code's are a
+        # prefix ending in ":*" (or an exact command).
+        return f"Bash({pattern.rstrip('* ')}:*)"
+    if pattern.startswith("/"):
+        pattern = "/" + pattern  # Claude Code: //path is absolute, /path is relative to its settings
+    return f"{tool}({pattern})"
 
 
 class ClaudeCliOptions(CliOptions):
@@ -59,6 +103,8 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
     instructions_in_prompt = False
     internal_paths: ClassVar[tuple[str, ...]] = (".claude/.cc-writes/",)
     shell_tools: ClassVar[frozenset[str]] = frozenset({"Bash"})
+    #: Compiled to --disallowedTools / --allowedTools patterns (claude_permissions).
+    permission_kinds: ClassVar[frozenset[str]] = frozenset({"read", "edit", "shell"})
 
     @classmethod
     def locate(cls, options: CliOptions) -> str | None:
@@ -83,11 +129,22 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
     # ------------------------------------------------------------------ command
     def command(self, prompt: str) -> Invocation:
         opts = self.options
+        mode, allowed, denied = "acceptEdits", list(opts.claude_allowed_tools), list(SAFETY_DENIALS)
+        policy = self.settings.permissions
+        if policy is not None:
+            mode, allowed, denied = claude_permissions(policy)
+            if policy.mode == "bypass":
+                allowed = list(opts.claude_allowed_tools) + allowed
+            elif policy.mode != "plan":
+                # Read-only tools run in every mode; edits follow the mode; the rest (Bash) only
+                # where an allow rule says so (headless, a question is a no).
+                allowed = [t for t in opts.claude_allowed_tools if t in ("Read", "Glob", "Grep")] + allowed
         argv = [str(self.executable), "-p", "--output-format", "stream-json", "--verbose",
-                "--permission-mode", "acceptEdits"]
-        allowed = [t for t in opts.claude_allowed_tools if not (self.settings.sandbox and t == "Bash")]
+                "--permission-mode", mode]
+        allowed = [t for t in allowed if not (self.settings.sandbox and t == "Bash")]
         if allowed:
             argv += ["--allowedTools", ",".join(allowed)]
+        argv += ["--disallowedTools", ",".join(denied)]
         if opts.claude_tools is not None:
             argv += ["--tools", ",".join(opts.claude_tools)]
         if opts.claude_setting_sources is not None:
