@@ -157,13 +157,32 @@ async def test_usage_updates_carry_the_requests_running_totals(tmp_path):
 
 
 async def test_the_real_anthropic_sdk_backend_speaks_the_vocabulary(tmp_path):
-    script = [reply(text("Writing."), tool_call("write_file", {"path": "a.py", "content": "a = 1\n"})),
+    (tmp_path / "b.txt").write_text("one\ntwo\nthree\n")
+    script = [reply(text("Writing the module now, then checking it."), tool_call("write_file", {"path": "a.py", "content": "a = 1\n"})),
+              reply(tool_call("edit_file", {"path": "b.txt", "old_string": "two\n", "new_string": "2\n2b\n"}),
+                    tool_call("bash", {"command": "echo checked; exit 4"})),
               reply(text("Done."))]
     with ScriptedModelServer(script) as server:
         agent = AutonomousCodingAgent(backend="anthropic-sdk", base_url=server.base_url, api_key=SECRET)
         events = [e async for e in agent.stream_execute(CodingRequest(prompt="write a.py", cwd=tmp_path))]
-    kinds = [e.kind for e in messages_of(events)]
-    assert E.TOOL_CALL_STARTED in kinds and E.TOOL_CALL_FINISHED in kinds and E.TEXT in kinds
+    messages = messages_of(events)
+    kinds = [e.kind for e in messages]
+    assert E.TOOL_CALL_STARTED in kinds and E.TOOL_CALL_FINISHED in kinds
     assert E.PERMISSION_DECISION in kinds  # every call passes the gate, and says so
     assert kinds.index(E.TOOL_CALL_STARTED) < kinds.index(E.TOOL_CALL_FINISHED)
     assert events[-1].result.ok
+    # Text streams in deltas (several pieces, each with the stream event as raw) and is not repeated whole.
+    deltas = [e for e in messages if e.kind is E.TEXT_DELTA]
+    assert len(deltas) > 2 and E.TEXT not in kinds
+    assert "".join(e.data["content"] for e in deltas) == "Writing the module now, then checking it.Done."
+    assert deltas[0].data["raw"]["type"] == "content_block_delta"
+    assert events[-1].result.summary == "Done."
+    # Each edit says which file and how many lines; the bash tool is a command with its exit code.
+    edits = [(e.data["path"], e.data["lines_added"], e.data["lines_removed"]) for e in messages
+             if e.kind is E.FILE_EDITED]
+    assert edits == [("a.py", 1, 0), ("b.txt", 2, 1)]
+    started, finished = [e for e in messages if e.kind in (E.COMMAND_STARTED, E.COMMAND_FINISHED)]
+    assert started.data["command"] == "echo checked; exit 4" and started.data["tool_name"] == "bash"
+    assert finished.data["exit_code"] == 4 and finished.data["is_error"]
+    assert "checked" in finished.data["content"]
+    assert kinds.index(E.COMMAND_STARTED) < kinds.index(E.COMMAND_FINISHED)

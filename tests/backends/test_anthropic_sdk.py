@@ -103,7 +103,9 @@ async def test_writes_and_edits_files_on_disk(scripted_model_server, repo):
     changed = backend.modified_files()
     assert changed.written == {"app.py", "notes.txt"}
     assert changed.deleted == set() or changed.deleted == {"pkg/util.py"}
-    kinds = [m.type for m in messages]
+    # The text streams as deltas first; the whole text follows them.
+    kinds = [m.type for m in messages if m.type is not MessageType.TEXT_DELTA]
+    assert messages[0].type is MessageType.TEXT_DELTA
     assert kinds[0] is MessageType.TEXT and MessageType.TOOL_CALL in kinds and MessageType.TOOL_RESULT in kinds
     # Every tool that ran was announced right before its result, in the order the model asked.
     calls = [m.tool_call_id for m in messages if m.type is MessageType.TOOL_CALL]

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from agenter import AutonomousCodingAgent
+from agenter import CodingEventType as E
 from agenter._errors import ConfigurationError
 from agenter.backends.anthropic_sdk import AnthropicSDKBackend, AnthropicSDKOptions
 from agenter.backends.anthropic_sdk._shell import ShellSandbox, run_shell, shell_env
@@ -361,7 +362,14 @@ async def test_bash_writes_and_deletes_are_in_result_files(scripted_model_server
     assert result["files"] == {"out/new.txt": "made\n", "old.txt": None}
     (output,) = results_sent(server, 1)
     assert result_text(output) == "listing\nnew.txt"
-    assert [e.data["tool_name"] for e in events if e.data.get("message_type") == "tool_call"] == ["bash"]
+    # The bash tool's calls are commands in the event vocabulary (not plain tool calls).
+    assert [e.data["tool_name"] for e in events if e.data.get("message_type") == "tool_call"] == []
+    (started,) = [e for e in events if e.kind is E.COMMAND_STARTED]
+    (finished,) = [e for e in events if e.kind is E.COMMAND_FINISHED]
+    assert started.data["tool_name"] == "bash" and started.data["command"].startswith("mkdir -p out")
+    assert started.data["raw"]["type"] == "tool_use" and started.data["raw"]["id"] == started.data["tool_call_id"]
+    assert finished.data["exit_code"] == 0 and not finished.data.get("is_error")
+    assert finished.data["tool_call_id"] == started.data["tool_call_id"]
 
 
 @agent_test
@@ -377,7 +385,7 @@ async def test_bash_exit_codes_timeouts_and_secret_environment(scripted_model_se
     await backend.connect(SessionSpec(cwd=repo))
     try:
         started = time.monotonic()
-        await run_turn(backend, "run things")
+        messages = await run_turn(backend, "run things")
         elapsed = time.monotonic() - started
     finally:
         await backend.disconnect()
@@ -387,6 +395,13 @@ async def test_bash_exit_codes_timeouts_and_secret_environment(scripted_model_se
     assert elapsed < 8, elapsed
     assert "MY_SERVICE_TOKEN" not in result_text(env) and "tok-0123456789" not in result_text(env)
     assert "ANTHROPIC" not in result_text(env)
+    # Each command starts and ends as a command event: its exit code, none when it timed out.
+    commands = (MessageType.COMMAND_START, MessageType.COMMAND_END, MessageType.TOOL_CALL, MessageType.TOOL_RESULT)
+    assert [m.type for m in messages if m.type in commands] == [MessageType.COMMAND_START,
+                                                                MessageType.COMMAND_END] * 3
+    ends = [m for m in messages if m.type is MessageType.COMMAND_END]
+    assert [m.details["exit_code"] for m in ends if m.details] == [3, None, 0]
+    assert [m.is_error for m in ends] == [True, True, False]
     leftovers = subprocess.run(["pgrep", "-f", "sleep 317"], capture_output=True, text=True).stdout.split()
     assert leftovers == []
 

@@ -222,6 +222,11 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
         self._results_dir: Path | None = None
         self._executor: TurnExecutor | None = None
         self._relay: Relay | None = None
+        # What the running tool call reported for its events: the bash tool's exit code, the
+        # file tools' edits (path, lines added, lines removed). Calls that change things run one
+        # at a time, so one slot each is enough; _report_result takes them.
+        self._exit_code: int | None = None
+        self._edits: list[tuple[str, int, int]] = []
         self._shell_sandbox: ShellSandbox | None = None
         self._shell_env: dict[str, str] = {}
         self._messages: list[dict[str, Any]] = []
@@ -693,15 +698,33 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
         the session has taken the report."""
         relay = self._relay
         if relay is not None:
-            await relay.announce(BackendMessage(MessageType.TOOL_CALL, tool_name=use.name,
-                                                tool_input=dict(use.input), tool_call_id=use.id))
+            raw = {"type": "tool_use", "id": use.id, "name": use.name, "input": dict(use.input)}
+            if use.name == BASH_TOOL_NAME:
+                self._exit_code = None
+                await relay.announce(BackendMessage(
+                    MessageType.COMMAND_START, tool_name=use.name, tool_input=dict(use.input), tool_call_id=use.id,
+                    details={"command": use.input.get("command")}, raw=raw))
+            else:
+                await relay.announce(BackendMessage(MessageType.TOOL_CALL, tool_name=use.name,
+                                                    tool_input=dict(use.input), tool_call_id=use.id, raw=raw))
 
     def _report_result(self, result: ToolResult) -> None:
         relay = self._relay
-        if relay is not None:
-            relay.post(BackendMessage(MessageType.TOOL_RESULT, content=_truncate(result.content, EVENT_TEXT_LIMIT),
-                                      tool_name=result.name, tool_call_id=result.tool_use_id,
-                                      is_error=result.is_error))
+        edits, self._edits = self._edits, []
+        if relay is None:
+            return
+        content = _truncate(result.content, EVENT_TEXT_LIMIT)
+        if result.name == BASH_TOOL_NAME:
+            relay.post(BackendMessage(MessageType.COMMAND_END, content=content, tool_name=result.name,
+                                      tool_call_id=result.tool_use_id, is_error=result.is_error,
+                                      details={"exit_code": self._exit_code}))
+            self._exit_code = None
+            return
+        relay.post(BackendMessage(MessageType.TOOL_RESULT, content=content, tool_name=result.name,
+                                  tool_call_id=result.tool_use_id, is_error=result.is_error))
+        for path, added, removed in edits:
+            relay.post(BackendMessage(MessageType.FILE_EDIT, tool_name=result.name, tool_call_id=result.tool_use_id,
+                                      details={"path": path, "lines_added": added, "lines_removed": removed}))
 
     async def _run_file_tool(self, name: str, arguments: dict[str, Any]) -> ToolReply:
         toolbox = self._toolbox
@@ -711,6 +734,7 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
         # A tracked thread: a turn cancelled meanwhile waits for it before its last snapshot.
         outcome = await self.in_thread_named(name, toolbox.run, name, arguments)
         self.track(written=sorted(outcome.written), deleted=sorted(outcome.deleted))
+        self._edits.extend((path, added, removed) for path, (added, removed) in outcome.edits.items())
         return ToolReply(outcome.content, outcome.is_error)
 
     async def _run_text_editor(self, name: str, arguments: dict[str, Any]) -> ToolReply:
@@ -720,6 +744,7 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
             toolbox = self._results_box or toolbox
         outcome = await self.in_thread_named(name, toolbox.run_text_editor, arguments)
         self.track(written=sorted(outcome.written), deleted=sorted(outcome.deleted))
+        self._edits.extend((path, added, removed) for path, (added, removed) in outcome.edits.items())
         return ToolReply(outcome.content, outcome.is_error)
 
     async def _run_bash(self, name: str, arguments: dict[str, Any]) -> ToolReply:
@@ -729,6 +754,7 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
         timeout = timeout_of(arguments, self.options.anthropic_shell_timeout)
         result = await run_shell(command, cwd=self.cwd, timeout=timeout, sandbox=self._shell_sandbox,
                                  env=self._shell_env)
+        self._exit_code = result.exit_code
         # What a command prints goes to the model: keys it finds are hidden like everywhere else.
         return ToolReply(self.redact(result.text), result.is_error)
 
@@ -801,6 +827,10 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
                     elif response.usage is not usage_before:
                         # Budgets see the tokens as they arrive, at estimated per-token rates.
                         self.ledger.running(response.usage)
+                    delta = _text_delta(event)
+                    if delta:
+                        # Streamed as it arrives; the whole text that follows is not sent again.
+                        yield BackendMessage(MessageType.TEXT_DELTA, content=delta, raw=event)
                     if completed is not None:
                         message = _block_message(completed)
                         if message is not None:
@@ -815,6 +845,17 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
                 self.ledger.abandon_running()
         if not response.finished:
             raise StreamIncomplete("the response stream ended before message_stop")
+
+
+def _text_delta(event: Any) -> str | None:
+    """The text of a text_delta stream event (None for any other event)."""
+    if getattr(event, "type", None) != "content_block_delta":
+        return None
+    delta = getattr(event, "delta", None)
+    if getattr(delta, "type", None) != "text_delta":
+        return None
+    text = getattr(delta, "text", None)
+    return text if isinstance(text, str) else None
 
 
 def _block_message(block: StreamedBlock) -> BackendMessage | None:

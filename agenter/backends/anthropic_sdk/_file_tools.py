@@ -10,6 +10,7 @@ recorded so the backend can report them.
 from __future__ import annotations
 
 import codecs
+import difflib
 import logging
 import os
 import re
@@ -57,6 +58,20 @@ class ToolOutcome:
     is_error: bool = False
     written: set[str] = field(default_factory=set)
     deleted: set[str] = field(default_factory=set)
+    #: path -> (lines added, lines removed), for each file the tool edited
+    edits: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+def line_changes(before: str, after: str) -> tuple[int, int]:
+    """Lines added and removed between two texts (as a line diff counts them)."""
+    added = removed = 0
+    matcher = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines(), autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag in ("replace", "delete"):
+            removed += i2 - i1
+        if tag in ("replace", "insert"):
+            added += j2 - j1
+    return added, removed
 
 
 def _error(message: str) -> ToolOutcome:
@@ -330,9 +345,11 @@ class FileToolbox:
     def _tool_write_file(self, path: str, content: str) -> ToolOutcome:
         if not isinstance(content, str):
             return _error("'content' must be a string")
+        before = self._text_before_write(path)
         self._write(path, content)
         rel = self._rel(path)
-        return ToolOutcome(f"Wrote {len(content)} characters to {rel}", written={rel})
+        return ToolOutcome(f"Wrote {len(content)} characters to {rel}", written={rel},
+                           edits={rel: line_changes(before, content)})
 
     def _tool_edit_file(self, path: str, old_string: str, new_string: str,
                         replace_all: bool = False) -> ToolOutcome:
@@ -356,7 +373,8 @@ class FileToolbox:
         updated = text.replace(old_string, new_string) if replace_all else text.replace(old_string, new_string, 1)
         self._write(path, updated)
         rel = self._rel(path)
-        return ToolOutcome(f"Replaced {count if replace_all else 1} occurrence(s) in {rel}", written={rel})
+        return ToolOutcome(f"Replaced {count if replace_all else 1} occurrence(s) in {rel}", written={rel},
+                           edits={rel: line_changes(text, updated)})
 
     def _tool_insert_lines(self, path: str, insert_line: int, text: str) -> ToolOutcome:
         content = self._read_for_edit(path)
@@ -373,7 +391,8 @@ class FileToolbox:
         lines.insert(position, block)
         self._write(path, "".join(lines))
         rel = self._rel(path)
-        return ToolOutcome(f"Inserted text after line {position} of {rel}", written={rel})
+        return ToolOutcome(f"Inserted text after line {position} of {rel}", written={rel},
+                           edits={rel: (block.count("\n"), 0)})
 
     def _tool_delete_file(self, path: str) -> ToolOutcome:
         target = self.resolver.resolve_write(path)
@@ -528,6 +547,13 @@ class FileToolbox:
         if len(data) > MAX_EDIT_BYTES:  # grew since the fstat
             raise _ToolError(f"{_quoted(path)} is too large to edit")
         return data.decode("utf-8")
+
+    def _text_before_write(self, path: str) -> str:
+        """The text a write replaces, for counting lines ("" for a new, binary or huge file)."""
+        try:
+            return self._read_for_edit(path)
+        except (_ToolError, OSError, ValueError, PathSecurityError):
+            return ""
 
     def _write(self, path: str, text: str) -> None:
         # Encode first: text the file cannot hold must fail before the open truncates it.

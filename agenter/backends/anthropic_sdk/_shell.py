@@ -169,6 +169,7 @@ def shell_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
 class ShellResult:
     text: str
     is_error: bool
+    exit_code: int | None = None  # None: it did not start, or it timed out
 
 
 async def run_shell(command: str, *, cwd: Path, timeout: float, sandbox: ShellSandbox | None,
@@ -192,7 +193,8 @@ async def run_shell(command: str, *, cwd: Path, timeout: float, sandbox: ShellSa
         notes.append(f"[exit code {code}{f' (killed by signal {-code})' if code < 0 else ''}]")
     if notes:
         text = f"{text}\n{' '.join(notes)}" if text else " ".join(notes)
-    return ShellResult(text, is_error=outcome.timed_out or outcome.returncode != 0)
+    return ShellResult(text, is_error=outcome.timed_out or outcome.returncode != 0,
+                       exit_code=None if outcome.timed_out else outcome.returncode)
 
 
 def network_allowed(policy: PermissionPolicy | None) -> bool:
