@@ -4,6 +4,7 @@ to .git/hooks/pre-commit do not happen, and the run goes on."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,12 +15,14 @@ import pytest
 from agenter._errors import ConfigurationError
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.backends.cli.claude import ClaudeCliBackend, bundled_cli, claude_permissions
+from agenter.backends.cli.opencode import OpenCodeCliBackend, opencode_permissions
 from agenter.permissions import PermissionPolicy
 from agenter.testing import reply, text, tool_call
 
-from .conftest import CliCase, Kit, installed, need
+from .conftest import REPO, CliCase, Kit, installed, need
 
 CLAUDE = installed(shutil.which("claude"), bundled_cli())
+OPENCODE = installed(REPO / "node_modules" / ".bin" / "opencode", name="opencode")
 POLICY = PermissionPolicy.parse("mode accept_edits\nallow shell\ndeny shell:git push --force*\n")
 
 
@@ -58,11 +61,26 @@ def test_claude_flags_from_a_policy():
     assert claude_permissions(PermissionPolicy(mode="bypass"))[0] == "acceptEdits"
 
 
-def test_claude_refuses_kinds_it_cannot_compile():
+def test_opencode_permission_map_from_a_policy():
+    policy = PermissionPolicy.parse("mode accept_edits\nallow shell\ndeny shell:git push --force*\n"
+                                    "ask shell:npm publish\ndeny edit:secrets/**\nallow edit:src/\nroot /srv/data\n")
+    permission = opencode_permissions(policy)
+    bash = list(permission["bash"].items())
+    assert bash[0] == ("*", "allow") and ("npm publish", "deny") in bash and ("npm publish *", "deny") in bash
+    assert ("git push --force*", "deny") in bash
+    assert list(permission["edit"].items())[:3] == [("*", "allow"), ("src/*", "allow"), ("secrets/*", "deny")]
+    assert permission["edit"][".git/*"] == "deny" and permission["read"]["~/.ssh/*"] == "deny"
+    assert permission["external_directory"] == {"*": "deny", "/srv/data/*": "allow"}
+    assert opencode_permissions(PermissionPolicy())["bash"]["*"] == "deny"
+    assert opencode_permissions(None) == {"edit": "allow", "bash": "allow"}
+
+
+@pytest.mark.parametrize("backend", [ClaudeCliBackend, OpenCodeCliBackend])
+def test_kinds_the_programs_cannot_compile_fail_at_construction(backend):
     for rules in ("deny network:example.com", "deny mcp:github/*"):
         with pytest.raises(ConfigurationError, match="cannot enforce"):
-            ClaudeCliBackend.check_permissions(BackendSettings(
-                model=None, tools=[], sandbox=False, options=ClaudeCliBackend.options_model(),
+            backend.check_permissions(BackendSettings(
+                model=None, tools=[], sandbox=False, options=backend.options_model(),
                 permissions=PermissionPolicy.parse(rules)))
 
 
@@ -73,11 +91,21 @@ def side_requests(request: Any) -> Any:
     return None if request.tools else reply(text("ok"))
 
 
-@pytest.fixture
-def case() -> CliCase:
-    return CliCase(backend=ClaudeCliBackend, program=need(CLAUDE, "Claude Code"), wire="anthropic",
-                   model="claude-sonnet-4-5", write=lambda path, content: reply(text("unused")),
-                   handler=side_requests)
+@pytest.fixture(params=["claude-cli", "opencode-cli"])
+def case(request: Any, tmp_path_factory: pytest.TempPathFactory) -> CliCase:
+    if request.param == "claude-cli":
+        return CliCase(
+            backend=ClaudeCliBackend, program=need(CLAUDE, "Claude Code"), wire="anthropic", model="claude-sonnet-4-5",
+            write=lambda path, content: reply(tool_call("Write", {"file_path": path, "content": content})),
+            shell=lambda command: reply(tool_call("Bash", {"command": command, "description": "Run it"})),
+            handler=side_requests)
+    return CliCase(
+        backend=OpenCodeCliBackend, program=need(OPENCODE, "OpenCode (npm install opencode-ai)"), wire="openai",
+        model="openai/gpt-4.1", options={"home": str(tmp_path_factory.mktemp("opencode-home"))},
+        env={"OPENCODE_DISABLE_MODELS_FETCH": "1"},
+        write=lambda path, content: reply(tool_call("write", {"filePath": path, "content": content})),
+        shell=lambda command: reply(tool_call("bash", {"command": command, "description": "Run it"})),
+        handler=side_requests)
 
 
 async def run_policy(kit: Kit, server: Any, cwd: Path, policy: PermissionPolicy) -> list[Any]:
@@ -94,13 +122,13 @@ async def run_policy(kit: Kit, server: Any, cwd: Path, policy: PermissionPolicy)
 
 
 @pytest.mark.agent
-async def test_claude_denies_a_force_push_and_a_hook_write_and_goes_on(kit, tmp_path):
+async def test_a_force_push_and_a_hook_write_are_denied_and_the_run_goes_on(kit, tmp_path):
     work, remote, pushed = repository(tmp_path)
     hook = work / ".git" / "hooks" / "pre-commit"
     server = kit.server([
-        reply(tool_call("Bash", {"command": "git push --force origin main", "description": "Push"})),
-        reply(tool_call("Write", {"file_path": str(hook), "content": "#!/bin/sh\nexit 0\n"})),
-        reply(tool_call("Write", {"file_path": str(work / "after.txt"), "content": "went on\n"})),
+        kit.case.shell("git push --force origin main"),
+        kit.case.write(str(hook), "#!/bin/sh\nexit 0\n"),
+        kit.case.write(str(work / "after.txt"), "went on\n"),
         reply(text("done")),
     ])
     messages = await run_policy(kit, server, work, POLICY)
@@ -109,4 +137,5 @@ async def test_claude_denies_a_force_push_and_a_hook_write_and_goes_on(kit, tmp_
     assert (work / "after.txt").read_text() == "went on\n"
     results = [m for m in messages if m.type in (MessageType.TOOL_RESULT, MessageType.COMMAND_END)]
     assert [m.is_error for m in results] == [True, True, False]
-    assert "denied" in results[0].content and "denied" in results[1].content
+    # Each program's own words for its permission rules' refusal.
+    assert all(re.search(r"denied|prevents you", m.content) for m in results[:2])
