@@ -22,7 +22,7 @@ from agenter._errors import BackendError, ConfigurationError, RequirementError
 from agenter._types import Usage
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.backends.claude_code import ClaudeCodeBackend, ClaudeCodeOptions
-from agenter.backends.claude_code._events import TurnTranslator, result_text, usage_from
+from agenter.backends.claude_code._events import TurnTranslator, exit_code, line_changes, result_text, usage_from
 from agenter.backends.claude_code._options import DEFAULT_ALLOWED_TOOLS
 from agenter.backends.claude_code._permissions import Permissions
 from agenter.backends.claude_code._setup import mcp_tool_name
@@ -204,11 +204,21 @@ async def test_write_edit_and_bash_changes_are_all_reported(scripted_model_serve
     assert kinds[1:3] == [MessageType.THINKING, MessageType.TEXT]
     assert messages[1].content == "Add a module, then fix greet."
     calls = [m for m in messages if m.type is MessageType.TOOL_CALL]
-    assert [c.tool_name for c in calls] == ["Write", "Read", "Edit", "Bash"]
+    assert [c.tool_name for c in calls] == ["Write", "Read", "Edit"]  # Bash is a command (below)
     assert calls[0].tool_input == {"file_path": "pkg/util.py", "content": "X = 1\n"}
+    assert calls[0].raw.id == calls[0].tool_call_id  # the SDK's block, kept
     results = [m for m in messages if m.type is MessageType.TOOL_RESULT]
-    assert [r.tool_name for r in results] == ["Write", "Read", "Edit", "Bash"]
+    assert [r.tool_name for r in results] == ["Write", "Read", "Edit"]
     assert not any(r.is_error for r in results)
+    # Bash: a command with its exit code; Write and Edit: the files edited, with their line counts.
+    (started,) = [m for m in messages if m.type is MessageType.COMMAND_START]
+    (ended,) = [m for m in messages if m.type is MessageType.COMMAND_END]
+    assert started.tool_name == "Bash" and started.details == {"command": "echo made > by_bash.txt && rm gone.txt"}
+    assert ended.tool_call_id == started.tool_call_id and ended.details == {"exit_code": 0} and not ended.is_error
+    assert messages.index(started) < messages.index(ended)
+    edits = [m.details for m in messages if m.type is MessageType.FILE_EDIT]
+    assert edits == [{"path": "pkg/util.py", "lines_added": 1, "lines_removed": 0},
+                     {"path": "app.py", "lines_added": 1, "lines_removed": 1}]
     assert "return 'hello'" in results[1].content  # Read's result, streamed back
     assert messages[-1].type is MessageType.TEXT and messages[-1].content == "All done."
 
@@ -588,7 +598,7 @@ async def test_sandboxed_bash_can_write_only_inside_cwd(scripted_model_server, r
         await backend.disconnect()
     assert (repo / "inside.txt").read_text() == "in\n"
     assert not outside.exists()
-    bash_result = next(m for m in messages if m.type is MessageType.TOOL_RESULT)
+    bash_result = next(m for m in messages if m.type is MessageType.COMMAND_END)  # Bash results are command ends
     assert "Read-only file system" in bash_result.content or "ermission denied" in bash_result.content
     assert backend.modified_files().written == {"inside.txt"}
 
@@ -817,11 +827,30 @@ def test_translator_tracks_writes_usage_and_refusals():
     assert events.usage() == Usage(input_tokens=10, output_tokens=7)
     results = events.translate(UserMessage(content=[ToolResultBlock("t1", "ok"),
                                                     ToolResultBlock("t2", "denied", is_error=True)]))
-    assert [(m.tool_name, m.is_error) for m in results] == [("Write", False), ("Edit", True)]
+    assert [(m.tool_name, m.is_error) for m in results if m.type is MessageType.TOOL_RESULT] == [
+        ("Write", False), ("Edit", True)]
+    # The successful write is also a file edit (no patch from this CLI message: counted from the input).
+    assert [m.details for m in results if m.type is MessageType.FILE_EDIT] == [
+        {"path": "kept.py", "lines_added": 1, "lines_removed": 0}]
     assert events.take_written() == ["kept.py"] and events.take_written() == []  # failed writes are not
     assert events.model == "claude-sonnet-4-5"
     events.translate(SystemMessage("model_refusal", {"api_refusal_category": "cyber"}))
     assert events.api_refusal == (f"key {API_KEY}", "cyber")  # the backend redacts when it records it
+
+
+def test_bash_exit_codes_and_edit_line_counts_from_claude_codes_results():
+    assert exit_code("done", False, {"stdout": "done", "interrupted": False}) == 0
+    assert exit_code("", False, {"stdout": "", "interrupted": True}) is None
+    assert exit_code("Exit code 4\nchecked", True, "Error: Exit code 4\nchecked") == 4
+    assert exit_code("Error: Exit code 127\nbash: nope: command not found", True, None) == 127
+    assert exit_code("Permission to use Bash has been denied.", True, None) is None
+    patch = {"structuredPatch": [{"lines": [" one", "-two", "+2", "+2b", " three"]},
+                                 {"lines": ["-x", "-y", " z"]}]}
+    assert line_changes("Edit", {}, patch) == (2, 3)
+    assert line_changes("Write", {"content": "a\nb\n"}, {"type": "create", "structuredPatch": []}) == (2, 0)
+    assert line_changes("Edit", {"old_string": "a\nb", "new_string": "c"}, None) == (1, 2)
+    assert line_changes("MultiEdit", {"edits": [{"old_string": "a", "new_string": "b\nc"},
+                                                {"old_string": "d", "new_string": ""}]}, None) == (2, 2)
 
 
 async def test_permissions_confine_file_tools_and_answer_prompts(tmp_path):

@@ -26,6 +26,7 @@ from agenter.backends.base import (
     BackendMessage,
     BackendSettings,
     BaseBackend,
+    MessageType,
     SessionSpec,
 )
 from agenter.backends.claude_code import _setup
@@ -222,6 +223,10 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
                 out = events.translate(message)
                 self._absorb(events)
                 for item in out:
+                    if item.type is MessageType.FILE_EDIT and item.details:
+                        # The path as the model gave it (often absolute): relative to the workspace.
+                        path = item.details["path"]
+                        item.details["path"] = self.relative(path) or path
                     yield item
                 if isinstance(message, ResultMessage):
                     got_result = True

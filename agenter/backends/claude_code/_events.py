@@ -5,14 +5,15 @@ be unit-tested with the SDK's own message classes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 from agenter._types import Usage
 from agenter.backends.base import BackendMessage, MessageType
 
-__all__ = ["FILE_WRITE_TOOLS", "TurnTranslator", "describe_result_error", "describe_sdk_error",
-           "result_text", "usage_from"]
+__all__ = ["FILE_WRITE_TOOLS", "SHELL_TOOL", "TurnTranslator", "describe_result_error", "describe_sdk_error",
+           "exit_code", "line_changes", "result_text", "usage_from"]
 
 #: Claude Code's tools that write a file named in their input, and the input key holding the path.
 FILE_WRITE_TOOLS: dict[str, str] = {
@@ -21,6 +22,12 @@ FILE_WRITE_TOOLS: dict[str, str] = {
     "MultiEdit": "file_path",
     "NotebookEdit": "notebook_path",
 }
+
+#: Claude Code's shell tool: its calls are commands in the event vocabulary.
+SHELL_TOOL = "Bash"
+
+# How Claude Code's Bash result says a command failed ("Exit code 4\n<output>").
+_EXIT_CODE = re.compile(r"^(?:Error: )?Exit code (-?\d+)")
 
 _SANDBOX_HINT = (" — Claude Code's sandbox needs bubblewrap and socat on Linux (apt-get install "
                  "bubblewrap socat); pass sandbox=False to run without it.")
@@ -92,7 +99,7 @@ class TurnTranslator:
         if isinstance(message, AssistantMessage):
             return self._assistant(message)
         if isinstance(message, UserMessage) and isinstance(message.content, list):
-            return self._tool_results(message.content)
+            return self._tool_results(message.content, message.tool_use_result)
         if isinstance(message, SystemMessage):
             return self._system(message.subtype, message.data)
         return []
@@ -116,14 +123,19 @@ class TurnTranslator:
                 out.append(BackendMessage(MessageType.THINKING, self._redact(block.thinking)))
             elif isinstance(block, ToolUseBlock):
                 self._calls[block.id] = (block.name, block.input)
-                out.append(BackendMessage(MessageType.TOOL_CALL, tool_name=block.name,
-                                          tool_input=block.input, tool_call_id=block.id))
+                if block.name == SHELL_TOOL:
+                    out.append(BackendMessage(MessageType.COMMAND_START, tool_name=block.name, tool_input=block.input,
+                                              tool_call_id=block.id, details={"command": block.input.get("command")},
+                                              raw=block))
+                else:
+                    out.append(BackendMessage(MessageType.TOOL_CALL, tool_name=block.name,
+                                              tool_input=block.input, tool_call_id=block.id, raw=block))
             elif hasattr(block, "name") and hasattr(block, "id"):  # server tools (web search, ...)
                 out.append(BackendMessage(MessageType.TOOL_CALL, tool_name=str(block.name),
                                           tool_input=getattr(block, "input", None), tool_call_id=str(block.id)))
         return out
 
-    def _tool_results(self, blocks: list[Any]) -> list[BackendMessage]:
+    def _tool_results(self, blocks: list[Any], tool_use_result: Any) -> list[BackendMessage]:
         from claude_agent_sdk import ToolResultBlock
 
         out: list[BackendMessage] = []
@@ -131,13 +143,25 @@ class TurnTranslator:
             if not isinstance(block, ToolResultBlock):
                 continue
             name, tool_input = self._calls.get(block.tool_use_id, (None, {}))
+            text = self._redact(result_text(block.content))
+            # The tool's own account (stdout, structuredPatch, ...), as the CLI reported it.
+            raw = {"tool_use_id": block.tool_use_id, "content": block.content, "is_error": block.is_error,
+                   "tool_use_result": tool_use_result}
+            if name == SHELL_TOOL:
+                out.append(BackendMessage(MessageType.COMMAND_END, text, tool_name=name, tool_call_id=block.tool_use_id,
+                                          is_error=bool(block.is_error), raw=raw,
+                                          details={"exit_code": exit_code(text, bool(block.is_error),
+                                                                          tool_use_result)}))
+                continue
+            out.append(BackendMessage(MessageType.TOOL_RESULT, text, tool_name=name, tool_call_id=block.tool_use_id,
+                                      is_error=bool(block.is_error), raw=raw))
             if not block.is_error and name in FILE_WRITE_TOOLS:
                 path = tool_input.get(FILE_WRITE_TOOLS[name])
                 if isinstance(path, str) and path:
                     self._written.append(path)
-            out.append(BackendMessage(MessageType.TOOL_RESULT, self._redact(result_text(block.content)),
-                                      tool_name=name, tool_call_id=block.tool_use_id,
-                                      is_error=bool(block.is_error)))
+                    added, removed = line_changes(name, tool_input, tool_use_result)
+                    out.append(BackendMessage(MessageType.FILE_EDIT, tool_name=name, tool_call_id=block.tool_use_id,
+                                              details={"path": path, "lines_added": added, "lines_removed": removed}))
         return out
 
     def _system(self, subtype: str, data: dict[str, Any]) -> list[BackendMessage]:
@@ -163,6 +187,37 @@ class TurnTranslator:
         if any(word in subtype for word in ("retry", "error", "compact")):
             return [BackendMessage(MessageType.STATUS, f"Claude Code: {subtype}")]
         return []
+
+
+def exit_code(text: str, is_error: bool, tool_use_result: Any) -> int | None:
+    """A Bash result's exit code: 0 when it succeeded, the code its error text names, else None
+    (interrupted, denied, timed out)."""
+    if not is_error:
+        interrupted = isinstance(tool_use_result, dict) and tool_use_result.get("interrupted")
+        return None if interrupted else 0
+    match = _EXIT_CODE.match(text.lstrip())
+    return int(match.group(1)) if match else None
+
+
+def line_changes(name: str, tool_input: dict[str, Any], tool_use_result: Any) -> tuple[int, int]:
+    """Lines added and removed by a file tool: from the patch Claude Code reports, else (a new
+    file, an older CLI) from the tool's input."""
+    patch = tool_use_result.get("structuredPatch") if isinstance(tool_use_result, dict) else None
+    if patch:
+        lines = [line for hunk in patch if isinstance(hunk, dict) for line in hunk.get("lines") or []
+                 if isinstance(line, str)]
+        return sum(line.startswith("+") for line in lines), sum(line.startswith("-") for line in lines)
+
+    def count(value: Any) -> int:
+        return len(value.splitlines()) if isinstance(value, str) else 0
+
+    if name == "Write":
+        before = tool_use_result.get("originalFile") if isinstance(tool_use_result, dict) else None
+        return count(tool_input.get("content")), count(before)
+    edits = tool_input.get("edits") if name == "MultiEdit" else [tool_input]
+    pairs = [e for e in edits if isinstance(e, dict)] if isinstance(edits, list) else []
+    return (sum(count(e.get("new_string", e.get("new_source"))) for e in pairs),
+            sum(count(e.get("old_string")) for e in pairs))
 
 
 def describe_result_error(result: Any) -> tuple[str, int | None]:
