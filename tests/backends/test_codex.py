@@ -23,7 +23,7 @@ from agenter._errors import BackendError, ConfigurationError, RequirementError
 from agenter.backends._prompts import strict_schema
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.backends.codex import CodexBackend, CodexMCPServer, CodexOptions
-from agenter.backends.codex._events import changed_paths, thread_total, turn_failure
+from agenter.backends.codex._events import changed_paths, messages, thread_total, turn_failure
 from agenter.backends.codex._permissions import Approvals
 from agenter.backends.codex._rpc import Notification
 from agenter.backends.codex._setup import (
@@ -138,6 +138,16 @@ async def test_shell_write_and_apply_patch_are_reported(scripted_model_server, c
     assert [m.content for m in messages if m.type is MessageType.TEXT] == ["Done."]
     results = [m for m in messages if m.type is MessageType.TOOL_RESULT]
     assert results and not any(m.is_error for m in results)
+    # The shell command is a command (when Codex reported it), ending with its exit code.
+    commands = [m for m in messages if m.type in (MessageType.COMMAND_START, MessageType.COMMAND_END)]
+    assert [m.type for m in commands] in ([MessageType.COMMAND_START, MessageType.COMMAND_END], [])
+    if commands:
+        assert "VALUE = 1" in commands[0].details["command"] and commands[0].raw["type"] == "commandExecution"
+        assert commands[1].details == {"exit_code": 0} and not commands[1].is_error
+    # The patch's files, each with its lines added and removed (relative to the workspace).
+    edits = [m.details for m in messages if m.type is MessageType.FILE_EDIT]
+    assert edits == [{"path": "app.py", "lines_added": 1, "lines_removed": 1},
+                     {"path": "util.py", "lines_added": 2, "lines_removed": 0}]
 
     first = server.model_requests[0]
     tools = {t.get("name"): t.get("type") for t in first.body["tools"]}
@@ -624,6 +634,33 @@ def test_usage_and_file_changes_from_notifications():
         {"path": "/r/gone.py", "kind": {"type": "delete"}}]}
     assert changed_paths(item) == (["/r/a.py", "/r/new.py"], ["/r/old.py", "/r/gone.py"])
     assert changed_paths({**item, "status": "failed"}) == ([], [])
+
+
+def test_commands_and_file_changes_speak_the_event_vocabulary():
+    # The items as Codex 0.169's app-server sends them (trimmed).
+    command = {"type": "commandExecution", "id": "call_1", "command": "/bin/bash -lc 'echo checked; exit 4'",
+               "cwd": "/r", "status": "inProgress", "aggregatedOutput": None, "exitCode": None}
+    (started,) = messages("item/started", {"item": command}, str)
+    assert started.type is MessageType.COMMAND_START and started.tool_name == "shell"
+    assert started.details == {"command": command["command"]} and started.raw is command
+    done = {**command, "status": "failed", "aggregatedOutput": "checked\n", "exitCode": 4}
+    (ended,) = messages("item/completed", {"item": done}, str)
+    assert ended.type is MessageType.COMMAND_END and ended.tool_call_id == "call_1"
+    assert ended.details == {"exit_code": 4} and ended.is_error and ended.content == "checked\n"
+    patch = {"type": "fileChange", "id": "call_2", "status": "completed", "changes": [
+        {"path": "/r/app.py", "kind": {"type": "update", "move_path": None},
+         "diff": "@@ -1,2 +1,3 @@\n def greet():\n-    return 'hello'\n+    return 'hi'\n+# two\n"},
+        {"path": "/r/util.py", "kind": {"type": "add"}, "diff": "def double(x):\n    return 2 * x\n"},
+        {"path": "/r/gone.py", "kind": {"type": "delete"}, "diff": "X = 1\n"},
+        {"path": "/r/old.py", "kind": {"type": "update", "move_path": "/r/new.py"}, "diff": ""}]}
+    result, *edits = messages("item/completed", {"item": patch}, str)
+    assert result.type is MessageType.TOOL_RESULT and result.raw is patch
+    assert [(m.type, m.details) for m in edits] == [
+        (MessageType.FILE_EDIT, {"path": "/r/app.py", "lines_added": 2, "lines_removed": 1}),
+        (MessageType.FILE_EDIT, {"path": "/r/util.py", "lines_added": 2, "lines_removed": 0}),
+        (MessageType.FILE_EDIT, {"path": "/r/gone.py", "lines_added": 0, "lines_removed": 1}),
+        (MessageType.FILE_EDIT, {"path": "/r/new.py", "lines_added": 0, "lines_removed": 0})]
+    assert messages("item/completed", {"item": {**patch, "status": "failed"}}, str)[1:] == []  # nothing edited
 
 
 def test_cumulative_usage_is_settled_once_per_increase():

@@ -249,6 +249,10 @@ class CodexBackend(BaseBackend[CodexOptions]):
                     written, deleted = _events.changed_paths(item)
                     self.track(written=written, deleted=deleted)
                 for message in _events.messages(method, data, self.redact):
+                    if message.type is MessageType.FILE_EDIT and message.details:
+                        # Codex names files absolutely: the event names them in the workspace.
+                        path = message.details["path"]
+                        message.details["path"] = self.relative(path) or path
                     yield message
                 if not interrupted and self.refusal() is not None and turn_id:
                     # The refusal tool was called: the task ends here, no further model call.

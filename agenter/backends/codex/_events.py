@@ -115,6 +115,23 @@ def changed_paths(item: dict[str, Any]) -> tuple[list[str], list[str]]:
     return written, deleted
 
 
+def line_changes(change: dict[str, Any]) -> tuple[int, int]:
+    """Lines added and removed by one change of a fileChange item: Codex sends an update as a
+    unified diff, an added file as its content and a deleted one as what it held."""
+    diff = change.get("diff")
+    if not isinstance(diff, str):
+        return 0, 0
+    lines = diff.splitlines()
+    kind = (change.get("kind") or {}).get("type")
+    if kind == "add":
+        return len(lines), 0
+    if kind == "delete":
+        return 0, len(lines)
+    added = sum(1 for line in lines if line.startswith("+") and not line.startswith("+++"))
+    removed = sum(1 for line in lines if line.startswith("-") and not line.startswith("---"))
+    return added, removed
+
+
 def pending_paths(item: dict[str, Any]) -> list[str]:
     """The paths a fileChange item is about to touch."""
     return [change.get("path", "") for change in item.get("changes") or []]
@@ -144,9 +161,9 @@ def messages(method: str, data: dict[str, Any], redact: Callable[[str], str]) ->
 def _started(item: dict[str, Any]) -> list[BackendMessage]:
     kind, item_id = item.get("type"), item.get("id")
     if kind == "commandExecution":
-        return [BackendMessage(MessageType.TOOL_CALL, item.get("command") or "", tool_name="shell",
+        return [BackendMessage(MessageType.COMMAND_START, item.get("command") or "", tool_name="shell",
                                tool_input={"command": item.get("command"), "cwd": item.get("cwd")},
-                               tool_call_id=item_id)]
+                               tool_call_id=item_id, details={"command": item.get("command")}, raw=item)]
     if kind == "fileChange":
         paths = pending_paths(item)
         return [BackendMessage(MessageType.TOOL_CALL, "\n".join(paths), tool_name="apply_patch",
@@ -179,12 +196,21 @@ def _completed(item: dict[str, Any]) -> list[BackendMessage]:
         output = (item.get("aggregatedOutput") or "")[-4000:]
         if status == "declined":
             output = output or "command declined"
-        return [BackendMessage(MessageType.TOOL_RESULT, output, tool_name="shell",
-                               tool_call_id=item_id, is_error=failed)]
+        return [BackendMessage(MessageType.COMMAND_END, output, tool_name="shell", tool_call_id=item_id,
+                               is_error=failed, details={"exit_code": item.get("exitCode")}, raw=item)]
     if kind == "fileChange":
         status = item.get("status")
-        return [BackendMessage(MessageType.TOOL_RESULT, f"{status}: " + ", ".join(pending_paths(item)),
-                               tool_name="apply_patch", tool_call_id=item_id, is_error=status != "completed")]
+        out = [BackendMessage(MessageType.TOOL_RESULT, f"{status}: " + ", ".join(pending_paths(item)),
+                              tool_name="apply_patch", tool_call_id=item_id, is_error=status != "completed", raw=item)]
+        if status == "completed":
+            for change in item.get("changes") or []:
+                if isinstance(change, dict) and change.get("path"):
+                    added, removed = line_changes(change)
+                    path = (change.get("kind") or {}).get("move_path") or change["path"]
+                    out.append(BackendMessage(MessageType.FILE_EDIT, tool_name="apply_patch", tool_call_id=item_id,
+                                              details={"path": path, "lines_added": added,
+                                                       "lines_removed": removed}))
+        return out
     if kind == "mcpToolCall":
         error = item.get("error")
         text = mcp_result_text(item.get("result")) if not error else str(error.get("message", error))
