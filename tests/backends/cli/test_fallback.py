@@ -175,7 +175,7 @@ async def test_the_fallback_note_reaches_the_event_stream(tmp_path):
     chain = fallback_chain(member(writes("a.txt", "x", then=quota)), member(writes("b.txt", "y")))
     agent = AutonomousCodingAgent(backend=chain)
     events = [event async for event in agent.stream_execute("Do it", cwd=tmp_path)]
-    notes = [e for e in events if e.type is CodingEventType.BACKEND_MESSAGE and e.data.get("tool_name") == "fallback"]
+    notes = [e for e in events if e.type is CodingEventType.FALLBACK]  # the facade's FALLBACK event
     assert len(notes) == 1 and notes[0].data["reason"] == "quota" and notes[0].data["to"] == "function"
     result = events[-1].result
     assert result.status is CodingStatus.COMPLETED and sorted(result.files) == ["b.txt"]
