@@ -565,6 +565,13 @@ class BaseBackend(Generic[OptionsT]):
             self.deny(decision.tool, decision.summary, decision.reason, decision.rule)
         return decision
 
+    def leave_confinement_to_the_sandbox(self) -> None:
+        """With no policy given, staying inside the workspace is the `sandbox` option's business,
+        as it was before the gate: the gate's outside-workspace check stands down; every other
+        safety check holds. (A backend calls it in `_connect` when that is its rule.)"""
+        if self.settings.permissions is None and self.gate is not None:
+            self.gate.add_root(os.sep)
+
     def _take_decisions(self) -> list[BackendMessage]:
         """Permission decisions made since the last message, as messages (events)."""
         if not self._decisions:

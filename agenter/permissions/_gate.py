@@ -158,6 +158,10 @@ class PermissionGate:
         """Let calls read under `path` (e.g. the folder that holds saved tool results)."""
         self.workspace.add_read_root(path)
 
+    def add_root(self, path: str | os.PathLike[str]) -> None:
+        """Treat `path` like the workspace (reads and writes); `/` ends the outside-workspace check."""
+        self.workspace.add_root(path)
+
     # ------------------------------------------------------------------ the decision
 
     async def decide(self, call: ToolCall) -> PermissionDecision:

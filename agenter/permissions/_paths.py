@@ -111,6 +111,11 @@ class Workspace:
         if real not in self.read_roots:
             self.read_roots.append(real)
 
+    def add_root(self, path: str | os.PathLike[str]) -> None:
+        real = os.path.realpath(os.fspath(path))
+        if real not in self.extra_roots:
+            self.extra_roots.append(real)
+
     # ------------------------------------------------------------------ resolution
 
     def resolve(self, text: str, base: str | None = None) -> ResolvedPath:

@@ -184,10 +184,7 @@ class ACPBackend(BaseBackend[ACPOptions]):
         if "permission_policy" not in options.model_fields_set and (
                 settings.permissions is not None or settings.on_permission is not None):
             policy = "allow"  # a policy or someone to ask was given: the gate decides
-        if settings.permissions is None and self.gate is not None:
-            # No policy given: staying inside the workspace is the sandbox option's business, as
-            # before the gate; every other safety check holds.
-            self.gate.workspace.extra_roots.append(os.sep)
+        self.leave_confinement_to_the_sandbox()
         self._client = ACPClient(
             resolver=resolver, permission_policy=policy, fs=options.acp_fs,
             emit=self._emit, on_usage=lambda u: self._tokens.update(u.used, u.cost),

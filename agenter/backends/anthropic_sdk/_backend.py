@@ -305,10 +305,9 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
         gate = self.gate
         assert gate is not None
         gate.add_read_root(self._results_dir)
-        if not self.settings.sandbox and self.settings.permissions is None:
-            # sandbox=False and no policy: the tools may go anywhere, as before the gate; every
-            # other safety check (credentials, .git, ...) still holds.
-            gate.workspace.extra_roots.append(os.sep)
+        if not self.settings.sandbox:
+            # sandbox=False (and no policy): the tools may go anywhere, as before the gate.
+            self.leave_confinement_to_the_sandbox()
         self._executor = self._make_executor()
         if self.has_shell:
             await self._prepare_shell()

@@ -37,7 +37,7 @@ from agenter.backends.claude_code._events import (
     usage_from,
 )
 from agenter.backends.claude_code._options import ClaudeCodeOptions
-from agenter.backends.claude_code._permissions import ENFORCED_KINDS, Permissions, leave_confinement_to_the_sandbox
+from agenter.backends.claude_code._permissions import ENFORCED_KINDS, Permissions
 from agenter.host import Redactor, _pids, marked_env, reap, strip_ansi
 from agenter.host.requirements import Requirement
 from agenter.tools import Tool
@@ -122,8 +122,7 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
             allowed=[*self.options.claude_allowed_tools, *_setup.our_tool_names(self.settings.tools)],
             permit=self.permit, tools=self.settings.tools, ask_timeout=self.settings.permission_timeout,
             refused=self.deny)
-        if self.settings.permissions is None and self.gate is not None:
-            leave_confinement_to_the_sandbox(self.gate)
+        self.leave_confinement_to_the_sandbox()
         self._instructions = self.instructions(refusal_tool=_setup.mcp_tool_name(REFUSAL_TOOL_NAME),
                                                output_channel="native")
         self._made_dirs = [self.cwd / d for d in INTERNAL_DIRS if not (self.cwd / d).exists()]

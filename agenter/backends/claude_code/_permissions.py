@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any, cast
 from agenter._errors import PathSecurityError
 from agenter.backends._prompts import REFUSAL_TOOL_NAME
 from agenter.backends.claude_code._events import FILE_WRITE_TOOLS
-from agenter.permissions import PermissionDecision, PermissionGate, ToolCall
+from agenter.permissions import PermissionDecision, ToolCall
 from agenter.sandbox.paths import PathResolver
 from agenter.tools import Tool
 
 if TYPE_CHECKING:
     from claude_agent_sdk.types import HookCallback
 
-__all__ = ["ENFORCED_KINDS", "Permissions", "leave_confinement_to_the_sandbox", "tool_call"]
+__all__ = ["ENFORCED_KINDS", "Permissions", "tool_call"]
 
 #: The rule kinds the hook enforces: every tool the CLI runs passes it.
 ENFORCED_KINDS = frozenset({"read", "edit", "shell", "network", "mcp", "custom"})
@@ -197,14 +197,6 @@ class Permissions:
             return PermissionResultAllow()
         return PermissionResultDeny(
             message=f"{tool_name} is not permitted in this run (allowed: {', '.join(sorted(self.allowed))}).")
-
-
-def leave_confinement_to_the_sandbox(gate: PermissionGate) -> None:
-    """With no policy given, staying inside the workspace is the sandbox option's business (the OS
-    sandbox and the write check with sandbox=True, nothing with sandbox=False), as it was before
-    the gate: the gate's outside-workspace check stands down; every other safety check holds."""
-    if os.sep not in gate.workspace.extra_roots:
-        gate.workspace.extra_roots.append(os.sep)
 
 
 def _hook_answer(decision: str, reason: str) -> dict[str, Any]:

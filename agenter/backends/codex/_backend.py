@@ -139,10 +139,7 @@ class CodexBackend(BaseBackend[CodexOptions]):
         approvals = Approvals(policy=options.codex_approval_policy, sandbox=self.settings.sandbox,
                               cwd=self.cwd, writable_roots=[self.cwd, private_tmp], report=self._report_decision,
                               permit=self.permit if gated else None, explain=self._explain)
-        if self.settings.permissions is None and self.gate is not None:
-            # No policy given: staying inside the workspace is the sandbox option's business, as
-            # before the gate; every other safety check holds.
-            self.gate.workspace.extra_roots.append(os.sep)
+        self.leave_confinement_to_the_sandbox()
         if self.settings.tools:
             self._tools_server = await ToolsServer.start(self.settings.tools, gated_tool(self.run_tool, self.permit),
                                                          self.refuse)

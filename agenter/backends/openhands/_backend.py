@@ -40,7 +40,6 @@ from agenter.backends.openhands._options import OpenHandsOptions
 from agenter.backends.openhands._permissions import (
     ENFORCED_KINDS,
     action_fields,
-    leave_confinement_to_the_user,
     tool_call,
     use_home,
 )
@@ -136,8 +135,7 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
         self._caller_loop = asyncio.get_running_loop()
         gate = self.gate
         assert gate is not None  # made by connect() before _connect
-        if self.settings.permissions is None:
-            leave_confinement_to_the_user(gate)
+        self.leave_confinement_to_the_sandbox()  # this backend has no sandbox: tools go anywhere
         if self.options.env.get("HOME"):
             use_home(gate, self.options.env["HOME"])  # `~` in a command is the terminal's HOME
         terminal_env, self._mark = marked_env(self.options.env)

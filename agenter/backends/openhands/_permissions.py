@@ -15,7 +15,7 @@ from agenter.backends._prompts import REFUSAL_TOOL_NAME
 from agenter.permissions import PermissionGate, ToolCall
 from agenter.tools import Tool
 
-__all__ = ["ENFORCED_KINDS", "UNGATED_TOOLS", "action_fields", "leave_confinement_to_the_user", "tool_call",
+__all__ = ["ENFORCED_KINDS", "UNGATED_TOOLS", "action_fields", "tool_call",
            "use_home"]
 
 #: The rule kinds enforced: every action OpenHands runs passes the gate first. Network rules are
@@ -78,10 +78,3 @@ def use_home(gate: PermissionGate, home: str) -> None:
     workspace = gate.workspace
     workspace.home = os.path.abspath(home)
     workspace.real_home = os.path.realpath(workspace.home)
-
-
-def leave_confinement_to_the_user(gate: PermissionGate) -> None:
-    """With no policy given the tools may go anywhere, as before the gate (this backend has no
-    sandbox): the gate's outside-workspace check stands down; every other safety check holds."""
-    if os.sep not in gate.workspace.extra_roots:
-        gate.workspace.extra_roots.append(os.sep)
