@@ -680,21 +680,6 @@ class BaseBackend(Generic[OptionsT]):
         diff = await self._detector.changes_so_far()
         return self._tracked | diff
 
-    # ------------------------------------------------------------------ transition shims
-    # TODO(issue 10): removed once every backend runs on the turn template.
-    def _start_turn(self) -> None:
-        self._modified = ModifiedFiles()
-        self._structured = None
-        self._refusal = None
-
-    @property
-    def _usage(self) -> Usage:
-        return self.ledger.total
-
-    @_usage.setter
-    def _usage(self, value: Usage) -> None:
-        self.ledger.replace(value)
-
     # ------------------------------------------------------------------ internals
     def _track_future(self, future: concurrent.futures.Future[Any] | asyncio.Future[Any], label: str) -> None:
         self._inflight[future] = label
