@@ -106,32 +106,10 @@ def _backends(args: argparse.Namespace) -> int:
 
 def _usage_problems(args: argparse.Namespace) -> list[str]:
     """What is wrong with the flags, in the flags' own words (checked before anything starts)."""
-    problems = []
-    if not args.prompt.strip():
-        problems.append("the prompt is empty")
-    # `not value > 0` also catches NaN, which float() accepts.
-    for flag, value in (("--max-cost", args.max_cost), ("--max-time", args.max_time)):
-        if value is not None and not value > 0:
-            problems.append(f"{flag} must be > 0")
-    for flag, value in (("--max-tokens", args.max_tokens), ("--max-iterations", args.max_iterations)):
-        if value is not None and value < 1:
-            problems.append(f"{flag} must be >= 1")
-    for pair in args.option:
-        key, sep, _ = pair.partition("=")
-        if not sep or not key.strip():
-            problems.append(f"--option needs KEY=VALUE, got {pair!r}")
-    return problems
+    from agenter._cliargs import pair_problems, positive_problems
 
-
-def _backend_options(pairs: list[str]) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        key, _, value = pair.partition("=")
-        try:
-            options[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key.strip()] = value
-    return options
+    problems = ["the prompt is empty"] if not args.prompt.strip() else []
+    return problems + positive_problems(args) + pair_problems("--option", args.option)
 
 
 def _describe_error(exc: BaseException) -> str:
@@ -218,18 +196,16 @@ class _Command:
         from pydantic import ValidationError
 
         from agenter import AutonomousCodingAgent, Budget, CodingRequest, ConfigurationError
+        from agenter._cliargs import budget_fields, parse_options
 
-        budget_fields = {k: v for k, v in {
-            "max_cost_usd": args.max_cost, "max_tokens": args.max_tokens,
-            "max_time_seconds": args.max_time, "max_iterations": args.max_iterations,
-        }.items() if v is not None}
+        budget = budget_fields(args)
         try:
             agent = AutonomousCodingAgent(
                 backend=args.backend, model=args.model, validators=args.validator,
-                sandbox=not args.no_sandbox, log_dir=args.log_dir, **_backend_options(args.option))
+                sandbox=not args.no_sandbox, log_dir=args.log_dir, **parse_options(args.option))
             request = CodingRequest(prompt=args.prompt, cwd=args.cwd, system_prompt=args.system_prompt,
                                     allowed_write_paths=args.allow_write, resume=args.resume,
-                                    budget=Budget(**budget_fields) if budget_fields else None)
+                                    budget=Budget(**budget) if budget else None)
         except (ConfigurationError, ValidationError) as exc:
             print(f"agenter: {_describe_error(exc)}", file=sys.stderr)
             return EXIT_USAGE

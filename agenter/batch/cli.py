@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import sys
 from typing import Any
+
+from agenter._cliargs import budget_fields, pair_problems, parse_options, positive_problems
 
 EXIT_OK = 0
 EXIT_NOT_ALL_PASSED = 1
@@ -73,23 +74,12 @@ def _problems(args: argparse.Namespace) -> list[str]:
     problems = []
     if args.concurrency < 1:
         problems.append("--concurrency must be >= 1")
-    for flag in ("max_cost", "max_time", "batch_max_cost", "batch_max_time"):
-        value = getattr(args, flag)
-        if value is not None and not (value > 0 and math.isfinite(value)):
-            problems.append(f"--{flag.replace('_', '-')} must be > 0")
-    for flag in ("max_tokens", "max_iterations"):
-        value = getattr(args, flag)
-        if value is not None and value < 1:
-            problems.append(f"--{flag.replace('_', '-')} must be >= 1")
+    problems += positive_problems(args, above_zero=("batch_max_cost", "batch_max_time"))
     if args.ray_cpus_per_task < 0:
         problems.append("--ray-cpus-per-task must be >= 0")
     if args.ray_max_retries < 0:
         problems.append("--ray-max-retries must be >= 0")
-    for flag, pairs in (("--option", args.option), ("--ray-resource", args.ray_resource)):
-        for pair in pairs:
-            key, sep, _ = pair.partition("=")
-            if not sep or not key.strip():
-                problems.append(f"{flag} needs KEY=VALUE, got {pair!r}")
+    problems += pair_problems("--option", args.option) + pair_problems("--ray-resource", args.ray_resource)
     for pair in args.ray_resource:
         try:
             float(pair.partition("=")[2])
@@ -98,17 +88,6 @@ def _problems(args: argparse.Namespace) -> list[str]:
     if args.engine != "ray" and (args.address or args.ray_resource):
         problems.append("--address and --ray-resource need --engine ray")
     return problems
-
-
-def _options(pairs: list[str]) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        key, _, value = pair.partition("=")
-        try:
-            options[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key.strip()] = value
-    return options
 
 
 def run(args: argparse.Namespace) -> int:
@@ -122,13 +101,11 @@ def run(args: argparse.Namespace) -> int:
         for problem in problems:
             print(f"agenter: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    budget_fields = {k: v for k, v in {
-        "max_cost_usd": args.max_cost, "max_tokens": args.max_tokens,
-        "max_time_seconds": args.max_time, "max_iterations": args.max_iterations}.items() if v is not None}
+    budget = budget_fields(args)
     try:
-        defaults = TaskDefaults(backend=args.backend, model=args.model, options=_options(args.option),
+        defaults = TaskDefaults(backend=args.backend, model=args.model, options=parse_options(args.option),
                                 validators=args.validator, test_command=args.test_command,
-                                budget=Budget(**budget_fields) if budget_fields else None,
+                                budget=Budget(**budget) if budget else None,
                                 sandbox=not args.no_sandbox, system_prompt=args.system_prompt)
         limits = BatchLimits(max_cost_usd=args.batch_max_cost, max_time_seconds=args.batch_max_time)
         ray = RayOptions(address=args.address, num_cpus=args.ray_num_cpus, num_cpus_per_task=args.ray_cpus_per_task,

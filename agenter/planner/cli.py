@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from agenter._cliargs import budget_fields, pair_problems, parse_options, positive_problems
 
 EXIT_OK = 0
 EXIT_NOT_COMPLETED = 1
@@ -83,48 +84,24 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def _usage_problems(args: argparse.Namespace) -> list[str]:
-    problems = []
-    if not args.prompt.strip():
-        problems.append("the prompt is empty")
-    for flag, value in (("--max-cost", args.max_cost), ("--max-time", args.max_time)):
-        if value is not None and not value > 0:
-            problems.append(f"{flag} must be > 0")
-    for flag, value in (("--max-tokens", args.max_tokens), ("--max-iterations", args.max_iterations),
-                        ("--parallel", args.parallel), ("--max-depth", args.max_depth)):
-        if value is not None and value < 1:
-            problems.append(f"{flag} must be >= 1")
-    for pair in [*args.option, *args.planner_option]:
-        key, sep, _ = pair.partition("=")
-        if not sep or not key.strip():
-            problems.append(f"--option needs KEY=VALUE, got {pair!r}")
+    problems = ["the prompt is empty"] if not args.prompt.strip() else []
+    problems += positive_problems(args, at_least_one=("parallel", "max_depth"))
+    problems += pair_problems("--option", args.option) + pair_problems("--planner-option", args.planner_option)
     if args.plan_file is not None and not Path(args.plan_file).is_file():
         problems.append(f"--plan: no such file {args.plan_file!r}")
     return problems
-
-
-def _options(pairs: list[str]) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        key, _, value = pair.partition("=")
-        try:
-            options[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key.strip()] = value
-    return options
 
 
 def _build(args: argparse.Namespace) -> Any:
     from agenter import AutonomousCodingAgent, Budget
     from agenter.planner import PlanAndExecute
 
-    budget_fields = {k: v for k, v in {
-        "max_cost_usd": args.max_cost, "max_tokens": args.max_tokens,
-        "max_time_seconds": args.max_time, "max_iterations": args.max_iterations}.items() if v is not None}
-    options = _options(args.option)
+    budget = budget_fields(args)
+    options = parse_options(args.option)
     executor = AutonomousCodingAgent(backend=args.backend, model=args.model, validators=args.validator,
                                      sandbox=not args.no_sandbox, **options)
     planner_backend = args.planner_backend or args.backend
-    planner_options = _options(args.planner_option) if args.planner_option or planner_backend != args.backend \
+    planner_options = parse_options(args.planner_option) if args.planner_option or planner_backend != args.backend \
         else options
     needs_planner = args.plan_file is None and (args.decomposition != "none" or args.test_design != "none")
     planner = AutonomousCodingAgent(backend=planner_backend, model=args.planner_model or args.model,
@@ -132,7 +109,7 @@ def _build(args: argparse.Namespace) -> Any:
     interactive = not args.yes and not args.json and not args.plan_only and sys.stdin.isatty()
     return PlanAndExecute(executor=executor, planner=planner, decomposition=args.decomposition,
                           max_depth=args.max_depth, test_design=args.test_design, parallel=args.parallel,
-                          budget=Budget(**budget_fields) if budget_fields else None,
+                          budget=Budget(**budget) if budget else None,
                           on_approval=_ask_approval if interactive else None)
 
 
