@@ -6,6 +6,14 @@ connect, not command by command); sandbox=False is danger-full-access. Approvals
 for (exec is headless). Structured output uses --output-schema, resume `exec resume <thread id>`.
 With base_url, agenter adds a model provider entry through `-c` overrides, so your own
 ~/.codex/config.toml is read but never changed.
+
+A permission policy (sandbox=True only) is compiled to two things Codex enforces by itself:
+a permission profile for its sandbox (`default_permissions`: the workspace writable or read-only
+by the mode, `.git` and agent settings read-only, credentials and denied read paths unreadable,
+denied edit paths read-only, network off) and an exec-policy rules file (`prefix_rule(...,
+decision="forbidden")`) for denied command prefixes and destructive git commands. Codex loads
+rules files only from $CODEX_HOME/rules, so the run gets a CODEX_HOME of its own in the scratch
+directory whose entries link to the real one (login, config, sessions). See docs/backends/cli.md.
 """
 
 from __future__ import annotations
@@ -13,20 +21,24 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shlex
 import sys
+import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from agenter._errors import BackendError
+from agenter._errors import BackendError, ConfigurationError
 from agenter._types import Usage
 from agenter.backends._prompts import strict_schema
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, table
 from agenter.backends.cli._runner import Invocation, Line
 from agenter.host import run_process
+from agenter.permissions import PermissionPolicy, PermissionRule
+from agenter.permissions._paths import _AGENT_DIRS, _AGENT_FILES, _CREDENTIAL_DIRS, _CREDENTIAL_FILES, _CREDENTIAL_HOME
 from agenter.usage import RunningTotal
 
 __all__ = ["CodexCliBackend", "CodexCliOptions"]
@@ -34,6 +46,137 @@ __all__ = ["CodexCliBackend", "CodexCliOptions"]
 #: The provider entry agenter adds for base_url, and the variable carrying its key.
 PROVIDER = "agenter"
 KEY_VARIABLE = "AGENTER_CODEX_API_KEY"
+
+
+#: The permission profile agenter defines for a run with a policy.
+PROFILE = "agenter"
+#: Destructive git commands as exec-policy prefixes (Codex matches argv prefixes exactly, so
+#: `git push origin main --force` is not one; the sandbox still keeps .git read-only and the
+#: network off). docs/backends/cli.md
+SAFETY_PREFIXES: tuple[tuple[Any, ...], ...] = (
+    ("git", "push", ("--force", "-f", "--force-with-lease", "--mirror", "--delete", "-d")),
+    ("git", "reset", "--hard"), ("git", "clean", ("-f", "-fd", "-df", "-fdx", "-xdf", "-ffd", "--force")),
+    ("git", "branch", ("-D", "-M", "-C")), ("git", ("filter-branch", "filter-repo")),
+    ("git", "reflog", ("expire", "delete")), ("git", "stash", ("drop", "clear")), ("git", "update-ref", "-d"))
+#: Credential files anywhere in the workspace are unreadable (.env.example too: the sandbox's
+#: globs have no exceptions).
+_WORKSPACE_SECRETS = ("**/.env", "**/.env.*", "**/*.env", "**/*.pem", "**/*.key", "**/*.p12", "**/*.pfx",
+                      "**/id_rsa", "**/id_ed25519", "**/id_ecdsa", "**/credentials.json", "**/.netrc")
+
+
+def codex_permissions(policy: PermissionPolicy, cwd: Path, home: Path) -> tuple[dict[str, Any], str]:
+    """A policy as Codex's own enforcement: (config overrides selecting a permission profile,
+    the text of an exec-policy rules file). ConfigurationError for what neither can express."""
+    writable = policy.mode in ("accept_edits", "bypass") or any(
+        r.kind == "edit" and r.matches_all for r in policy.rules_with("allow"))
+    roots: dict[str, str] = {".": "write" if writable else "read"}
+    outside: dict[str, str] = {":root": "read", ":tmpdir": "write"}
+    if policy.mode in ("default", "plan"):
+        for rule in policy.rules_with("allow"):
+            if rule.kind == "edit" and rule.pattern and policy.mode == "default":
+                roots[_codex_path(rule, cwd, home, directory=True)] = "write"
+    for name in (".git", *sorted(_AGENT_DIRS), *sorted(_AGENT_FILES)):
+        roots[name] = "read"
+    for pattern in policy.protected_paths:
+        roots[_codex_path(PermissionRule("deny", "edit", pattern), cwd, home)] = "read"
+    for pattern in _WORKSPACE_SECRETS:
+        roots[pattern] = "none"
+    for name in sorted(_CREDENTIAL_DIRS | _CREDENTIAL_FILES) + list(_CREDENTIAL_HOME):
+        if os.path.lexists(home / name):
+            outside[str(home / name)] = "none"
+    for root in policy.extra_roots:
+        outside[str(Path(root).expanduser())] = "write"
+    prefixes: list[tuple[Any, ...]] = list(SAFETY_PREFIXES)
+    for rule in policy.rules:
+        if rule.effect == "allow":
+            continue  # what is allowed runs in the sandbox anyway
+        if rule.kind in ("read", "edit"):
+            if rule.matches_all:
+                if rule.kind == "read":
+                    raise ConfigurationError(f"the codex-cli backend cannot compile {rule}: Codex cannot work without "
+                                             "reading", parameter="permissions")
+                roots["."] = "read"
+                continue
+            access = "none" if rule.kind == "read" else "read"
+            path = _codex_path(rule, cwd, home)
+            if path.startswith("/"):
+                outside[path] = access if access == "none" or outside.get(path) != "none" else "none"
+            elif roots.get(path) != "none":
+                roots[path] = access
+        elif rule.kind == "shell":
+            prefixes.append(_codex_prefix(rule))
+        else:
+            raise ConfigurationError(f"the codex-cli backend cannot compile the permission rule {rule}",
+                                     parameter="permissions")
+    filesystem: dict[str, Any] = {**outside, ":project_roots": roots, "glob_scan_max_depth": 8}
+    config: dict[str, Any] = {"default_permissions": PROFILE, f"permissions.{PROFILE}.filesystem": filesystem}
+    rules = "".join(f"prefix_rule(pattern={json.dumps(_pattern(p))}, decision=\"forbidden\", "
+                    f"justification={json.dumps(_justification(p))})\n" for p in prefixes)
+    return config, rules
+
+
+def _pattern(prefix: tuple[Any, ...]) -> list[Any]:
+    return [list(token) if isinstance(token, tuple) else token for token in prefix]
+
+
+def _justification(prefix: tuple[Any, ...]) -> str:
+    words = " ".join(token if isinstance(token, str) else "|".join(token) for token in prefix)
+    return f"agenter's permission policy forbids `{words}`. Do not retry it; do the task another way."
+
+
+def _codex_path(rule: PermissionRule, cwd: Path, home: Path, *, directory: bool = False) -> str:
+    """A path rule's pattern as a permission-profile entry: relative to the workspace, or absolute."""
+    pattern = rule.pattern
+    if pattern.startswith("!"):
+        raise ConfigurationError(f"the codex-cli backend cannot compile the negated pattern in {rule}",
+                                 parameter="permissions")
+    if pattern == "~" or pattern.startswith("~/"):
+        pattern = str(home) + pattern[1:]
+    anchored = pattern.startswith(("/", "./"))
+    if pattern.startswith("/"):
+        root = str(cwd).rstrip("/") + "/"
+        if not pattern.startswith(root):
+            return pattern.rstrip("/") if not pattern.endswith("/**") else pattern[:-3]
+        pattern = pattern[len(root):]
+    pattern = pattern[2:] if pattern.startswith("./") else pattern
+    if not anchored and "/" not in pattern.rstrip("/") and not pattern.startswith("**"):
+        pattern = "**/" + pattern  # gitignore: a bare name matches at any depth
+    pattern = pattern.strip("/")
+    if pattern.endswith("/**"):
+        pattern = pattern[:-3]  # the directory itself covers what is under it
+    if directory and any(ch in pattern for ch in "*?["):
+        raise ConfigurationError(f"the codex-cli backend cannot compile {rule}: Codex makes directories "
+                                 "writable, not glob patterns", parameter="permissions")
+    return pattern or "."
+
+
+def _codex_prefix(rule: PermissionRule) -> tuple[str, ...]:
+    """A shell rule as an exec-policy prefix. Codex matches whole argv words: a `*` at the end of
+    the pattern (or of its last word) is dropped; any other wildcard cannot be compiled."""
+    try:
+        words = shlex.split(rule.pattern)
+    except ValueError:
+        words = rule.pattern.split()
+    while words and words[-1] == "*":
+        words.pop()
+    if words and words[-1].endswith("*"):
+        words[-1] = words[-1].rstrip("*")
+    if not words or rule.matches_all or any(ch in word for word in words for ch in "*?"):
+        what = "the shell as a whole" if rule.matches_all else f"the wildcard in {rule.pattern!r}"
+        raise ConfigurationError(f"the codex-cli backend cannot compile {rule}: Codex's rules files cannot "
+                                 f"express {what}", parameter="permissions")
+    return tuple(words)
+
+
+def _sandbox_mode_in(config_file: Path) -> bool:
+    """Whether a Codex config file sets sandbox_mode (which makes Codex ignore permission profiles)."""
+    try:
+        data = tomllib.loads(config_file.read_text())
+    except (OSError, ValueError):
+        return False
+    profiles = data.get("profiles")
+    named = profiles.values() if isinstance(profiles, dict) else ()
+    return "sandbox_mode" in data or any(isinstance(p, dict) and "sandbox_mode" in p for p in named)
 
 
 class CodexCliOptions(CliOptions):
@@ -63,14 +206,61 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
     output_channel = "native"
     live_usage = False  # exec reports usage when its turn ends
     shell_tools: ClassVar[frozenset[str]] = frozenset({"shell"})
+    #: Compiled to a permission profile and a rules file (codex_permissions); sandbox=True only.
+    permission_kinds: ClassVar[frozenset[str]] = frozenset({"read", "edit", "shell"})
+
+    @classmethod
+    def check_permissions(cls, settings: BackendSettings[Any]) -> None:
+        super().check_permissions(settings)
+        if settings.permissions is not None and not settings.sandbox:
+            raise ConfigurationError(
+                "the codex-cli backend enforces a permission policy through Codex's sandbox: pass sandbox=True "
+                "(with sandbox=False Codex runs unconfined and nothing would hold)", parameter="permissions")
 
     def __init__(self, settings: BackendSettings[CodexCliOptions]):
         super().__init__(settings)
         self._bin_dir: Path | None = None
         self._tmp: Path | None = None
         self._thread_usage = RunningTotal()
+        self._codex_home: Path | None = None
+        self._policy_config: dict[str, Any] = {}
+
+    def real_codex_home(self) -> Path:
+        """The CODEX_HOME the user's runs use (the `home` option, else $CODEX_HOME, else ~/.codex)."""
+        if self.home_dir is not None:
+            return self.home_dir
+        given = self.options.env.get("CODEX_HOME") or os.environ.get("CODEX_HOME")
+        return Path(given).expanduser() if given else Path.home() / ".codex"
+
+    def _compile_policy(self, policy: PermissionPolicy) -> None:
+        """The policy's profile (for config()) and rules file, in a CODEX_HOME of this session's:
+        its entries link to the real one's (login, config, sessions, the user's own rules)."""
+        real = self.real_codex_home()
+        if _sandbox_mode_in(real / "config.toml"):
+            raise ConfigurationError(
+                f"{real / 'config.toml'} sets sandbox_mode, which makes Codex ignore the permission profile "
+                "agenter compiles the policy to; remove it to use permissions= with the codex-cli backend",
+                parameter="permissions")
+        home = self.home_dir or Path.home()
+        self._policy_config, rules = codex_permissions(policy, Path(self.cwd), home)
+        overlay = self.scratch / "codex-home"
+        (overlay / "rules").mkdir(parents=True)
+        (real / "sessions").mkdir(parents=True, exist_ok=True)  # linked, so sessions outlive the scratch dir
+        if real.is_dir():
+            for entry in real.iterdir():
+                if entry.name != "rules":
+                    (overlay / entry.name).symlink_to(entry)
+            if (real / "rules").is_dir():
+                for entry in (real / "rules").iterdir():
+                    (overlay / "rules" / entry.name).symlink_to(entry)
+        (overlay / "rules" / "zz-agenter.rules").write_text(rules)
+        self._policy_config["sqlite_home"] = str(real)  # thread state stays with the real home
+        self._codex_home = overlay
 
     async def prepare(self) -> None:
+        policy = self.settings.permissions
+        if policy is not None:
+            self._compile_policy(policy)
         if self.settings.sandbox:
             self._tmp = self.scratch / "tmp"
             self._tmp.mkdir()
@@ -79,6 +269,8 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
             env = self.environment(**self._path())
             if self.home_dir is not None:
                 env["CODEX_HOME"] = str(self.home_dir)
+            if self._codex_home is not None:
+                env["CODEX_HOME"] = str(self._codex_home)
             await check_sandbox(str(self.executable), env, self.scratch, backend=self.name)
 
     def _path(self) -> dict[str, str]:
@@ -109,19 +301,28 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
                      "TMPDIR": str(self._tmp) if self._tmp else None}
         if self.home_dir is not None:
             variables["CODEX_HOME"] = str(self.home_dir)
+        if self._codex_home is not None:
+            variables["CODEX_HOME"] = str(self._codex_home)
         return Invocation(argv=argv, env=self.environment(**variables), stdin=prompt.encode())
 
     def config(self) -> dict[str, Any]:
         """Config overrides for this run, as dotted keys."""
         opts = self.options
-        config: dict[str, Any] = {
-            "sandbox_mode": "workspace-write" if self.settings.sandbox else "danger-full-access",
-            "approval_policy": "never",
-            "sandbox_workspace_write.network_access": opts.codex_network_access,
-            # Writable: the workspace and the run's own TMPDIR, not all of /tmp.
-            "sandbox_workspace_write.exclude_slash_tmp": True,
-            "sandbox_workspace_write.exclude_tmpdir_env_var": False,
-        }
+        config: dict[str, Any]
+        if self._policy_config:
+            # A permission profile replaces sandbox_mode (Codex ignores the profile when both are set).
+            config = {"approval_policy": "never", **self._policy_config}
+            if opts.codex_network_access:
+                config[f"permissions.{PROFILE}.network.enabled"] = True
+        else:
+            config = {
+                "sandbox_mode": "workspace-write" if self.settings.sandbox else "danger-full-access",
+                "approval_policy": "never",
+                "sandbox_workspace_write.network_access": opts.codex_network_access,
+                # Writable: the workspace and the run's own TMPDIR, not all of /tmp.
+                "sandbox_workspace_write.exclude_slash_tmp": True,
+                "sandbox_workspace_write.exclude_tmpdir_env_var": False,
+            }
         if opts.base_url:
             provider: dict[str, Any] = {"name": PROVIDER, "base_url": opts.base_url, "wire_api": opts.codex_wire_api}
             if self._key():

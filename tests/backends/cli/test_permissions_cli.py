@@ -4,9 +4,13 @@ to .git/hooks/pre-commit do not happen, and the run goes on."""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import re
 import shutil
 import subprocess
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +50,31 @@ def repository(root: Path) -> tuple[Path, Path, str]:
     pushed = git(remote, "rev-parse", "main")
     git(work, "commit", "-q", "--amend", "-m", "rewritten")
     return work, remote, pushed
+
+
+@contextlib.contextmanager
+def script_server(body: str) -> Iterator[str]:
+    """A URL on 127.0.0.1 that serves `body` (the script a `curl ... | sh` would run); it stops
+    when the block ends."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/install.sh"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 # ---------------------------------------------------------------------------------- pure logic
