@@ -74,11 +74,13 @@ def codex_permissions(policy: PermissionPolicy, cwd: Path, home: Path) -> tuple[
     if policy.mode in ("default", "plan"):
         for rule in policy.rules_with("allow"):
             if rule.kind == "edit" and rule.pattern and policy.mode == "default":
-                roots[_codex_path(rule, cwd, home, directory=True)] = "write"
+                path = _codex_path(rule, cwd, home, directory=True)
+                if os.path.isdir(path if path.startswith("/") else cwd / path):  # only what exists can be bound
+                    (outside if path.startswith("/") else roots)[path] = "write"
     for name in (".git", *sorted(_AGENT_DIRS), *sorted(_AGENT_FILES)):
-        roots[name] = "read"
+        roots[_entry(name, cwd)] = "read"
     for pattern in policy.protected_paths:
-        roots[_codex_path(PermissionRule("deny", "edit", pattern), cwd, home)] = "read"
+        roots[_entry(_codex_path(PermissionRule("deny", "edit", pattern), cwd, home), cwd)] = "read"
     for pattern in _WORKSPACE_SECRETS:
         roots[pattern] = "none"
     for name in sorted(_CREDENTIAL_DIRS | _CREDENTIAL_FILES) + list(_CREDENTIAL_HOME):
@@ -101,7 +103,7 @@ def codex_permissions(policy: PermissionPolicy, cwd: Path, home: Path) -> tuple[
             path = _codex_path(rule, cwd, home)
             if path.startswith("/"):
                 outside[path] = access if access == "none" or outside.get(path) != "none" else "none"
-            elif roots.get(path) != "none":
+            elif roots.get(path := _entry(path, cwd)) != "none":
                 roots[path] = access
         elif rule.kind == "shell":
             prefixes.append(_codex_prefix(rule))
@@ -122,6 +124,15 @@ def _pattern(prefix: tuple[Any, ...]) -> list[Any]:
 def _justification(prefix: tuple[Any, ...]) -> str:
     words = " ".join(token if isinstance(token, str) else "|".join(token) for token in prefix)
     return f"agenter's permission policy forbids `{words}`. Do not retry it; do the task another way."
+
+
+def _entry(path: str, cwd: Path) -> str:
+    """A workspace entry as the profile can take it. A literal path that does not exist becomes
+    a glob: Codex 0.169 fails to resume a thread whose profile names a missing path (its bwrap
+    helper cannot bind it), while a glob matches only what exists when a command starts."""
+    if path == "." or any(ch in path for ch in "*?[") or os.path.lexists(cwd / path):
+        return path
+    return f"{path}/**"
 
 
 def _codex_path(rule: PermissionRule, cwd: Path, home: Path, *, directory: bool = False) -> str:
@@ -248,13 +259,14 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
         (real / "sessions").mkdir(parents=True, exist_ok=True)  # linked, so sessions outlive the scratch dir
         if real.is_dir():
             for entry in real.iterdir():
-                if entry.name != "rules":
+                # Not the thread databases: they would record this home's paths, which end with
+                # the session; Codex finds a thread's rollout in sessions/ without them.
+                if entry.name != "rules" and ".sqlite" not in entry.name:
                     (overlay / entry.name).symlink_to(entry)
             if (real / "rules").is_dir():
                 for entry in (real / "rules").iterdir():
                     (overlay / "rules" / entry.name).symlink_to(entry)
         (overlay / "rules" / "zz-agenter.rules").write_text(rules)
-        self._policy_config["sqlite_home"] = str(real)  # thread state stays with the real home
         self._codex_home = overlay
 
     async def prepare(self) -> None:

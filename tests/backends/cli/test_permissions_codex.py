@@ -38,14 +38,18 @@ def patch(path: str, content: str) -> Any:
 def test_a_policy_compiles_to_a_permission_profile_and_rules(tmp_path):
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
-    policy = PermissionPolicy.parse("mode accept_edits\ndeny shell:git push --force*\nask shell:npm publish\n"
-                                    "deny edit:secrets/**\ndeny read:*.sqlite\ndeny edit:/w/gen/\nroot /srv/data\n")
-    config, rules = codex_permissions(policy, Path("/w"), home)
+    policy_text = ("mode accept_edits\ndeny shell:git push --force*\nask shell:npm publish\n"
+                   "deny edit:secrets/**\ndeny read:*.sqlite\ndeny edit:/w/gen/\nroot /srv/data\n")
+    work = tmp_path / "w"
+    (work / ".git").mkdir(parents=True)
+    policy = PermissionPolicy.parse(policy_text.replace("/w/", f"{work}/"))
+    config, rules = codex_permissions(policy, work, home)
     assert config["default_permissions"] == "agenter"
     filesystem = config["permissions.agenter.filesystem"]
     roots = filesystem[":project_roots"]
-    assert roots["."] == "write" and roots[".git"] == "read" and roots[".claude"] == "read"
-    assert roots["secrets"] == "read" and roots["gen"] == "read" and roots["**/*.sqlite"] == "none"
+    # What does not exist yet is a glob (Codex still keeps it from being created).
+    assert roots["."] == "write" and roots[".git"] == "read" and roots[".claude/**"] == "read"
+    assert roots["secrets/**"] == "read" and roots["gen/**"] == "read" and roots["**/*.sqlite"] == "none"
     assert roots["**/.env"] == "none"
     assert filesystem[str(home / ".ssh")] == "none" and filesystem["/srv/data"] == "write"
     assert str(home / ".aws") not in filesystem  # only what exists is masked
@@ -54,7 +58,8 @@ def test_a_policy_compiles_to_a_permission_profile_and_rules(tmp_path):
     assert '["git", "reset", "--hard"]' in rules
     readonly, _ = codex_permissions(PermissionPolicy(), Path("/w"), home)
     assert readonly["permissions.agenter.filesystem"][":project_roots"]["."] == "read"
-    src, _ = codex_permissions(PermissionPolicy.parse("allow edit:src/**"), Path("/w"), home)
+    (work / "src").mkdir()
+    src, _ = codex_permissions(PermissionPolicy.parse("allow edit:src/**"), work, home)
     assert src["permissions.agenter.filesystem"][":project_roots"]["src"] == "write"
 
 
@@ -125,3 +130,22 @@ async def test_the_policy_holds_against_the_real_codex(kit, tmp_path):
     assert "patch rejected" in outputs[4] and "A after.txt" in outputs[5]
     assert not any("PRIVATE-KEY-MATERIAL" in body for body in outputs)
     assert [m.details["path"] for m in messages if m.type is MessageType.FILE_EDIT] == ["after.txt"]
+
+
+@pytest.mark.agent
+async def test_sessions_resume_across_runs_with_and_without_a_policy(kit, tmp_path):
+    """The policy's runs use a CODEX_HOME of their own whose sessions/ is the real one's."""
+    server = kit.server([reply(text("First.")), reply(text("Second.")), reply(text("Third."))])
+    options = CodexCliBackend.options_model(**kit.options(server))
+    session: str | None = None
+    for policy in (None, POLICY, None):
+        backend = CodexCliBackend(BackendSettings(model=kit.case.model, tools=[], sandbox=True, permissions=policy,
+                                                  options=options))
+        await backend.connect(SessionSpec(cwd=tmp_path, resume_session_id=session))
+        try:
+            await kit.turn(backend, "Remember PELICAN." if session is None else "Which word?")
+        finally:
+            await backend.disconnect()
+        session = backend.session_id
+    assert all("PELICAN" in request.raw_body.decode() for request in server.model_requests)
+    assert "Second." in server.model_requests[2].raw_body.decode()
