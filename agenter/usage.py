@@ -11,12 +11,19 @@ reports them); genai-prices' `input_tokens` is the TOTAL input including cache r
 
 One failure policy: a model genai-prices does not know, or any pricing error, costs 0 and is
 reported once (`UsageLedger.take_note`), never raised.
+
+Loading the price table (importing genai-prices, its snapshot of every provider) takes a good
+part of a second in a fresh process. `UsageLedger.preload()` does it in a thread while the agent
+starts, so the first response is not kept waiting; every load of the table goes through one
+lock, so a lookup that comes early waits for the preload instead of importing the same package
+at the same time in a second thread.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import threading
 from typing import Any
 
 from agenter._types import Usage
@@ -62,12 +69,21 @@ def is_known_model(model: str | None, provider: str | None = None) -> bool:
     return bool(model) and _resolve(model or "", provider) is not None
 
 
+#: Held while genai-prices is imported and its snapshot built: one thread loads, others wait.
+_load_lock = threading.Lock()
+
+
+def _snapshot() -> Any:
+    with _load_lock:
+        from genai_prices import data_snapshot
+
+        return data_snapshot.get_snapshot()
+
+
 @functools.lru_cache(maxsize=256)
 def _resolve(model: str, provider: str | None) -> tuple[Any, Any] | None:
     """(provider, model) objects from genai-prices' snapshot, or None; cached per model."""
-    from genai_prices import data_snapshot
-
-    snapshot = data_snapshot.get_snapshot()
+    snapshot = _snapshot()
     for model_ref, provider_id in _candidates(model, provider):
         try:
             return snapshot.find_provider_model(model_ref, None, provider_id, None)
@@ -105,6 +121,17 @@ def _rates(model: str, provider: str | None) -> tuple[float, float, float, float
     return figures[0], figures[1], figures[2], figures[3]
 
 
+def _warm(model: str | None, provider: str | None) -> None:
+    """Load the price table and, when the model is known, its per-token rates (a preload)."""
+    try:
+        if model:
+            _rates(model, provider)
+        else:
+            _snapshot()
+    except Exception as exc:  # noqa: BLE001 - the lookup itself will try again and note it
+        log.debug("preloading prices for %s failed: %s", model, exc)
+
+
 def _safe_cost(model: str | None, usage: Usage, provider: str | None) -> float | None:
     try:
         return estimate_cost(model, usage, provider)
@@ -129,6 +156,17 @@ class UsageLedger:
         self._running = Usage()
         self._unpriced: str | None = None
         self._noted: set[str] = set()
+        self._preload: threading.Thread | None = None
+
+    def preload(self) -> threading.Thread:
+        """Load the price table (and this model's rates) in a daemon thread, so pricing the first
+        response costs nothing; returns the thread. Lookups that come before it is done wait
+        for it. Calling it again returns the same thread."""
+        if self._preload is None:
+            self._preload = threading.Thread(target=_warm, args=(self.model, self.provider),
+                                             name="agenter-price-preload", daemon=True)
+            self._preload.start()
+        return self._preload
 
     @property
     def total(self) -> Usage:

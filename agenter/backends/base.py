@@ -447,9 +447,11 @@ class BaseBackend(Generic[OptionsT]):
             on_decision=self._decisions.append)
         from agenter.sandbox.changes import ChangeDetector
 
-        # The first walk of the workspace runs (in a thread) while the agent starts.
+        # The first walk of the workspace runs (in a thread) while the agent starts; so does the
+        # loading of the price table (a thread too: the ledger's lookups wait for it).
         self._detector = ChangeDetector(self._cwd)
         baseline = asyncio.ensure_future(self._detector.start())
+        self.ledger.preload()
         try:
             await self._connect(spec)
             await baseline
