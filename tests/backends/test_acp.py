@@ -369,7 +369,9 @@ async def test_usage_from_usage_update_and_prompt_response(tmp_path: Path, repo:
         await backend.disconnect()
 
 
-async def test_messages_are_streamed_and_merged(tmp_path: Path, repo: Path, mark: str) -> None:
+async def test_messages_are_streamed_as_deltas_and_closed_whole(tmp_path: Path, repo: Path, mark: str) -> None:
+    """Each chunk is a delta as it arrives; the whole text follows them (the session does not send
+    it again: the TEXT-after-deltas rule)."""
     fake = Fake(tmp_path, mark, [[{"think": "Let me look."}, {"plan": ["read", "fix"]},
                                   {"say": "I fixed the greeting in app.py."}]])
     _, messages = await one_turn(fake.options(), repo)
@@ -377,9 +379,13 @@ async def test_messages_are_streamed_and_merged(tmp_path: Path, repo: Path, mark
     assert ESTIMATE_NOTE in notes  # this agent reports no usage
     messages = [m for m in messages if m.type is not MessageType.STATUS]
     kinds = [m.type for m in messages]
-    assert kinds == [MessageType.THINKING, MessageType.PLAN, MessageType.TEXT]
-    assert messages[2].content == "I fixed the greeting in app.py."  # chunks merged into one message
-    assert messages[1].content == "[pending] read\n[pending] fix"
+    assert kinds == [MessageType.THINKING_DELTA, MessageType.THINKING, MessageType.PLAN,
+                     *[MessageType.TEXT_DELTA] * 6, MessageType.TEXT]
+    deltas = [m.content for m in messages if m.type is MessageType.TEXT_DELTA]
+    assert deltas[:2] == ["I ", "fixed "]
+    assert "".join(deltas) == messages[-1].content == "I fixed the greeting in app.py."
+    assert messages[2].content == "[pending] read\n[pending] fix"
+    assert messages[2].raw["sessionUpdate"] == "plan" and messages[3].raw["sessionUpdate"] == "agent_message_chunk"
 
 
 async def test_autonomous_contract_and_continue_once(tmp_path: Path, repo: Path, mark: str) -> None:

@@ -15,7 +15,6 @@ Imported only when an acp session connects (it imports the `acp` package at modu
 
 from __future__ import annotations
 
-import json
 import logging
 import shlex
 from collections.abc import Awaitable, Callable, Collection
@@ -24,19 +23,12 @@ from typing import Any
 
 from acp import RequestError
 from acp.schema import (
-    AgentMessageChunk,
-    AgentPlanUpdate,
-    AgentThoughtChunk,
     AllowedOutcome,
-    ContentToolCallContent,
-    CurrentModeUpdate,
     DeniedOutcome,
     FileEditToolCallContent,
     PermissionOption,
     ReadTextFileResponse,
     RequestPermissionResponse,
-    TerminalToolCallContent,
-    TextContentBlock,
     ToolCallProgress,
     ToolCallStart,
     ToolCallUpdate,
@@ -45,6 +37,7 @@ from acp.schema import (
 )
 
 from agenter._errors import PathSecurityError
+from agenter.backends.acp._events import UpdateMapper, line_counts, tool_name
 from agenter.backends.base import BackendMessage, MessageType
 from agenter.permissions import PermissionDecision, ToolCall
 from agenter.sandbox.paths import PathResolver
@@ -60,7 +53,6 @@ NOT_FOUND = -32002
 WRITING_KINDS = frozenset({"edit", "delete", "move"})
 #: Read results larger than this are refused rather than streamed into the agent's context.
 MAX_READ_BYTES = 4 * 1024 * 1024
-_TOOL_RESULT_CHARS = 4000
 
 #: Decides a call through the session's permission gate.
 Permit = Callable[[ToolCall], Awaitable[PermissionDecision]]
@@ -104,14 +96,8 @@ class ACPClient:
         self.session_id: str | None = None
         self.active = False  # updates outside a turn (history replay, command lists) are dropped
         self.denied_in_turn = 0
-        self._text: list[str] = []
-        self._text_type: MessageType | None = None
-        self._text_message_id: str | None = None
-        self._segments: list[str] = []
-        self._tool_titles: dict[str, str] = {}
-        # A tool_call often starts with an empty input that a tool_call_update fills in: hold it
-        # until it runs (or anything else happens) so the TOOL_CALL message carries its input.
-        self._pending_tools: dict[str, BackendMessage] = {}
+        # session/update → BackendMessages (text deltas, commands, file edits, ...): _events
+        self.events = UpdateMapper(relative=resolver.relative)
         # kind and paths each tool call announced, for permission requests that omit them
         self._tool_info: dict[str, tuple[str | None, list[str]]] = {}
 
@@ -119,120 +105,36 @@ class ACPClient:
     def start_turn(self) -> None:
         self.active = True
         self.denied_in_turn = 0
-        self._segments = []
-        self._text, self._text_type, self._text_message_id = [], None, None
+        self.events.start_turn()
 
     def final_text(self) -> str:
         """The agent's last text segment of the turn (after its last tool call)."""
-        return self._segments[-1] if self._segments else ""
+        return self.events.final_text()
 
     def full_text(self) -> str:
-        return "\n".join(self._segments)
+        return self.events.full_text()
 
     def flush(self) -> None:
-        """Emit what is buffered: text/thinking chunks as one message, then held tool calls."""
-        self._flush_text()
-        self._flush_tools()
+        """Emit what is held: the whole text of the deltas so far, then tool calls not yet shown."""
+        self._emit_all(self.events.flush())
 
-    def _flush_tools(self, only: str | None = None) -> None:
-        for call_id in [only] if only else list(self._pending_tools):
-            message = self._pending_tools.pop(call_id, None)
-            if message is not None:
-                self._emit(message)
-
-    def _flush_text(self) -> None:
-        if self._text_type is None:
-            return
-        content = "".join(self._text)
-        kind = self._text_type
-        self._text, self._text_type, self._text_message_id = [], None, None
-        if not content:
-            return
-        if kind is MessageType.TEXT and content.strip():
-            self._segments.append(content)
-        self._emit(BackendMessage(type=kind, content=content))
+    def _emit_all(self, messages: list[BackendMessage]) -> None:
+        for message in messages:
+            self._emit(message)
 
     # ------------------------------------------------------------------ session/update
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         if not self.active or (self.session_id is not None and session_id != self.session_id):
             return
         try:
-            self._convert(update)
+            if isinstance(update, ToolCallStart | ToolCallProgress):
+                self._remember_tool(update)
+            elif isinstance(update, UsageUpdate):
+                self._on_usage(update)
+            # The wire form: what the mapping reads, and every message's `raw`.
+            self._emit_all(self.events.update(update.model_dump(mode="json", by_alias=True, exclude_none=True)))
         except Exception:
             log.exception("could not convert ACP session update %r", type(update).__name__)
-
-    def _convert(self, update: Any) -> None:
-        if isinstance(update, AgentMessageChunk | AgentThoughtChunk):
-            kind = MessageType.TEXT if isinstance(update, AgentMessageChunk) else MessageType.THINKING
-            message_id = getattr(update, "message_id", None)
-            self._flush_tools()
-            if self._text_type is not kind or (message_id and self._text_message_id
-                                               and message_id != self._text_message_id):
-                self._flush_text()
-            self._text_type = kind
-            self._text_message_id = message_id or self._text_message_id
-            self._text.append(_block_text(update.content))
-            return
-        self._flush_text()
-        if isinstance(update, ToolCallStart | ToolCallProgress):
-            self._remember_tool(update)
-        if isinstance(update, ToolCallStart):
-            self._start_tool(update)
-            if update.status in ("in_progress", "completed", "failed"):
-                self._flush_tools(update.tool_call_id)
-            if update.status in ("completed", "failed"):
-                self._emit(self._tool_result(update))
-            return
-        if isinstance(update, ToolCallProgress):
-            if update.tool_call_id not in self._tool_titles:
-                # Never started (Gemini CLI announces a call only in its permission request or
-                # its completion): this is its start.
-                self._start_tool(update)
-            held = self._pending_tools.get(update.tool_call_id)
-            if held is not None:
-                if isinstance(update.raw_input, dict) and update.raw_input:
-                    held.tool_input = update.raw_input
-                if update.title:
-                    held.content = update.title
-                if update.status in ("in_progress", "completed", "failed"):
-                    self._flush_tools(update.tool_call_id)
-            if update.status in ("completed", "failed"):
-                self._flush_tools(update.tool_call_id)
-                self._emit(self._tool_result(update))
-            return
-        self._flush_tools()
-        if isinstance(update, AgentPlanUpdate):
-            lines = [f"[{entry.status}] {entry.content}" for entry in update.entries]
-            self._emit(BackendMessage(type=MessageType.PLAN, content="\n".join(lines)))
-        elif isinstance(update, UsageUpdate):
-            self._on_usage(update)
-            cost = f", cost {update.cost.amount:.6g} {update.cost.currency}" if update.cost else ""
-            self._emit(BackendMessage(type=MessageType.STATUS,
-                                      content=f"usage: {update.used} of {update.size} context tokens{cost}"))
-        elif isinstance(update, CurrentModeUpdate):
-            self._emit(BackendMessage(type=MessageType.STATUS,
-                                      content=f"agent switched to mode {update.current_mode_id!r}"))
-        # user_message_chunk, available_commands_update, config/session info: not agent output
-
-    def _start_tool(self, update: ToolCallStart | ToolCallProgress | ToolCallUpdate) -> None:
-        """Hold the TOOL_CALL message of a tool call, until it runs or its input is known."""
-        self._segments.append("")  # text before a tool call is not the final answer
-        name = _tool_name(update)
-        self._tool_titles[update.tool_call_id] = name
-        self._pending_tools[update.tool_call_id] = BackendMessage(
-            type=MessageType.TOOL_CALL, content=update.title or name, tool_name=name,
-            tool_input=_as_input(update.raw_input), tool_call_id=update.tool_call_id)
-
-    def _tool_result(self, update: ToolCallStart | ToolCallProgress) -> BackendMessage:
-        name = self._tool_titles.get(update.tool_call_id) or _tool_name(update)
-        text = _tool_content_text(update.content)
-        if not text and update.raw_output is not None:
-            raw = update.raw_output
-            text = raw if isinstance(raw, str) else json.dumps(raw, default=str)
-        if len(text) > _TOOL_RESULT_CHARS:
-            text = text[:_TOOL_RESULT_CHARS] + " [...]"
-        return BackendMessage(type=MessageType.TOOL_RESULT, content=text, tool_name=name,
-                              tool_call_id=update.tool_call_id, is_error=update.status == "failed")
 
     # ------------------------------------------------------------------ fs/*
     async def read_text_file(self, session_id: str, path: str, line: int | None = None,
@@ -285,7 +187,7 @@ class ACPClient:
             raise RequestError(SANDBOX_REFUSED, str(exc), {"path": path}) from None
         await self._gate(ToolCall.edit(path, name="fs/write_text_file"), "write", path)
         try:
-            target = await self._in_thread(self._write, path, content)
+            target, counts = await self._in_thread(self._write, path, content)
         except PathSecurityError as exc:
             self._refused("write", path, exc)
             self._on_denied("fs/write_text_file", self.resolver.relative(path), str(exc))
@@ -293,12 +195,26 @@ class ACPClient:
         except OSError as exc:
             raise RequestError(-32603, f"Could not write {path}: {exc.strerror}", {"path": path}) from None
         self._on_file(str(target), written=len(content))
+        raw = {"method": "fs/write_text_file", "params": {"sessionId": session_id, "path": path, "content": content}}
+        self._emit_all(self.events.file_written(str(target), counts, raw=raw))
         return WriteTextFileResponse()
 
-    def _write(self, path: str, content: str) -> Path:
+    def _write(self, path: str, content: str) -> tuple[Path, tuple[int, int] | None]:
+        """Write the file; returns where, and the lines added and removed (None when what it
+        held could not be compared)."""
+        target = self.resolver.resolve_write(path)
+        counts: tuple[int, int] | None
+        try:
+            before = target.read_text(encoding="utf-8", errors="replace") \
+                if target.stat().st_size <= MAX_READ_BYTES else None
+            counts = line_counts(before, content) if before is not None else None
+        except (FileNotFoundError, NotADirectoryError):
+            counts = line_counts(None, content)
+        except OSError:
+            counts = None
         with self.resolver.open_for_write(path) as handle:
             handle.write(content)
-        return self.resolver.resolve_write(path)
+        return self.resolver.resolve_write(path), counts
 
     def _refused(self, action: str, path: str, exc: Exception | str) -> None:
         self.flush()
@@ -323,16 +239,16 @@ class ACPClient:
         title = tool_call.title or tool_call.kind or tool_call.tool_call_id
         log.debug("permission options for %r: %s", title, [(o.option_id, o.kind, o.name) for o in options])
         self._remember_tool(tool_call)
-        if self.active and tool_call.tool_call_id not in self._tool_titles:
-            self._flush_text()
-            self._start_tool(tool_call)  # asked about before it was announced
+        data = tool_call.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if self.active and not self.events.knows(tool_call.tool_call_id):
+            self._emit_all(self.events.announce(data))  # asked about before it was announced
         allow = self.permission_policy == "allow"
         reason = f"policy {self.permission_policy!r}"
         outside = self._outside_sandbox(tool_call) if allow else None
         if outside:
             allow, reason = False, f"it would change {outside!r}, outside the allowed paths"
         kind, paths = self._tool_info.get(tool_call.tool_call_id, (None, []))
-        tool = self._tool_titles.get(tool_call.tool_call_id) or _tool_name(tool_call)
+        tool = self.events.name_of(tool_call.tool_call_id) or tool_name(data)
         recorded = False
         if allow and self._permit is not None:
             decision = await self._permit(permission_call(tool_call, kind, paths, tool))
@@ -441,22 +357,6 @@ def _command(raw: dict[str, Any]) -> str:
     return ""
 
 
-def _block_text(block: Any) -> str:
-    if isinstance(block, TextContentBlock):
-        return block.text
-    kind = getattr(block, "type", "content")
-    uri = getattr(block, "uri", None) or getattr(getattr(block, "resource", None), "uri", None)
-    return f"[{kind}{': ' + uri if uri else ''}]"
-
-
-def _tool_name(update: Any) -> str:
-    meta = getattr(update, "field_meta", None) or {}
-    for value in meta.values():  # agents put their own tool name in _meta (e.g. claudeCode.toolName)
-        if isinstance(value, dict) and isinstance(value.get("toolName"), str):
-            return value["toolName"]
-    return getattr(update, "kind", None) or getattr(update, "title", None) or "tool"
-
-
 _PATH_KEYS = ("file_path", "path", "filePath", "notebook_path", "target", "destination")
 
 
@@ -472,21 +372,3 @@ def _paths_of(update: Any) -> list[str]:
         if isinstance(changes, dict):  # codex-acp: {"changes": {"/abs/path": {...}}}
             paths += [key for key in changes if isinstance(key, str)]
     return paths
-
-
-def _as_input(raw: Any) -> dict[str, Any] | None:
-    if raw is None:
-        return None
-    return raw if isinstance(raw, dict) else {"input": raw}
-
-
-def _tool_content_text(content: list[Any] | None) -> str:
-    parts: list[str] = []
-    for item in content or []:
-        if isinstance(item, ContentToolCallContent):
-            parts.append(_block_text(item.content))
-        elif isinstance(item, FileEditToolCallContent):
-            parts.append(f"edited {item.path}")
-        elif isinstance(item, TerminalToolCallContent):
-            parts.append(f"[terminal {item.terminal_id}]")
-    return "\n".join(p for p in parts if p)

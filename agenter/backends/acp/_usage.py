@@ -64,11 +64,12 @@ class SessionUsage:
 
     def seen(self, message: BackendMessage) -> None:
         """A message of the turn: its text counts for the estimate."""
-        if message.type in (MessageType.TEXT, MessageType.THINKING, MessageType.PLAN):
+        # Text counts as its deltas arrive (the whole text that closes them is not counted again).
+        if message.type in (MessageType.TEXT_DELTA, MessageType.THINKING_DELTA, MessageType.PLAN):
             self._chars_out += len(message.content)
-        elif message.type is MessageType.TOOL_CALL:
+        elif message.type in (MessageType.TOOL_CALL, MessageType.COMMAND_START):
             self._chars_out += len(json.dumps(message.tool_input, default=str)) if message.tool_input else 0
-        elif message.type is MessageType.TOOL_RESULT:
+        elif message.type in (MessageType.TOOL_RESULT, MessageType.COMMAND_END):
             self._chars_in += len(message.content)
         else:
             return
