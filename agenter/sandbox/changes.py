@@ -137,7 +137,10 @@ class _Tree:
         self.root = root
         self.lock = threading.Lock()
         self.files: dict[str, int] = {}  # every non-directory entry -> _key
-        self.children: dict[str, set[str]] = {}  # every listed directory ("" is root) -> names
+        # Every listed directory ("" is root) -> its names, as dict keys: a dict of str to None
+        # is never visited by the garbage collector, a set is (at 100k files, the sets made each
+        # full collection, on whichever thread it falls, 8 ms longer).
+        self.children: dict[str, dict[str, None]] = {}
         self.unreadable: set[str] = set()
         self.wd_of: dict[str, int] = {}
         self.dir_of: dict[int, str] = {}
@@ -319,14 +322,14 @@ class _Tree:
         if st is not None and stat.S_ISDIR(st.st_mode):
             if name in IGNORED_DIRS or _is_venv(full):
                 self._drop(path)
-                siblings.discard(name)
+                siblings.pop(name, None)
                 if name not in IGNORED_DIRS:
                     self._watch_venv(path, full)
                 return
             self._unwatch_venv(path)
             if path in self.files:
                 self._forget(path)
-            siblings.add(name)
+            siblings[name] = None
             if deep or path not in self.children or not self._readable_as_before(path):
                 self._scan(path, find_links=True)
             return
@@ -336,9 +339,9 @@ class _Tree:
         if st is None:
             if path in self.files:
                 self._forget(path)
-            siblings.discard(name)
+            siblings.pop(name, None)
         else:
-            siblings.add(name)
+            siblings[name] = None
             self._record(path, st, find_links=True)
 
     def _readable_as_before(self, directory: str) -> bool:
@@ -361,7 +364,7 @@ class _Tree:
             directory = stack.pop()
             full = self._full(directory)
             self._watch(directory, full)  # before listing: nothing after the listing goes unseen
-            seen: set[str] = set()
+            seen: dict[str, None] = {}
             try:
                 scanner = os.scandir(full)
             except OSError:
@@ -388,11 +391,11 @@ class _Tree:
                                     continue
                                 if path in self.files:
                                     self._forget(path)
-                                seen.add(name)
+                                seen[name] = None
                                 stack.append(path)
                             else:
                                 st = entry.stat(follow_symlinks=False)
-                                seen.add(name)
+                                seen[name] = None
                                 if path in self.children:
                                     self._drop(path)
                                 self._record(path, st, find_links=find_links)
@@ -401,7 +404,7 @@ class _Tree:
             old = self.children.get(directory)
             self.children[directory] = seen
             if old:
-                for name in old - seen:
+                for name in [n for n in old if n not in seen]:
                     self._drop(f"{directory}/{name}" if directory else name)
         below = f"{top}/" if top else ""
         for path in [p for p in self.venv_of if p.startswith(below) and p not in venvs]:
@@ -465,7 +468,7 @@ class _Tree:
         stack = [path]
         while stack:
             directory = stack.pop()
-            names = self.children.pop(directory, set())
+            names = self.children.pop(directory, {})
             self.unreadable.discard(directory)
             self._unwatch(directory)
             _pace()

@@ -80,7 +80,8 @@ def _timeout(seconds: float) -> float | None:
 
 
 def _read_capped(path: Path) -> str | None:
-    """A changed file's text for the result: regular files only, at most MAX_FILE_BYTES read."""
+    """A changed file's text for the result: regular files only, at most MAX_FILE_BYTES read
+    (plain os.read: a session reads every changed file, so no file object per file)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
@@ -89,12 +90,19 @@ def _read_capped(path: Path) -> str | None:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             return None
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
+        chunks: list[bytes] = []
+        left = MAX_FILE_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
     except OSError:
         return None
     finally:
         os.close(fd)
+    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     if len(data) > MAX_FILE_BYTES:
         return data[:MAX_FILE_BYTES].decode("utf-8", "replace") + "\n[... truncated by agenter]"
     return data.decode("utf-8", "replace")
@@ -462,6 +470,10 @@ class CodingSession:
         """Validators on every file changed so far that still exists, within the time budget."""
         cwd = Path(self.request.cwd)
         written = list(self._changed.written)
+        if not self.validators.validators:
+            # Nothing to check: no stat of every changed file, no task.
+            yield self._event(CodingEventType.VALIDATION_START, iteration=iteration, validators=[], file_count=0)
+            return
         files = await asyncio.to_thread(lambda: sorted(p for p in written if (cwd / p).is_file()))
         yield self._event(CodingEventType.VALIDATION_START, iteration=iteration,
                           validators=[v.name for v in self.validators.validators], file_count=len(files))
