@@ -168,7 +168,8 @@ def no_leftovers() -> Iterator[None]:
 def make_agent(server: Any, home: Path, **kwargs: Any) -> AutonomousCodingAgent:
     return AutonomousCodingAgent(backend="openhands", model=MODEL, sandbox=False, base_url=server.base_url + "/v1",
                                  api_key=API_KEY, max_retries=0, openhands_retry_min_wait=0, max_retry_wait=0,
-                                 env={"HOME": str(home)}, max_iterations=1, **kwargs)
+                                 env={"HOME": str(home)}, openhands_persistence_dir=str(home / "conversations"),
+                                 max_iterations=1, **kwargs)
 
 
 async def run(agent: AutonomousCodingAgent, cwd: Path, prompt: str = "go", **request: Any
@@ -408,7 +409,8 @@ async def test_policy_rules_cover_custom_and_file_tools(scripted_model_server, r
 
 def test_the_enforced_kinds_are_declared_and_others_fail_at_construction():
     assert OpenHandsBackend.permission_kinds == ENFORCED_KINDS == {"read", "edit", "shell", "custom"}
-    common: dict[str, Any] = {"backend": "openhands", "model": MODEL, "sandbox": False, "api_key": API_KEY}
+    common: dict[str, Any] = {"backend": "openhands", "model": MODEL, "sandbox": False, "api_key": API_KEY,
+                              "openhands_persistence_dir": None}
     agent = AutonomousCodingAgent(**common, permissions=[
         "allow custom:lookup", "deny read:secrets/**", "ask shell:git push*", "allow edit:src/**"])
     assert agent.permissions is not None and len(agent.permissions.rules) == 4

@@ -16,11 +16,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import os
 import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from agenter._errors import BackendError, ConfigurationError
@@ -92,6 +94,8 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
         self._emit: Callable[[Any], None] | None = None
         self._lifecycle = threading.Lock()
         self._closed = False
+        #: The conversation was resumed and no turn has said so yet.
+        self._resumed = False
         self._custom_tools = {tool.name: tool for tool in settings.tools}
         #: The conversation's state, where denied actions are blocked (kept after disconnect, so
         #: an action announced while the run is torn down is still blocked).
@@ -138,14 +142,51 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
         self.leave_confinement_to_the_sandbox()  # this backend has no sandbox: tools go anywhere
         if self.options.env.get("HOME"):
             use_home(gate, self.options.env["HOME"])  # `~` in a command is the terminal's HOME
-        terminal_env, self._mark = marked_env(self.options.env)
+        # The terminal's commands continue the session's trace (TRACEPARENT, when tracing is on).
+        terminal_env, self._mark = marked_env({**self.options.env, **self.trace_env()})
         instructions = self.instructions(refusal_tool=REFUSAL_TOOL_NAME, output_channel="text")
+        persistence_dir = self._persistence_dir()
+        resume = self._resume_target(spec.resume_session_id, persistence_dir)
         # If connect is cancelled (time budget) the thread still finishes; _start then sees that
-        # disconnect() ran and tears down what it built.
-        await asyncio.to_thread(self._start, instructions, terminal_env)
+        # disconnect() ran and tears down what it built. The thread runs in this context, so the
+        # current span is the session's (OpenHands' own spans, when it traces, go under it).
+        await asyncio.to_thread(self._start, instructions, terminal_env, persistence_dir, resume)
 
-    def _start(self, instructions: str, terminal_env: dict[str, str]) -> None:
-        """Import OpenHands and create the conversation (blocking: seconds on first use)."""
+    def _persistence_dir(self) -> Path | None:
+        """Where OpenHands keeps the conversations (created private to the user), or None."""
+        configured = self.options.openhands_persistence_dir
+        if configured is None:
+            return None
+        path = Path(os.path.expanduser(configured))
+        try:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BackendError(f"cannot create openhands_persistence_dir {str(path)!r}: {exc.strerror}",
+                               backend=self.name, kind="config") from None
+        return path
+
+    def _resume_target(self, session_id: str | None, persistence_dir: Path | None) -> uuid.UUID | None:
+        """The conversation to continue, checked before anything starts."""
+        if not session_id:
+            return None
+        if persistence_dir is None:
+            raise BackendError("cannot resume an OpenHands conversation with openhands_persistence_dir=None: "
+                               "conversations are kept in memory only", backend=self.name, kind="config")
+        try:
+            conversation_id = uuid.UUID(session_id)
+        except ValueError:
+            raise BackendError(f"cannot resume: {session_id!r} is not an OpenHands conversation id",
+                               backend=self.name, kind="config") from None
+        from agenter.backends.openhands._runtime import stored_conversation
+
+        if not stored_conversation(persistence_dir, conversation_id):
+            raise BackendError(f"cannot resume: no OpenHands conversation {session_id} in {str(persistence_dir)!r} "
+                               "(openhands_persistence_dir)", backend=self.name, kind="config")
+        return conversation_id
+
+    def _start(self, instructions: str, terminal_env: dict[str, str], persistence_dir: Path | None,
+               resume: uuid.UUID | None) -> None:
+        """Import OpenHands and create (or resume) the conversation (blocking: seconds on first use)."""
         from agenter.backends.openhands import _runtime
         from agenter.usage import is_known_model
 
@@ -161,13 +202,16 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
                                backend=self.name, kind="config") from exc
 
         tools_session = f"agenter-{uuid.uuid4().hex}"
-        _tools.add_session_tools(tools_session, self._session_tools(_tools))
+        _tools.add_session_tools(tools_session, self._session_tools(_tools), terminal_env)
         loop_thread = _runtime.LoopThread()
         try:
             conversation = _runtime.build_conversation(
                 model=self.settings.model or "", options=self.options, cwd=self.cwd,
-                system_suffix=instructions, tools_session=tools_session, terminal_env=terminal_env,
-                on_event=self._on_event)
+                system_suffix=instructions, tools_session=tools_session, on_event=self._on_event,
+                persistence_dir=persistence_dir, conversation_id=resume,
+                parent_span_context=_runtime.current_span_context())
+            # A resumed conversation's metrics hold the earlier runs' responses: count from here.
+            self._cursor.start(conversation.conversation_stats.get_combined_metrics())
         except Exception as exc:  # noqa: BLE001 - OpenHands' own validation errors: say what failed
             loop_thread.stop()
             _tools.remove_session_tools(tools_session)
@@ -180,6 +224,7 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
                 self._actions_state = conversation.state
                 self._tools_session = tools_session
                 self._session_id = str(conversation.id)
+                self._resumed = resume is not None
         if closed:  # disconnect() ran while we were starting
             _runtime.end_conversation(conversation, self._mark or "")
             loop_thread.stop()
@@ -233,6 +278,9 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
             with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody listens
                 loop.call_soon_threadsafe(queue.put_nowait, item)
 
+        if self._resumed:
+            self._resumed = False
+            yield BackendMessage(MessageType.STATUS, f"session resumed: OpenHands conversation {self._session_id}")
         self._recorder, self._emit = recorder, emit
         run = loop_thread.submit(self._run(prompt, emit))
         finished = False
@@ -364,9 +412,15 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
             future.cancel()
 
     def _redacted(self, message: BackendMessage) -> BackendMessage:
+        """The message with the backend's secrets (its key, the terminal's `env` values) out of
+        every field that leaves it."""
         message.content = self.redact(message.content)
         if message.tool_input is not None:
             message.tool_input = {key: self.redact.data(value) for key, value in message.tool_input.items()}
+        if message.details:
+            message.details = {key: self.redact.data(value) for key, value in message.details.items()}
+        if message.raw is not None:
+            message.raw = self.redact.data(message.raw)
         return message
 
     def _end_run_after_refusal(self) -> None:

@@ -6,6 +6,7 @@ an event is translated (the SDK is imported when a backend connects, never befor
 
 from __future__ import annotations
 
+import difflib
 import json
 from typing import Any
 
@@ -46,6 +47,12 @@ class TurnRecorder:
 
     Runs on the backend's private loop thread (OpenHands' event callback); the caller's loop
     reads `edited`, `texts` and `final_text` (lists only appended to).
+
+    The vocabulary: a terminal action is `COMMAND_START` (details: command) and its observation
+    `COMMAND_END` (details: exit_code) instead of a tool call and result; a file editor change is
+    a tool call and result followed by `FILE_EDIT` (path, lines_added, lines_removed, counted
+    from the observation's content before and after); the model's reasoning and the `think`
+    tool's thought are `THINKING`. Each message keeps its event as `raw` (see `raw_event`).
     """
 
     def __init__(self, refusal_tool_name: str):
@@ -56,6 +63,8 @@ class TurnRecorder:
         self.final_text: str | None = None
         self.refused = False
         self._pending_edits: dict[str, str] = {}
+        #: Tool call ids reported as COMMAND_START, so their end is a COMMAND_END.
+        self._commands: set[str] = set()
 
     def translate(self, event: Any) -> list[BackendMessage]:
         from openhands.sdk.event import (
@@ -78,15 +87,13 @@ class TurnRecorder:
             return self._observation(event)
         if isinstance(event, AgentErrorEvent):
             self._pending_edits.pop(event.tool_call_id, None)
-            return [BackendMessage(MessageType.TOOL_RESULT, event.error, tool_name=event.tool_name,
-                                   tool_call_id=event.tool_call_id, is_error=True)]
+            return [self._result(event, event.error, is_error=True)]
         if isinstance(event, UserRejectObservation):
             self._pending_edits.pop(event.tool_call_id, None)
-            return [BackendMessage(MessageType.TOOL_RESULT, f"rejected: {event.rejection_reason}",
-                                   tool_name=event.tool_name, tool_call_id=event.tool_call_id,
-                                   is_error=True)]
+            return [self._result(event, f"rejected: {event.rejection_reason}", is_error=True)]
         if isinstance(event, ConversationErrorEvent):
-            return [BackendMessage(MessageType.ERROR, f"{event.code}: {event.detail}", is_error=True)]
+            return [BackendMessage(MessageType.ERROR, f"{event.code}: {event.detail}", is_error=True,
+                                   raw=raw_event(event))]
         if isinstance(event, InterruptEvent):
             return [BackendMessage(MessageType.STATUS, "OpenHands run interrupted")]
         if isinstance(event, PauseEvent):
@@ -98,55 +105,165 @@ class TurnRecorder:
     def _message(self, event: Any) -> list[BackendMessage]:
         if event.source != "agent":
             return []  # our own prompt, or environment notes fed back to the model
+        raw = raw_event(event)
         messages = []
-        reasoning = getattr(event, "reasoning_content", None) or getattr(event.llm_message, "reasoning_content", None)
+        reasoning = reasoning_text(event.llm_message)
         if reasoning:
-            messages.append(BackendMessage(MessageType.THINKING, reasoning))
+            messages.append(BackendMessage(MessageType.THINKING, reasoning, raw=raw))
         text = content_text(event.llm_message.content)
         if text:
             self.texts.append(text)
             self.final_text = text
-            messages.append(BackendMessage(MessageType.TEXT, text))
+            messages.append(BackendMessage(MessageType.TEXT, text, raw=raw))
         return messages
 
     def _action(self, event: Any) -> list[BackendMessage]:
+        raw = raw_event(event)
         messages = []
-        if event.reasoning_content:
-            messages.append(BackendMessage(MessageType.THINKING, event.reasoning_content))
+        # OpenHands puts a response's reasoning on the first of its actions only.
+        reasoning = reasoning_text(event)
+        if reasoning:
+            messages.append(BackendMessage(MessageType.THINKING, reasoning, raw=raw))
         thought = content_text(event.thought)
         if thought:
             self.texts.append(thought)
-            messages.append(BackendMessage(MessageType.TEXT, thought))
-        messages.append(BackendMessage(MessageType.TOOL_CALL, getattr(event, "summary", None) or "",
-                                       tool_name=event.tool_name, tool_input=tool_arguments(event.tool_call),
-                                       tool_call_id=event.tool_call_id))
+            messages.append(BackendMessage(MessageType.TEXT, thought, raw=raw))
         action = event.action
+        arguments = tool_arguments(event.tool_call)
+        if event.tool_name == "terminal":
+            command = getattr(action, "command", None)
+            command = command if isinstance(command, str) else str(arguments.get("command") or "")
+            self._commands.add(event.tool_call_id)
+            messages.append(BackendMessage(MessageType.COMMAND_START, command, tool_name=event.tool_name,
+                                           tool_input=arguments, tool_call_id=event.tool_call_id,
+                                           details={"command": command}, raw=raw))
+        else:
+            messages.append(BackendMessage(MessageType.TOOL_CALL, getattr(event, "summary", None) or "",
+                                           tool_name=event.tool_name, tool_input=arguments,
+                                           tool_call_id=event.tool_call_id, raw=raw))
         path = getattr(action, "path", None)
         if event.tool_name == "file_editor" and getattr(action, "command", None) in EDITOR_WRITE_COMMANDS and path:
             self._pending_edits[event.tool_call_id] = str(path)
+        if event.tool_name == "think":
+            idea = getattr(action, "thought", None)
+            if isinstance(idea, str) and idea.strip():
+                messages.append(BackendMessage(MessageType.THINKING, idea, tool_call_id=event.tool_call_id, raw=raw))
         if event.tool_name == "finish":
             final = getattr(action, "message", None)
             if isinstance(final, str) and final:
                 self.texts.append(final)
                 self.final_text = final
-                messages.append(BackendMessage(MessageType.TEXT, final))
+                messages.append(BackendMessage(MessageType.TEXT, final, raw=raw))
         return messages
 
     def _observation(self, event: Any) -> list[BackendMessage]:
         observation = event.observation
         is_error = bool(getattr(observation, "is_error", False))
-        exit_code = getattr(getattr(observation, "metadata", None), "exit_code", None)
-        if isinstance(exit_code, int) and exit_code > 0:
+        exit_code = command_exit_code(observation)
+        if exit_code is not None and exit_code > 0:
             is_error = True  # a failed shell command is a failed tool call
         edited = self._pending_edits.pop(event.tool_call_id, None)
-        if edited is not None and not is_error:
-            self.edited.append(edited)
         if event.tool_name == self.refusal_tool_name and not is_error:
             self.refused = True
         # The finish message was already reported with its call.
         text = "" if event.tool_name == "finish" else observation_text(observation)
-        return [BackendMessage(MessageType.TOOL_RESULT, text, tool_name=event.tool_name,
-                               tool_call_id=event.tool_call_id, is_error=is_error)]
+        result = self._result(event, text, is_error=is_error, exit_code=exit_code)
+        messages = [result]
+        if edited is not None and not is_error:
+            self.edited.append(edited)
+            path = getattr(observation, "path", None) or edited
+            added, removed = line_changes(getattr(observation, "old_content", None),
+                                          getattr(observation, "new_content", None))
+            messages.append(BackendMessage(MessageType.FILE_EDIT, tool_name=event.tool_name,
+                                           tool_call_id=event.tool_call_id,
+                                           details={"path": str(path), "lines_added": added,
+                                                    "lines_removed": removed}, raw=result.raw))
+        return messages
+
+    def _result(self, event: Any, text: str, *, is_error: bool, exit_code: int | None = None) -> BackendMessage:
+        """The end of a tool call: COMMAND_END for a terminal command (exit_code None when it did
+        not finish: denied, failed to start, still running at OpenHands' timeout), else TOOL_RESULT."""
+        if event.tool_call_id in self._commands:
+            self._commands.discard(event.tool_call_id)
+            return BackendMessage(MessageType.COMMAND_END, text, tool_name=event.tool_name,
+                                  tool_call_id=event.tool_call_id, is_error=is_error,
+                                  details={"exit_code": exit_code}, raw=raw_event(event))
+        return BackendMessage(MessageType.TOOL_RESULT, text, tool_name=event.tool_name,
+                              tool_call_id=event.tool_call_id, is_error=is_error, raw=raw_event(event))
+
+
+def reasoning_text(source: Any) -> str:
+    """The visible reasoning of an action or a message: reasoning_content, Anthropic thinking
+    blocks (redacted ones have no text) and a Responses reasoning item's summary and content
+    (never its encrypted content)."""
+    parts: list[str] = []
+    reasoning = getattr(source, "reasoning_content", None)
+    if isinstance(reasoning, str) and reasoning.strip():
+        parts.append(reasoning)
+    for block in getattr(source, "thinking_blocks", None) or []:
+        thinking = getattr(block, "thinking", None)
+        if isinstance(thinking, str) and thinking.strip():
+            parts.append(thinking)
+    item = getattr(source, "responses_reasoning_item", None)
+    if item is not None:
+        for line in [*(getattr(item, "summary", None) or []), *(getattr(item, "content", None) or [])]:
+            if isinstance(line, str) and line.strip():
+                parts.append(line)
+    return "\n".join(parts)
+
+
+def command_exit_code(observation: Any) -> int | None:
+    """A terminal observation's exit code; None when the command did not finish (OpenHands'
+    -1: it hit the no-output timeout and may still run) or the observation is not a command's."""
+    code = getattr(observation, "exit_code", None)
+    if not isinstance(code, int):
+        code = getattr(getattr(observation, "metadata", None), "exit_code", None)
+    if not isinstance(code, int) or code < 0 or getattr(observation, "timeout", False) is True:
+        return None
+    return code
+
+
+def line_changes(old: str | None, new: str | None) -> tuple[int | None, int | None]:
+    """(lines added, lines removed) between a file's content before and after an edit; a file
+    that did not exist before (`old` None) gained all its lines. (None, None) when the content
+    after is unknown."""
+    if new is None:
+        return None, None
+    before = old.splitlines() if old else []
+    after = new.splitlines()
+    added = removed = 0
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
+        if tag != "equal":
+            removed += i2 - i1
+            added += j2 - j1
+    return added, removed
+
+
+#: Longest string kept in a raw event (a file's content, a command's output).
+RAW_TEXT_LIMIT = 4000
+
+
+def raw_event(event: Any) -> dict[str, Any] | None:
+    """An OpenHands event as JSON for `BackendMessage.raw`, with long strings cut to
+    RAW_TEXT_LIMIT and encrypted reasoning left out."""
+    try:
+        data = event.model_dump(mode="json")
+    except Exception:  # noqa: BLE001 - raw is a courtesy; the message stands without it
+        return None
+    shrunk = _shrink(data)
+    return shrunk if isinstance(shrunk, dict) else None
+
+
+def _shrink(value: Any) -> Any:
+    if isinstance(value, str):
+        if len(value) > RAW_TEXT_LIMIT:
+            return f"{value[:RAW_TEXT_LIMIT]}… [{len(value) - RAW_TEXT_LIMIT} more characters]"
+        return value
+    if isinstance(value, dict):
+        return {key: _shrink(item) for key, item in value.items() if key != "encrypted_content"}
+    if isinstance(value, list):
+        return [_shrink(item) for item in value]
+    return value
 
 
 def tool_arguments(tool_call: Any) -> dict[str, Any]:
@@ -181,6 +298,11 @@ class MetricsCursor:
     def __init__(self) -> None:
         self._responses = 0
         self._cost = RunningTotal()
+
+    def start(self, metrics: Any) -> None:
+        """Count from `metrics` on (a resumed conversation's hold the earlier runs')."""
+        self._responses = len(list(getattr(metrics, "token_usages", None) or []))
+        self._cost.cost(float(getattr(metrics, "accumulated_cost", 0.0) or 0.0))
 
     def take(self, metrics: Any) -> tuple[list[Usage], float | None]:
         """(usage of each new response, LiteLLM's cost of them or None when it has no price).

@@ -8,6 +8,9 @@ from pydantic import Field, SecretStr
 
 from agenter.backends.base import BackendOptions
 
+#: Where conversations are kept by default (`~` is the user's home when the backend connects).
+DEFAULT_PERSISTENCE_DIR = "~/.openhands/agenter-conversations"
+
 
 class OpenHandsOptions(BackendOptions):
     """How the OpenHands agent reaches its model (through LiteLLM) and runs its tools."""
@@ -62,3 +65,8 @@ class OpenHandsOptions(BackendOptions):
     )
     openhands_extra_headers: dict[str, str] | None = Field(
         None, description="Extra HTTP headers on every model request.")
+    openhands_persistence_dir: str | None = Field(
+        DEFAULT_PERSISTENCE_DIR,
+        description="Where OpenHands keeps each conversation (one folder per conversation id), so a "
+        "later run can resume it. None: in memory only (no resume).",
+    )

@@ -14,12 +14,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import json
 import logging
 import math
 import os
+import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -141,18 +144,52 @@ def _shell_pid(session: Any) -> int | None:
     return pid if isinstance(pid, int) else None
 
 
+def stored_conversation(persistence_dir: Path, conversation_id: uuid.UUID) -> bool:
+    """True when OpenHands keeps the conversation under `persistence_dir` (its base state, the
+    file OpenHands resumes from, is at `<dir>/<id hex>/base_state.json`)."""
+    return (persistence_dir / conversation_id.hex / "base_state.json").is_file()
+
+
+def laminar_span_context(trace_id: int, span_id: int) -> str:
+    """An OpenTelemetry span's ids in the form OpenHands' tracing (Laminar) takes as the parent
+    of its conversation span: UUIDs whose integer values are the ids."""
+    return json.dumps({"trace_id": str(uuid.UUID(int=trace_id)), "span_id": str(uuid.UUID(int=span_id)),
+                       "is_remote": True})
+
+
+def current_span_context() -> str | None:
+    """The current OpenTelemetry span (agenter's session span while connecting) as a parent for
+    OpenHands' spans; None without OpenTelemetry or a recording span. OpenHands traces only
+    when its own environment asks for it (LMNR_PROJECT_API_KEY, OTEL_EXPORTER_OTLP_*): its spans
+    then go under agenter's instead of starting a trace of their own."""
+    if "opentelemetry.trace" not in sys.modules:  # nobody configured tracing: cost nothing
+        return None
+    from opentelemetry import trace
+
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None
+    return laminar_span_context(context.trace_id, context.span_id)
+
+
 def _ignore_tokens(_chunk: Any) -> None:
     return None
 
 
-def build_conversation(*, model: str, options: Any, cwd: Path, system_suffix: str,
-                       tools_session: str | None, terminal_env: Mapping[str, str],
-                       on_event: Callable[[Any], None]) -> Any:
-    """Create the OpenHands LLM, agent (file editor + terminal + agenter tools) and conversation."""
+def build_conversation(*, model: str, options: Any, cwd: Path, system_suffix: str, tools_session: str,
+                       on_event: Callable[[Any], None], persistence_dir: Path | None = None,
+                       conversation_id: uuid.UUID | None = None, parent_span_context: str | None = None) -> Any:
+    """Create the OpenHands LLM, agent (file editor + terminal + agenter tools) and conversation.
+
+    The session's tools and terminal environment are in `_tools`' table under `tools_session`.
+    With `persistence_dir` OpenHands keeps the conversation on disk (`<dir>/<id hex>/`); with
+    `conversation_id` too, it continues the one stored there.
+    """
     from openhands.sdk import LLM, Agent, AgentContext, Conversation
     from openhands.sdk.tool import Tool as ToolSpec
     from openhands.tools.file_editor import FileEditorTool
-    from openhands.tools.terminal import TerminalTool
+
+    from agenter.backends.openhands import _tools
 
     llm_kwargs: dict[str, Any] = {
         "model": model,
@@ -180,16 +217,15 @@ def build_conversation(*, model: str, options: Any, cwd: Path, system_suffix: st
         llm_kwargs["extra_headers"] = dict(options.openhands_extra_headers)
     llm = LLM(**llm_kwargs)
 
+    _tools.register_agenter_tools()
+    # The terminal and agenter's tools resolve from the session's table (its environment
+    # included), not from the specs' params, which a persisted conversation saves.
     tools = [
         ToolSpec(name=FileEditorTool.name),
-        ToolSpec(name=TerminalTool.name, params={"terminal_type": options.openhands_terminal_type,
-                                                 "env": dict(terminal_env)}),
+        ToolSpec(name=_tools.TERMINAL_SPEC_NAME,
+                 params={"terminal_type": options.openhands_terminal_type, "session": tools_session}),
+        ToolSpec(name=_tools.TOOL_SPEC_NAME, params={"session": tools_session}),
     ]
-    if tools_session is not None:
-        from agenter.backends.openhands._tools import TOOL_SPEC_NAME, register_agenter_tools
-
-        register_agenter_tools()
-        tools.append(ToolSpec(name=TOOL_SPEC_NAME, params={"session": tools_session}))
 
     context = AgentContext(
         system_message_suffix=system_suffix or None,
@@ -205,5 +241,9 @@ def build_conversation(*, model: str, options: Any, cwd: Path, system_suffix: st
         token_callbacks=[_ignore_tokens] if options.openhands_stream else None,
         visualizer=None,
         max_iteration_per_run=options.openhands_max_steps,
-        delete_on_close=True,
+        persistence_dir=str(persistence_dir) if persistence_dir is not None else None,
+        conversation_id=conversation_id,
+        observability_parent_span_context=parent_span_context,
+        # Closing ends the tools only; a persisted conversation stays on disk for resume.
+        delete_on_close=persistence_dir is None,
     )

@@ -1,8 +1,12 @@
-"""agenter tools (custom tools and the refusal tool) as OpenHands tools.
+"""agenter tools (custom tools and the refusal tool) as OpenHands tools, and the terminal.
 
 Imported only when the openhands backend connects (it imports openhands-sdk). One registered
 ToolDefinition class, "AgenterTools", resolves a session's tools from a process-wide table keyed
 by session id, so nothing about a session outlives its disconnect in OpenHands' global registry.
+
+"AgenterTerminal" resolves OpenHands' own terminal the same way, with the session's environment:
+a tool spec's params are saved with a persisted conversation (base_state.json), and the `env`
+option's values (keys, tokens) must not be written there.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from openhands.sdk.mcp.definition import MCPToolAction, MCPToolObservation
 from openhands.sdk.tool import Action, Observation, ToolAnnotations, ToolDefinition, ToolExecutor, register_tool
+from openhands.tools.terminal import TerminalTool
 from pydantic import Field
 
 from agenter.backends.base import ToolReply
@@ -24,6 +29,8 @@ if TYPE_CHECKING:
 
 #: Name of the OpenHands tool spec that resolves a session's agenter tools.
 TOOL_SPEC_NAME = "AgenterTools"
+#: Name of the OpenHands tool spec that resolves the session's terminal (with its environment).
+TERMINAL_SPEC_NAME = "AgenterTerminal"
 
 #: A handler runs in an OpenHands tool thread: arguments -> what the model reads.
 ToolHandler = Callable[[dict[str, Any]], ToolReply]
@@ -39,17 +46,20 @@ class SessionTool:
 
 
 _SESSIONS: dict[str, list[SessionTool]] = {}
+_TERMINAL_ENV: dict[str, dict[str, str]] = {}
 _SESSIONS_LOCK = threading.Lock()
 
 
-def add_session_tools(session_key: str, tools: list[SessionTool]) -> None:
+def add_session_tools(session_key: str, tools: list[SessionTool], terminal_env: dict[str, str] | None = None) -> None:
     with _SESSIONS_LOCK:
         _SESSIONS[session_key] = list(tools)
+        _TERMINAL_ENV[session_key] = dict(terminal_env or {})
 
 
 def remove_session_tools(session_key: str) -> None:
     with _SESSIONS_LOCK:
         _SESSIONS.pop(session_key, None)
+        _TERMINAL_ENV.pop(session_key, None)
 
 
 class _HandlerExecutor(ToolExecutor):
@@ -106,12 +116,25 @@ class AgenterToolDefinition(ToolDefinition[MCPToolAction, MCPToolObservation]):
         return schema
 
 
+class AgenterTerminal(TerminalTool):
+    """Resolves OpenHands' terminal with the environment of the session named in its params."""
+
+    @classmethod
+    def create(cls, conv_state: Any = None, session: str = "",  # type: ignore[override, unused-ignore]
+               **params: Any) -> Sequence[TerminalTool]:
+        with _SESSIONS_LOCK:
+            env = dict(_TERMINAL_ENV.get(session, {}))
+        # TerminalTool's own create: its instances keep the name "terminal".
+        return TerminalTool.create(conv_state, env=env, **params)
+
+
 _registered = False
 
 
 def register_agenter_tools() -> None:
-    """Register the resolver class once per process."""
+    """Register the resolver classes once per process."""
     global _registered
     if not _registered:
         register_tool(TOOL_SPEC_NAME, AgenterToolDefinition)
+        register_tool(TERMINAL_SPEC_NAME, AgenterTerminal)
         _registered = True
