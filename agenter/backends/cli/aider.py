@@ -8,6 +8,15 @@ never touches git at all (--no-git). Each session's chat history is a file of it
 (~/.cache/agenter/aider-sessions/<session id>.chat.md); later turns restore it, so a retry
 continues the same conversation, and a later session can resume it by id. Install it apart from your
 project's packages (its pins are strict): `pipx install aider-chat`, or scripts/install-aider.sh.
+
+A permission policy is enforced by what Aider may touch at all: it runs no shell, and with a
+policy it is not run with --yes-always but answers "no" to every question it asks, so it
+creates no file, edits no file outside the chat, adds no file or URL to the chat. The chat's
+files (aider_files) are judged by the gate before the first run: editable when the policy
+allows editing them, read-only (--read) when it allows reading them, left out otherwise. Read
+rules and the credentials check also go into an --aiderignore file outside the workspace (it keeps
+paths out of the repository map with aider_git=True). (Aider 0.86 does not consult its
+aiderignore before applying an edit, so the ignore file alone would not stop one.)
 """
 
 from __future__ import annotations
@@ -27,6 +36,8 @@ from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSe
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState
 from agenter.backends.cli._failures import classify
 from agenter.backends.cli._runner import Invocation, Line
+from agenter.permissions import PermissionPolicy, ToolCall
+from agenter.permissions._paths import _CREDENTIAL_DIRS, _CREDENTIAL_FILES, _CREDENTIAL_GLOBS, _ENV_TEMPLATES
 
 __all__ = ["AiderCliBackend", "AiderCliOptions"]
 
@@ -73,12 +84,29 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
     options_model: ClassVar[type[AiderCliOptions]] = AiderCliOptions
     output_channel = "text"
     internal_paths: ClassVar[tuple[str, ...]] = (".aider",)
+    #: Aider has no shell, and with a policy edits only the chat's files, each judged by the gate.
+    permission_kinds: ClassVar[frozenset[str]] = frozenset({"read", "edit", "shell"})
 
     def __init__(self, settings: BackendSettings[AiderCliOptions]):
         super().__init__(settings)
         self._reply: list[str] = []
         self._error_lines: list[str] | None = None
         self._retries = 0
+        self._editable: list[str] = list(settings.options.aider_files)
+        self._readable: list[str] = []
+        self._ignore_file: Path | None = None
+
+    async def prepare(self) -> None:
+        policy = self.settings.permissions
+        if policy is None:
+            return
+        self._editable = []
+        for name in self.options.aider_files:
+            if (await self.permit(ToolCall.edit(name, name="aider"))).allowed:
+                self._editable.append(name)
+            elif (await self.permit(ToolCall.read(name, name="aider"))).allowed:
+                self._readable.append(name)
+        self._ignore_file = self.scratch_file("aiderignore", aider_ignore(policy))
 
     # ------------------------------------------------------------------ command
     def command(self, prompt: str) -> Invocation:
@@ -87,13 +115,20 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
         self._session_id = self.resume_id() or uuid.uuid4().hex
         history = self.history_file(self._session_id)
         message = self.scratch_file(f"message-{self.turns}.md", prompt)
-        argv = [str(self.executable), "--message-file", str(message), "--yes-always", "--no-pretty",
+        policy = self.settings.permissions is not None
+        # With a policy Aider answers every question "no" (stdin), without one "yes".
+        argv = [str(self.executable), "--message-file", str(message), *([] if policy else ["--yes-always"]),
+                "--no-pretty",
                 "--no-fancy-input", "--no-auto-commits", "--no-dirty-commits", "--no-gitignore",
                 "--no-suggest-shell-commands", "--analytics-disable", "--no-check-update",
                 "--no-show-model-warnings", "--no-show-release-notes", "--encoding", "utf-8",
                 "--chat-history-file", str(history), "--input-history-file", str(self.scratch / "input.history")]
         if restore:
             argv.append("--restore-chat-history")
+        if self._ignore_file is not None:
+            argv += ["--aiderignore", str(self._ignore_file), "--no-detect-urls"]
+        for name in self._readable:
+            argv += ["--read", name]
         if not opts.aider_git:
             argv.append("--no-git")
         model = self.settings.model
@@ -109,8 +144,10 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
                                             f"{provider.upper()}_API_KEY": self.api_key()}
         if opts.base_url:
             variables[f"{provider.upper()}_API_BASE"] = opts.base_url
-        argv += [*opts.program_args, *opts.aider_files]
-        return Invocation(argv=argv, env=self.environment(**variables), files=[message])
+        argv += [*opts.program_args, *self._editable]
+        # Far more answers than questions: at the end of its input Aider would take each default (yes).
+        answers = b"n\n" * 20_000 if policy else None
+        return Invocation(argv=argv, env=self.environment(**variables), files=[message], stdin=answers)
 
     def task(self, prompt: str) -> str:
         if self.turns > 1 or self.spec.output_type is None:
@@ -191,6 +228,16 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
         if kind == "unknown" and name:
             kind = _EXCEPTION_KINDS.get(name.group(1), "unknown")
         turn.fail(self.redact(problem), status_code=status, kind=kind)
+
+
+def aider_ignore(policy: PermissionPolicy) -> str:
+    """An aiderignore (gitignore syntax, relative to the repository) for the policy's read rules
+    and the credentials check."""
+    lines = ["# agenter: paths the permission policy keeps from Aider"]
+    lines += [f"{name}/" for name in sorted(_CREDENTIAL_DIRS)] + sorted(_CREDENTIAL_FILES) + list(_CREDENTIAL_GLOBS)
+    lines += [f"!.env{suffix}" for suffix in _ENV_TEMPLATES]  # templates are not credentials
+    lines += [rule.pattern for rule in policy.rules if rule.kind == "read" and rule.effect != "allow" and rule.pattern]
+    return "\n".join(lines) + "\n"
 
 
 def _count(figure: str | None) -> int:
