@@ -29,9 +29,12 @@ from agenter.backends.codex._rpc import Notification
 from agenter.backends.codex._setup import (
     codex_config,
     config_overrides,
+    direct_program,
     merge_dotted,
     native_codex_binary,
     render_toml,
+    seed_home,
+    template_dir,
 )
 from agenter.testing import conformance, hang, http_error, reply, text, tool_call
 from agenter.tools import tool
@@ -593,7 +596,8 @@ def test_approval_decisions_by_policy(tmp_path):
     assert inside.answer("item/fileChange/requestApproval", {"itemId": "p2"}) == {
         "decision": "decline"}
     assert inside.answer("item/tool/requestUserInput", {}) == {"answers": {}}
-    assert inside.answer("mcpServer/elicitation/request", {"serverName": "x"})["action"] == "decline"
+    elicitation = inside.answer("mcpServer/elicitation/request", {"serverName": "x"})
+    assert isinstance(elicitation, dict) and elicitation["action"] == "decline"
     with pytest.raises(LookupError):
         inside.answer("account/chatgptAuthTokens/refresh", {})
     assert reports[0] == (False, "agenter declined command 'rm -rf build': approval policy 'untrusted': "
@@ -711,6 +715,74 @@ def test_native_binary_is_found_behind_the_npm_wrapper():
         pytest.skip("Codex CLI not installed")
     native = native_codex_binary(program)
     assert native is not None and native.read_bytes()[:4] == b"\x7fELF"
+
+
+def test_the_npm_wrapper_is_skipped_for_the_binary_it_starts(tmp_path):
+    program = _codex_program()
+    if program is None:
+        pytest.skip("Codex CLI not installed")
+    env = {"CODEX_MANAGED_BY_BUN": "1"}
+    direct = direct_program(program, env)
+    assert direct == str(native_codex_binary(program)) and Path(direct).read_bytes()[:4] == b"\x7fELF"
+    # The variables the wrapper would have set for an npm install, and no others.
+    root = Path(os.path.realpath(program)).parent.parent
+    assert env == {"CODEX_MANAGED_PACKAGE_ROOT": str(root), "CODEX_MANAGED_BY_NPM": "1"}
+    assert (root / "package.json").is_file()
+    other = fake_codex(tmp_path, "exit 0\n")  # not the wrapper: started as it is
+    assert direct_program(other, env) == other
+
+
+@agent_test
+async def test_codex_home_is_seeded_from_a_template_built_once(codex_path, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))  # the template goes to ~/.cache/agenter
+    native = direct_program(codex_path, {})
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    env = {**os.environ, "HOME": PRIVATE_HOME}
+    assert await seed_home(native, first, env)
+    template = template_dir(native)
+    assert template.parent == tmp_path / "user" / ".cache" / "agenter"
+    assert stat.S_IMODE(template.parent.stat().st_mode) == 0o700
+    made = template.stat().st_mtime_ns
+    assert await seed_home(native, second, env)
+    assert template.stat().st_mtime_ns == made  # built once, then only copied
+    seeded = {p.name for p in first.iterdir()}
+    assert any(name.startswith("state_") for name in seeded), seeded
+    # No config (each session writes its own), no process leftovers, no marker of ours.
+    assert not {"config.toml", "tmp", ".agenter-template", "sessions"} & seeded
+    assert {p.name for p in second.iterdir()} == seeded
+
+
+async def test_a_program_that_is_not_codex_gets_no_template(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    program = fake_codex(tmp_path, "read line\necho 'this is not json'\nsleep 30\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    started = time.monotonic()
+    assert not await seed_home(program, home, dict(os.environ))
+    assert time.monotonic() - started < 5
+    assert not list(home.iterdir()) and not (tmp_path / "user" / ".cache").exists()
+
+
+@agent_test
+async def test_a_failed_sandbox_check_fails_connect_though_it_ran_beside_the_app_server(repo, tmp_path):
+    # A stand-in Codex: its sandbox check fails; as app server it answers initialize and
+    # thread/start. The check runs while the app server starts, and its verdict still decides.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "codex-linux-sandbox").symlink_to("/bin/true")
+    program = fake_codex(tmp_path, (
+        'if [ "$1" = sandbox ]; then echo "bwrap: setting up uid map: Permission denied" >&2; exit 1; fi\n'
+        "read line\necho '{\"id\": 1, \"result\": {}}'\nread line\nread line\n"
+        "echo '{\"id\": 2, \"result\": {\"thread\": {\"id\": \"t-1\"}}}'\nsleep 30\n"))
+    backend = CodexBackend(BackendSettings(model=MODEL, tools=[], sandbox=True, options=CodexOptions(
+        program_path=program, api_key=API_KEY, env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})))
+    with pytest.raises(BackendError) as caught:
+        await backend.connect(SessionSpec(cwd=repo))
+    assert caught.value.kind == "config"
+    assert "sandbox" in str(caught.value) and "uid map: Permission denied" in str(caught.value)
+    assert backend.app_server_pid is None and not backend.connected  # the app server was ended
 
 
 # ---------------------------------------------------------------------------------- conformance

@@ -6,6 +6,7 @@ on that thread, so retries continue the same conversation.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -118,7 +119,9 @@ class CodexBackend(BaseBackend[CodexOptions]):
             env[_setup.API_KEY_ENV_VAR] = api_key
             self.redact.add(api_key)
         codex = _setup.find_codex(options.program_path, self.cwd, env, backend=self.name)
+        codex = _setup.direct_program(codex, env)
 
+        probe: asyncio.Future[None] | None = None
         if self.settings.sandbox:
             problem = _setup.prepare_sandbox_bin(codex, bin_dir, env)
             if problem:
@@ -127,8 +130,31 @@ class CodexBackend(BaseBackend[CodexOptions]):
                                    backend=self.name, kind="config")
             if bin_dir.is_dir():
                 env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-            await _setup.check_sandbox(codex, env, self._session_dir, backend=self.name)
+            # The sandbox check runs while the app server starts (a process of its own, with an
+            # empty private CODEX_HOME: the app server's config.toml is being written meanwhile);
+            # the session is ready only once both are done.
+            probe_env = dict(env)
+            if options.codex_home is None:
+                probe_env["CODEX_HOME"] = str(self._session_dir / "probe-home")
+                os.mkdir(probe_env["CODEX_HOME"])
+            probe = asyncio.ensure_future(_setup.check_sandbox(codex, probe_env, self._session_dir,
+                                                               backend=self.name))
+        try:
+            await self._start(spec, codex, env, codex_home, private_tmp)
+        except BaseException:
+            if probe is not None:  # let it end its process; its verdict no longer matters
+                with contextlib.suppress(BaseException):
+                    await asyncio.shield(probe)
+            raise
+        if probe is not None:
+            await probe
 
+    async def _start(self, spec: SessionSpec, codex: str, env: dict[str, str], codex_home: Path,
+                     private_tmp: Path) -> None:
+        """Start `codex app-server` and its thread (a new one, or the one resumed)."""
+        options = self.options
+        if options.codex_home is None:
+            await _setup.seed_home(codex, codex_home, env)
         # Under the gated approval policy Codex asks before every command, but its request does
         # not say whether the model asked to leave the sandbox, and an approved escalation runs
         # unsandboxed. So with sandbox=True and no policy given, keep Codex's own policy: it asks
