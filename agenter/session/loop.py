@@ -167,9 +167,15 @@ async def _within_time(source: AsyncIterator[Any], tracker: BudgetTracker | Limi
             if remaining <= 0:
                 raise _TimeUp
             try:
-                item = await asyncio.wait_for(queue.get(), _timeout(remaining))
-            except TimeoutError:
-                raise _TimeUp from None
+                # An item already waiting is taken at once: no timer, no task (wait_for makes
+                # both, for every message of every turn).
+                item = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                try:
+                    async with asyncio.timeout(_timeout(remaining)):
+                        item = await queue.get()
+                except TimeoutError:
+                    raise _TimeUp from None
             if item is _END:
                 return
             if item is _STOP:
@@ -533,6 +539,7 @@ class CodingSession:
     async def _run_turn(self, prompt: str, outcome: _TurnOutcome, iteration: int) -> AsyncGenerator[CodingEvent, None]:
         """Stream one backend turn as events; token and cost budgets are checked per message."""
         context = self._trace.turn_context() if self._trace is not None else None
+        checked: tuple[int, float] | None = None
         try:
             async with contextlib.aclosing(
                     _within_time(self.backend.execute(prompt), self._limits, f"turn-{iteration}",
@@ -544,7 +551,12 @@ class CodingSession:
                     event = self._message_event(item, outcome, iteration)
                     if event is not None:
                         yield event
-                    crossed = self._limits.crossed(self.backend.usage())
+                    usage = self.backend.usage()
+                    figure = (usage.total_tokens, usage.cost_usd)
+                    if figure == checked:
+                        continue  # no token or cost since the last message (time: _within_time)
+                    checked = figure
+                    crossed = self._limits.crossed(usage)
                     if crossed:
                         outcome.exceeded, outcome.by_session = crossed.limit, crossed.session
                         break

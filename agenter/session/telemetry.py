@@ -10,7 +10,8 @@ The user brings the SDK and an exporter. Spans (with the GenAI semantic-conventi
           agenter.validator {name}     each validator
 
 Nothing is imported, and nothing costs, unless OpenTelemetry is in use: a tracer provider was
-given, or `opentelemetry.trace` was imported by the program (which any set-up of the SDK does).
+given, or a global one was set (`opentelemetry.trace` imported without a provider, as the
+anthropic client does, is not in use).
 The turn runs with its span current, so `BaseBackend.trace_env()` gives the TRACEPARENT an agent
 program continues the trace from.
 """
@@ -61,6 +62,10 @@ def tracer_for(provider: Any = None) -> Any | None:
     try:
         from opentelemetry import trace
     except ImportError:
+        return None
+    if provider is None and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+        # Imported (the anthropic client imports it) but never set up: every span would be a
+        # no-op, and a run would still pay for making them on every event.
         return None
     from agenter._version import __version__
 
