@@ -9,6 +9,10 @@ before it runs it. The callback decides the action through the session's gate (`
 caller's loop) and blocks a denied one in the conversation state, the way OpenHands' PreToolUse
 hooks do: OpenHands then answers the model "Action rejected: <reason>" instead of running it,
 and the run goes on.
+
+Resume: OpenHands keeps the conversation in `openhands_persistence_dir` (one folder per
+conversation id); the session id is that id, and `resume_session_id` makes the next backend load
+it, in this process or another.
 """
 
 from __future__ import annotations
