@@ -198,11 +198,14 @@ async def test_write_edit_and_bash_changes_are_all_reported(scripted_model_serve
     assert changed.written == {"pkg/util.py", "app.py", "by_bash.txt"}
     assert changed.deleted == {"gone.txt"}
 
-    # Streamed as they arrived: status, text, tool calls with inputs, tool results.
-    kinds = [m.type for m in messages]
-    assert kinds[0] is MessageType.STATUS and "session" in messages[0].content
+    # Streamed as they arrived: status, thought and text (in deltas, then whole), tool calls with
+    # inputs, tool results.
+    whole = [m for m in messages if m.type not in (MessageType.TEXT_DELTA, MessageType.THINKING_DELTA)]
+    kinds = [m.type for m in whole]
+    assert kinds[0] is MessageType.STATUS and "session" in whole[0].content
     assert kinds[1:3] == [MessageType.THINKING, MessageType.TEXT]
-    assert messages[1].content == "Add a module, then fix greet."
+    assert whole[1].content == "Add a module, then fix greet."
+    assert "".join(m.content for m in messages if m.type is MessageType.TEXT_DELTA) == "Adding a module.All done."
     calls = [m for m in messages if m.type is MessageType.TOOL_CALL]
     assert [c.tool_name for c in calls] == ["Write", "Read", "Edit"]  # Bash is a command (below)
     assert calls[0].tool_input == {"file_path": "pkg/util.py", "content": "X = 1\n"}

@@ -12,8 +12,8 @@ from typing import Any
 from agenter._types import Usage
 from agenter.backends.base import BackendMessage, MessageType
 
-__all__ = ["FILE_WRITE_TOOLS", "SHELL_TOOL", "TurnTranslator", "describe_result_error", "describe_sdk_error",
-           "exit_code", "line_changes", "result_text", "usage_from"]
+__all__ = ["FILE_WRITE_TOOLS", "SHELL_TOOL", "DeltaBuffer", "TurnTranslator", "describe_result_error",
+           "describe_sdk_error", "exit_code", "line_changes", "result_text", "usage_from"]
 
 #: Claude Code's tools that write a file named in their input, and the input key holding the path.
 FILE_WRITE_TOOLS: dict[str, str] = {
@@ -28,6 +28,10 @@ SHELL_TOOL = "Bash"
 
 # How Claude Code's Bash result says a command failed ("Exit code 4\n<output>").
 _EXIT_CODE = re.compile(r"^(?:Error: )?Exit code (-?\d+)")
+
+# A word that a secret may follow after a space ("Bearer <token>", "x-api-key: <key>"): a streamed
+# piece is never cut between the two, so the redaction patterns still see them together.
+_KEY_LEAD = re.compile(r"(?i)(bearer|api-key[\"']?\s*[:=]?[\"']?)\s*$")
 
 _SANDBOX_HINT = (" — Claude Code's sandbox needs bubblewrap and socat on Linux (apt-get install "
                  "bubblewrap socat); pass sandbox=False to run without it.")
@@ -66,12 +70,51 @@ def result_text(content: Any) -> str:
     return str(content)
 
 
+class DeltaBuffer:
+    """Pieces of one streamed text, passed on redacted and cut only at whitespace.
+
+    A key the model writes arrives split over several deltas, where no piece alone would match the
+    redactor; keys hold no whitespace, so each piece is held back until the text reaches a space or
+    line end (or the block ends) and goes out redacted whole.
+    """
+
+    def __init__(self, redact: Callable[[str], str]):
+        self._redact = redact
+        self._pending = ""
+
+    def feed(self, piece: str) -> str:
+        """What can go out now (redacted; may be empty)."""
+        self._pending += piece
+        cut = _cut(self._pending)
+        ready, self._pending = self._pending[:cut], self._pending[cut:]
+        return self._redact(ready) if ready else ""
+
+    def flush(self) -> str:
+        """The rest, at the end of the block."""
+        ready, self._pending = self._pending, ""
+        return self._redact(ready) if ready else ""
+
+
+def _cut(text: str) -> int:
+    """Where `text` may be cut: after its last whitespace not ending a key's lead-in word."""
+    end = len(text)
+    while True:
+        cut = max(text.rfind(" ", 0, end), text.rfind("\n", 0, end), text.rfind("\t", 0, end)) + 1
+        if cut == 0 or not _KEY_LEAD.search(text[:cut]):
+            return cut
+        end = cut - 1
+
+
 class TurnTranslator:
     """Translates one turn's SDK messages and keeps what the backend acts on.
 
     After each message: `session_id`, `model` (from the API's answers) and `init_model` (what the
     CLI announced), `take_written()` (paths the file tools wrote, as the model gave them),
     `usage()` (the turn's API messages so far), `api_refusal` (reason, category) and `last_text`.
+
+    With partial messages on, the API's stream events of the main agent become TEXT_DELTA and
+    THINKING_DELTA; the whole block follows in the CLI's assistant message as TEXT or THINKING,
+    which closes the deltas (the session does not show it again). Subagents' texts stay whole.
     """
 
     def __init__(self, redact: Callable[[str], str]):
@@ -84,6 +127,9 @@ class TurnTranslator:
         self._calls: dict[str, tuple[str, dict[str, Any]]] = {}
         self._usage: dict[str, Usage] = {}
         self._written: list[str] = []
+        # Streamed blocks of the current API message by index: their kind and unsent rest.
+        self._streaming: dict[int, tuple[MessageType, DeltaBuffer]] = {}
+        self._open_text = False  # TEXT_DELTAs went out that no whole TEXT has closed yet
 
     def usage(self) -> Usage:
         """The turn's API messages so far; streamed copies of one message count once."""
@@ -94,15 +140,64 @@ class TurnTranslator:
         return written
 
     def translate(self, message: Any) -> list[BackendMessage]:
-        from claude_agent_sdk import AssistantMessage, SystemMessage, UserMessage
+        from claude_agent_sdk import AssistantMessage, StreamEvent, SystemMessage, UserMessage
 
+        if isinstance(message, StreamEvent):
+            return self._stream_event(message.event) if message.parent_tool_use_id is None else []
         if isinstance(message, AssistantMessage):
-            return self._assistant(message)
+            # Whatever of a block is still held back goes out before the block whole.
+            pending = self._flush() if message.parent_tool_use_id is None else []
+            return pending + self._assistant(message)
         if isinstance(message, UserMessage) and isinstance(message.content, list):
             return self._tool_results(message.content, message.tool_use_result)
         if isinstance(message, SystemMessage):
             return self._system(message.subtype, message.data)
         return []
+
+    def _stream_event(self, event: dict[str, Any]) -> list[BackendMessage]:
+        """One raw Anthropic stream event: deltas of text and thinking blocks; the rest is ignored
+        (tool calls, usage and the stop reason arrive in the whole messages)."""
+        kind = event.get("type")
+        index = event.get("index")
+        if kind == "message_start":
+            return self._flush()
+        if not isinstance(index, int):
+            return []
+        if kind == "content_block_start":
+            block_type = (event.get("content_block") or {}).get("type")
+            if block_type in ("text", "thinking"):
+                delta_type = MessageType.TEXT_DELTA if block_type == "text" else MessageType.THINKING_DELTA
+                self._streaming[index] = (delta_type, DeltaBuffer(self._redact))
+            return []
+        if kind == "content_block_stop":
+            return self._flush(index)
+        streamed = self._streaming.get(index)
+        if kind != "content_block_delta" or streamed is None:
+            return []
+        delta_type, buffer = streamed
+        delta = event.get("delta") or {}
+        piece = delta.get("text") if delta.get("type") == "text_delta" else (
+            delta.get("thinking") if delta.get("type") == "thinking_delta" else None)
+        if not isinstance(piece, str) or not piece:
+            return []
+        return self._delta(delta_type, buffer.feed(piece))
+
+    def _flush(self, index: int | None = None) -> list[BackendMessage]:
+        """The held-back rest of one streamed block (all blocks when `index` is None), ending them."""
+        indexes = list(self._streaming) if index is None else [index]
+        out: list[BackendMessage] = []
+        for i in indexes:
+            streamed = self._streaming.pop(i, None)
+            if streamed is not None:
+                out += self._delta(streamed[0], streamed[1].flush())
+        return out
+
+    def _delta(self, kind: MessageType, text: str) -> list[BackendMessage]:
+        if not text:
+            return []
+        if kind is MessageType.TEXT_DELTA:
+            self._open_text = True
+        return [BackendMessage(kind, text)]
 
     def _assistant(self, message: Any) -> list[BackendMessage]:
         from claude_agent_sdk import TextBlock, ThinkingBlock, ToolUseBlock
@@ -117,8 +212,14 @@ class TurnTranslator:
             if isinstance(block, TextBlock):
                 if not message.error and block.text.strip():
                     self.last_text = block.text.strip()
+                text = self._redact(block.text)
+                if message.parent_tool_use_id is None:
+                    if message.error and self._open_text:
+                        # Streamed, then flagged as an error: the whole text still closes the deltas.
+                        out.append(BackendMessage(MessageType.TEXT, text))
+                    self._open_text = False
                 kind = MessageType.ERROR if message.error else MessageType.TEXT
-                out.append(BackendMessage(kind, self._redact(block.text), is_error=bool(message.error)))
+                out.append(BackendMessage(kind, text, is_error=bool(message.error)))
             elif isinstance(block, ThinkingBlock):
                 out.append(BackendMessage(MessageType.THINKING, self._redact(block.thinking)))
             elif isinstance(block, ToolUseBlock):

@@ -121,6 +121,8 @@ def agent_options(settings: BackendSettings[ClaudeCodeOptions], *, cwd: str, env
         "model": settings.model,
         "max_turns": opts.claude_max_turns,
         "resume": resume,
+        # The API's stream events as they arrive: text and thinking stream as deltas.
+        "include_partial_messages": True,
     }
     if opts.program_path:
         kwargs["cli_path"] = opts.program_path
