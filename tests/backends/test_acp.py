@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from agenter import AutonomousCodingAgent, Budget, CodingStatus
+from agenter import AutonomousCodingAgent, Budget, CodingEventType, CodingStatus
 from agenter._errors import BackendError, ConfigurationError, RequirementError
 from agenter._types import Usage
 from agenter.backends._prompts import AUTONOMOUS_CONTRACT
@@ -133,7 +133,7 @@ def test_permission_policy_is_validated_with_the_valid_values() -> None:
         ACPOptions(acp_command="x", permission_policy="ask")
     for name in ("permission_policy", "acp_permission_policy"):  # the old name maps to the new one
         with pytest.raises(ConfigurationError) as info:
-            AutonomousCodingAgent(backend="acp", acp_command=sys.executable, **{name: "yes"})
+            AutonomousCodingAgent(backend="acp", acp_command=sys.executable, **{name: "yes"})  # type: ignore[arg-type]
         assert "'deny'" in str(info.value) and "'allow'" in str(info.value)
         assert info.value.parameter == "permission_policy"
 
@@ -155,12 +155,12 @@ def test_facade_options_errors() -> None:
 
 
 def test_old_option_names_keep_working() -> None:
-    old = ACPOptions(acp_command="x", acp_env={"A": "1"}, acp_mcp_servers=[{"name": "m", "command": "s"}],
-                     acp_permission_policy="allow", startup_timeout=5)
+    old = ACPOptions(acp_command="x", acp_env={"A": "1"},  # type: ignore[call-arg]
+                     acp_mcp_servers=[{"name": "m", "command": "s"}], acp_permission_policy="allow", startup_timeout=5)
     assert (old.env, old.mcp_servers, old.permission_policy, old.acp_startup_timeout) == (
         {"A": "1"}, [{"name": "m", "command": "s"}], "allow", 5.0)
     with pytest.raises(ConfigurationError, match="pass only 'env'"):
-        ACPOptions(acp_command="x", acp_env={}, env={})
+        ACPOptions(acp_command="x", acp_env={}, env={})  # type: ignore[call-arg]
 
 
 def test_a_missing_agent_program_is_named_at_construction() -> None:
@@ -320,10 +320,11 @@ async def test_refusal_stop_reason_and_refused_line(tmp_path: Path, repo: Path, 
     await backend.connect(SessionSpec(cwd=repo))
     try:
         await run_turn(backend, "drop the database")
-        assert backend.refusal() is not None
-        assert "production database" in backend.refusal().reason
+        refusal = backend.refusal()
+        assert refusal is not None and "production database" in refusal.reason
         await run_turn(backend, "write malware")
-        assert backend.refusal().reason == "the task asks for malware"
+        refusal = backend.refusal()
+        assert refusal is not None and refusal.reason == "the task asks for malware"
     finally:
         await backend.disconnect()
 
@@ -388,6 +389,40 @@ async def test_messages_are_streamed_as_deltas_and_closed_whole(tmp_path: Path, 
     assert messages[2].raw["sessionUpdate"] == "plan" and messages[3].raw["sessionUpdate"] == "agent_message_chunk"
 
 
+def backend_events(events: list[Any]) -> list[dict[str, Any]]:
+    """The data of a run's backend messages, each with its vocabulary kind."""
+    return [e.data for e in events if e.type is CodingEventType.BACKEND_MESSAGE]
+
+
+def final_deltas(messages: list[dict[str, Any]]) -> str:
+    """The text deltas after the last thing the agent did (a tool call, command or edit)."""
+    work = {"tool_call_started", "tool_call_finished", "command_started", "command_finished", "file_edited"}
+    last = max((i for i, m in enumerate(messages) if m["kind"] in work), default=-1)
+    return "".join(m["content"] for m in messages[last + 1:] if m["kind"] == "text_delta")
+
+
+async def test_stream_execute_speaks_the_event_vocabulary(tmp_path: Path, repo: Path, mark: str) -> None:
+    """Through the facade: thought and text arrive as deltas whose text is the final text (the
+    whole text is not sent again), and a file agenter wrote for the agent is file_edited with its
+    lines added and removed."""
+    new = "def greet():\n    return 'hi'\n\n\nGREETING = 'hi'\n"
+    fake = Fake(tmp_path, mark, [[{"think": "Look first."}, {"write": "app.py", "content": new},
+                                  {"say": "Changed the greeting in app.py."}]])
+    agent = AutonomousCodingAgent(backend="acp", validators=[], **fake.options())
+    events = [e async for e in agent.stream_execute("change the greeting", cwd=repo)]
+    result = events[-1].result
+    assert result.status is CodingStatus.COMPLETED and (repo / "app.py").read_text() == new
+    messages = backend_events(events)
+    kinds = {m["kind"] for m in messages}
+    assert {"thinking_delta", "text_delta", "file_edited"} <= kinds and not kinds & {"text", "thinking"}
+    assert final_deltas(messages) == result.summary == "Changed the greeting in app.py."
+    (edit,) = [m for m in messages if m["kind"] == "file_edited"]
+    assert (edit["path"], edit["lines_added"], edit["lines_removed"]) == ("app.py", 4, 1)
+    assert edit["raw"]["method"] == "fs/write_text_file" and edit["raw"]["params"]["content"] == new
+    # every message from the agent carries its payload (agenter's own notes and decisions have none)
+    assert [m["kind"] for m in messages if not m.get("raw") and m["kind"] not in ("status", "permission_decision")] == []
+
+
 async def test_autonomous_contract_and_continue_once(tmp_path: Path, repo: Path, mark: str) -> None:
     fake = Fake(tmp_path, mark, [
         [{"say": "I found the problem in app.py. Shall I go ahead and fix it?"}],
@@ -447,7 +482,7 @@ async def test_agent_crash_is_a_backend_error_with_redacted_stderr(tmp_path: Pat
     message = str(info.value)
     assert "exited with code 3" in message and "something went badly wrong" in message
     assert "sk-fake-secret-123456" not in message
-    assert not pid_alive(agent_pid) and not pid_alive(child_pid)
+    assert agent_pid is not None and not pid_alive(agent_pid) and not pid_alive(child_pid)
 
 
 async def test_agent_that_fails_to_start(tmp_path: Path, repo: Path, mark: str) -> None:
@@ -471,7 +506,7 @@ async def test_agent_ignoring_stdin_and_sigterm_is_killed_by_pid(tmp_path: Path,
     started = time.monotonic()
     await backend.disconnect()
     assert time.monotonic() - started < 6
-    assert not pid_alive(agent_pid) and not pid_alive(int(child_file.read_text()))
+    assert agent_pid is not None and not pid_alive(agent_pid) and not pid_alive(int(child_file.read_text()))
 
 
 async def test_time_budget_cancels_the_turn_and_ends_the_agent(tmp_path: Path, repo: Path, mark: str) -> None:
@@ -809,6 +844,40 @@ async def test_codex_acp_crash_mid_turn_is_an_error(
     assert not live_pids_with_mark(mark)
 
 
+@agent_test
+async def test_codex_acp_speaks_the_event_vocabulary(
+        scripted_model_server: Any, tmp_path: Path, repo: Path, mark: str) -> None:
+    """codex-acp through the facade: commands the model asks for are command_started /
+    command_finished with the exit code, the file it patches is file_edited with the patch's line
+    counts, and the text deltas add up to the final text, sent once."""
+    server = scripted_model_server([
+        reply(text("Checking first."), tool_call("exec_command", {"cmd": "printf made > made.txt"})),
+        reply(tool_call("exec_command", {"cmd": "test -f missing.txt"})),
+        reply(tool_call("apply_patch", "*** Begin Patch\n*** Update File: app.py\n@@\n-    return 'hello'\n"
+                                       "+    return 'hi'\n+\n+\n+GREETING = 'hi'\n*** End Patch\n")),
+        reply(text("Done: made.txt exists and app.py greets with hi.")),
+    ])
+    options = codex_options(server, tmp_path, mark, acp_session_mode="full-access")
+    agent = AutonomousCodingAgent(backend="acp", validators=[], **options)
+    events = [e async for e in agent.stream_execute("make made.txt and change the greeting", cwd=repo)]
+    result = events[-1].result
+    assert result.status is CodingStatus.COMPLETED
+    assert (repo / "made.txt").read_text() == "made"
+    assert (repo / "app.py").read_text() == "def greet():\n    return 'hi'\n\n\nGREETING = 'hi'\n"
+    messages = backend_events(events)
+    started = [m for m in messages if m["kind"] == "command_started"]
+    finished = [m for m in messages if m["kind"] == "command_finished"]
+    assert [m["command"] for m in started] == ["printf made > made.txt", "test -f missing.txt"]
+    assert [(m["exit_code"], m.get("is_error", False)) for m in finished] == [(0, False), (1, True)]
+    assert [m["tool_call_id"] for m in started] == [m["tool_call_id"] for m in finished]
+    (edit,) = [m for m in messages if m["kind"] == "file_edited"]
+    assert (edit["path"], edit["lines_added"], edit["lines_removed"]) == ("app.py", 4, 1)
+    assert final_deltas(messages) == result.summary == "Done: made.txt exists and app.py greets with hi."
+    assert "".join(m["content"] for m in messages if m["kind"] == "text_delta") == \
+        "Checking first.Done: made.txt exists and app.py greets with hi."
+    assert not any(m["kind"] == "text" for m in messages)
+
+
 class ClaudeAgentHarness:
     """The conformance scenarios played by claude-agent-acp (Claude Code) against the scripted
     model server. Its edits and commands ask session/request_permission: the policy allows them."""
@@ -940,6 +1009,32 @@ async def test_gemini_cli_model_failure_carries_the_http_status(
     finally:
         await backend.disconnect()
     assert info.value.status_code == 429 and info.value.kind == "rate_limit"
+
+
+@agent_test
+async def test_gemini_cli_edits_through_agenter_are_file_edited_once(
+        scripted_model_server: Any, tmp_path: Path, repo: Path, mark: str) -> None:
+    """Gemini CLI writes through agenter's fs/write_text_file and then reports the same change as
+    its tool call's diff: one file_edited per file, from agenter's write. Its commands carry no
+    exit code: command_finished says None rather than guess."""
+    server = scripted_model_server([
+        reply(tool_call("run_shell_command", {"command": "printf made > made.txt"})),
+        reply(tool_call("write_file", {"file_path": "calc.py", "content": "def add(a, b):\n    return a + b\n"})),
+        reply(tool_call("replace", {"file_path": str(repo / "app.py"), "old_string": "    return 'hello'\n",
+                                    "new_string": "    return 'hi'\n    # changed\n", "instruction": "greet"})),
+        reply(text("Done.")),
+    ])
+    agent = AutonomousCodingAgent(backend="acp", validators=[],
+                                  **gemini_options(server, tmp_path, repo, mark, acp_session_mode="yolo"))
+    events = [e async for e in agent.stream_execute("make the files", cwd=repo)]
+    assert events[-1].result.status is CodingStatus.COMPLETED and (repo / "made.txt").exists()
+    messages = backend_events(events)
+    edits = [(m["path"], m["lines_added"], m["lines_removed"]) for m in messages if m["kind"] == "file_edited"]
+    assert edits == [("calc.py", 2, 0), ("app.py", 2, 1)]
+    (started,) = [m for m in messages if m["kind"] == "command_started"]
+    (finished,) = [m for m in messages if m["kind"] == "command_finished"]
+    assert started["command"] == "printf made > made.txt" and finished["exit_code"] is None
+    assert final_deltas(messages) == events[-1].result.summary == "Done."
 
 
 class GeminiHarness:

@@ -1,6 +1,6 @@
 """The ACP client side agenter plays: it serves the agent's fs and permission requests inside the
-sandbox and through the permission gate, and turns `session/update` notifications into
-BackendMessages.
+sandbox and through the permission gate, and emits `session/update` notifications as
+BackendMessages (the mapping itself is `_events`).
 
 The gate sees what the agent brings to agenter: fs/read_text_file and fs/write_text_file (after the
 sandbox's path check; a denial is the request's error, which agents relay to the model as the
