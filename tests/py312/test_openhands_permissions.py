@@ -8,15 +8,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from permission_kit import ASK_TOUCH, FAKE_KEY, diverged_repo, private_home, remote_head
 
 from agenter import AutonomousCodingAgent, Budget, CodingStatus
 from agenter._errors import ConfigurationError
@@ -32,9 +31,6 @@ from agenter.tools.spec import ToolSpec
 MISSING = "; ".join(missing_requirements(OpenHandsBackend.requirements(None)))  # type: ignore[arg-type]
 MODEL = "openai/gpt-4o"
 API_KEY = "sk-test-openhands-perm-0123456789"
-FAKE_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nFAKE-KEY-MATERIAL-42\n-----END OPENSSH PRIVATE KEY-----\n"
-#: Everything allowed, but `touch` needs someone's approval.
-ASK_TOUCH = {"mode": "bypass", "rules": ["ask shell:touch *"]}
 
 agent_test = [
     pytest.mark.agent,
@@ -55,79 +51,16 @@ def real_agent(test: Any) -> Any:
 # Fixtures: a git repository with a bare remote, a private HOME with a fake key, a script server
 
 
-def git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
-    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """A repository whose local main has diverged from its remote: a force push would rewrite it."""
-    remote = tmp_path / "remote.git"
-    root = tmp_path / "repo"
-    root.mkdir()
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
-    (root / "app.py").write_text("def greet():\n    return 'hello'\n")
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", "app.py")
-    git(root, "commit", "-q", "-m", "first")
-    git(root, "remote", "add", "origin", str(remote))
-    git(root, "push", "-q", "origin", "main")
-    git(root, "commit", "-q", "--amend", "-m", "rewritten")
-    return root
-
-
-def remote_head(repo: Path) -> str:
-    return git(repo.parent / "remote.git", "rev-parse", "main")
+    return diverged_repo(tmp_path)
 
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     """A private HOME for the terminal: a fake private key and no shell profile (OpenHands' bash
     -i gives a profile one second; see docs/backends/openhands.md)."""
-    path = tmp_path / "home"
-    (path / ".ssh").mkdir(parents=True)
-    (path / ".ssh" / "id_rsa").write_text(FAKE_KEY)
-    return path
-
-
-class ScriptServer:
-    """Serves a shell script that would create a file; counts the requests it gets."""
-
-    def __init__(self, marker: Path):
-        hits: list[str] = []
-        self.hits = hits
-        body = f"touch {marker}\n".encode()
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                hits.append(self.path)
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/install.sh"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def script_server(tmp_path: Path) -> Iterator[ScriptServer]:
-    server = ScriptServer(tmp_path / "pwned")
-    try:
-        yield server
-    finally:
-        server.stop()
+    return private_home(tmp_path / "home")
 
 
 def child_processes() -> list[int]:
