@@ -307,7 +307,12 @@ class GeminiCliBackend(CliBackend[GeminiCliOptions]):
         variables: dict[str, str | None] = {"GEMINI_API_KEY": self.api_key(), "GOOGLE_GEMINI_BASE_URL": opts.base_url}
         if self._gemini_home is not None:
             variables["GEMINI_CLI_HOME"] = str(self._gemini_home)
-        return Invocation(argv=argv, env=self.environment(**variables), stdin=prompt.encode())
+        env = self.environment(**variables)
+        if self._policies is not None and self.settings.sandbox:
+            # The container sees the policy file at the same path (read-only), for --admin-policy.
+            mounts = env.get("SANDBOX_MOUNTS", "").strip(",")
+            env["SANDBOX_MOUNTS"] = ",".join(filter(None, [mounts, f"{self._policies}:{self._policies}:ro"]))
+        return Invocation(argv=argv, env=env, stdin=prompt.encode())
 
     # ------------------------------------------------------------------ events
     def parse_event(self, line: Line, turn: TurnState) -> Iterable[BackendMessage]:
