@@ -27,6 +27,15 @@ def play(events: UpdateMapper, updates: list[dict[str, Any]]) -> list[BackendMes
     return out + events.flush()
 
 
+def shape(messages: list[BackendMessage]) -> list[MessageType]:
+    """The messages' types, a run of deltas counted once (how text is cut into deltas is apart)."""
+    types = [m.type for m in messages]
+    return [t for i, t in enumerate(types) if not (i and t is types[i - 1] and t in DELTAS)]
+
+
+DELTAS = (MessageType.TEXT_DELTA, MessageType.THINKING_DELTA)
+
+
 def of(messages: list[BackendMessage], kind: MessageType) -> list[BackendMessage]:
     return [m for m in messages if m.type is kind]
 
@@ -102,13 +111,13 @@ CLAUDE: list[dict[str, Any]] = [
 def test_claude_agent_acp_commands_edits_and_text() -> None:
     events = mapper()
     messages = play(events, CLAUDE)
-    assert [m.type for m in messages] == [
+    assert shape(messages) == [
         MessageType.TEXT_DELTA, MessageType.TEXT,
         MessageType.COMMAND_START, MessageType.COMMAND_END,
         MessageType.COMMAND_START, MessageType.COMMAND_END,
         MessageType.TOOL_CALL, MessageType.TOOL_RESULT, MessageType.FILE_EDIT,
         MessageType.TOOL_CALL, MessageType.TOOL_RESULT, MessageType.FILE_EDIT,
-        MessageType.TEXT_DELTA, MessageType.TEXT_DELTA, MessageType.TEXT, MessageType.STATUS,
+        MessageType.TEXT_DELTA, MessageType.TEXT, MessageType.STATUS,
     ]
     ok_start, fail_start = of(messages, MessageType.COMMAND_START)
     ok_end, fail_end = of(messages, MessageType.COMMAND_END)
@@ -128,11 +137,13 @@ def test_claude_agent_acp_commands_edits_and_text() -> None:
     assert edit.details == {"path": "app.py", "lines_added": 2, "lines_removed": 1}
     assert edit.raw["oldText"] == "def greet():\n    return 'hello'"  # the last diff of the call
     # the deltas are the text, the whole text closes them; the last segment is the final text
-    *_, delta1, delta2, whole, usage = messages
-    assert (delta1.content, delta2.content, whole.content) == ("All done, both files are", " written.",
-                                                               "All done, both files are written.")
-    assert delta1.raw == CLAUDE[-3] and [c["content"]["text"] for c in whole.raw] == ["", "All done, both files are",
-                                                                                         " written."]
+    *_, whole, usage = messages
+    deltas = of(messages, MessageType.TEXT_DELTA)[-3:]
+    # cut only at whitespace, whatever the chunks were
+    assert [d.content for d in deltas] == ["All done, both files ", "are ", "written."]
+    assert "".join(d.content for d in deltas) == whole.content == "All done, both files are written."
+    assert deltas[0].raw == {**CLAUDE[-3], "content": {"type": "text", "text": "All done, both files "}}
+    assert whole.raw["content"]["text"] == whole.content and whole.raw["sessionUpdate"] == "agent_message_chunk"
     assert events.final_text() == "All done, both files are written."
     assert events.full_text().startswith("Running it.")
     assert usage.content == "usage: 24306 of 200000 context tokens, cost 0.128772 USD" and usage.raw == CLAUDE[-1]
@@ -233,15 +244,15 @@ OPENCODE: list[dict[str, Any]] = [
 def test_opencode_exit_code_from_metadata_and_edit_from_its_diff() -> None:
     events = mapper()
     messages = play(events, OPENCODE)
-    assert [m.type for m in messages] == [
+    assert shape(messages) == [
         MessageType.TEXT_DELTA, MessageType.TEXT, MessageType.COMMAND_START, MessageType.COMMAND_END,
         MessageType.TOOL_CALL, MessageType.TOOL_RESULT, MessageType.FILE_EDIT,
-        MessageType.TEXT_DELTA, MessageType.TEXT_DELTA, MessageType.TEXT]
-    start, end = messages[2:4]
+        MessageType.TEXT_DELTA, MessageType.TEXT]
+    (start,), (end,) = of(messages, MessageType.COMMAND_START), of(messages, MessageType.COMMAND_END)
     assert start.content == "exit 3" and start.tool_input == {"command": "exit 3", "description": "fail", "cwd": REPO}
     # exit 3 with status "completed": the exit code makes it an error
     assert end.details == {"exit_code": 3} and end.is_error and end.content == "(no output)"
-    assert messages[6].details == {"path": "app.py", "lines_added": 2, "lines_removed": 1}
+    assert of(messages, MessageType.FILE_EDIT)[0].details == {"path": "app.py", "lines_added": 2, "lines_removed": 1}
     assert events.final_text() == "All done, both files are written."
 
 
@@ -338,3 +349,21 @@ def test_commands_exit_codes_and_results() -> None:
     assert result_text([{"type": "content", "content": {"type": "image", "uri": "file:///a.png"}}], None) == \
         "[image: file:///a.png]"
     assert result_text(None, "y" * 5000).endswith(" [...]")
+
+
+def test_deltas_are_cut_at_whitespace_so_split_keys_are_redacted_whole() -> None:
+    """A key split over chunks goes out in one delta (the session redacts each event alone), and
+    never apart from the word it follows ("Bearer <token>")."""
+    from agenter.host.redact import Redactor
+
+    key = "sk-ant-api03-" + "x" * 30
+    pieces = ["Use ", "the key ", key[:8], key[8:20], key[20:], " and the header Bearer", " ",
+              "abcdefgh", "ijkl now."]
+    messages = play(mapper(), [chunk(p) for p in pieces])
+    deltas = [m.content for m in of(messages, MessageType.TEXT_DELTA)]
+    assert "".join(deltas) == "".join(pieces) == messages[-1].content
+    redact = Redactor()
+    shown = "".join(redact(d) for d in deltas)
+    assert key not in shown and "abcdefghijkl" not in shown
+    assert any(key in d for d in deltas) and any("Bearer abcdefghijkl" in d for d in deltas)
+    assert all(key not in repr(redact.data(m.raw)) for m in of(messages, MessageType.TEXT_DELTA))

@@ -41,6 +41,9 @@ _ENDED = ("completed", "failed")
 _SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})
 _EXIT_TEXT = re.compile(r"^\W*exit code:?\s*(-?\d+)\b", re.IGNORECASE)
 _OUTPUT_KEYS = ("formatted_output", "aggregated_output", "output", "stdout")
+#: Text a secret may follow after whitespace ("Bearer <token>", "x-api-key: <key>"): a delta is
+#: never cut between the two, so the session's redaction sees them together.
+_KEY_LEAD = re.compile(r"(?i)(bearer|api-key[\"']?\s*[:=]?[\"']?)\s*$")
 
 
 # ---------------------------------------------------------------------------------- pure rules
@@ -157,6 +160,17 @@ def usage_note(data: dict[str, Any]) -> str:
     return f"usage: {data.get('used')} of {data.get('size')} context tokens{money}"
 
 
+def cut_point(text: str) -> int:
+    """Where streamed text may be cut into a delta: after its last whitespace (keys hold none),
+    unless that whitespace follows a word a key comes after. 0: hold all of it back."""
+    end = len(text)
+    while True:
+        cut = max(text.rfind(" ", 0, end), text.rfind("\n", 0, end), text.rfind("\t", 0, end)) + 1
+        if cut == 0 or not _KEY_LEAD.search(text[:cut]):
+            return cut
+        end = cut - 1
+
+
 def file_edit(path: str, counts: tuple[int, int] | None, *, tool: str | None = None,
               call_id: str | None = None, raw: Any = None) -> BackendMessage:
     added, removed = counts if counts is not None else (None, None)
@@ -189,6 +203,7 @@ class UpdateMapper:
         self._relative = relative
         self._calls: dict[str, _Call] = {}
         self._chunks: list[dict[str, Any]] = []
+        self._held = ""  # streamed text not yet sent as a delta (it does not end in whitespace yet)
         self._text: list[str] = []
         self._text_type: MessageType | None = None
         self._message_id: str | None = None
@@ -197,7 +212,7 @@ class UpdateMapper:
     # ------------------------------------------------------------------ turn
     def start_turn(self) -> None:
         self._segments = []
-        self._chunks, self._text, self._text_type, self._message_id = [], [], None, None
+        self._chunks, self._held, self._text, self._text_type, self._message_id = [], "", [], None, None
 
     def final_text(self) -> str:
         """The agent's last text segment of the turn (after its last tool call)."""
@@ -267,20 +282,31 @@ class UpdateMapper:
         text = block_text(data.get("content"))
         self._chunks.append(data)
         self._text.append(text)
-        if text:
-            out.append(BackendMessage(_DELTAS[kind], text, raw=data))
+        # A key the model writes may arrive split over chunks, where no piece alone would be
+        # redacted: a delta goes out only up to whitespace (see cut_point).
+        self._held += text
+        cut = cut_point(self._held)
+        if cut:
+            out.append(self._delta(kind, self._held[:cut]))
+            self._held = self._held[cut:]
         return out
 
+    def _delta(self, kind: MessageType, text: str) -> BackendMessage:
+        # raw: the agent's chunk, holding the delta's text (never a piece of a key by itself)
+        return BackendMessage(_DELTAS[kind], text, raw=_with_text(self._chunks[-1], text))
+
     def _close_text(self) -> list[BackendMessage]:
-        """The whole text (or thought) streamed so far in deltas: the session does not send it
-        again, but the backend and its callers read the turn's text from it."""
-        kind, content, chunks = self._text_type, "".join(self._text), self._chunks
-        self._chunks, self._text, self._text_type, self._message_id = [], [], None, None
+        """The rest of the deltas, then the whole text (or thought) they make: the session does not
+        send it again, but the backend and its callers read the turn's text from it."""
+        kind, content, chunks, held = self._text_type, "".join(self._text), self._chunks, self._held
         if kind is None or not content:
+            self._chunks, self._held, self._text, self._text_type, self._message_id = [], "", [], None, None
             return []
+        out = [self._delta(kind, held)] if held else []
+        self._chunks, self._held, self._text, self._text_type, self._message_id = [], "", [], None, None
         if kind is MessageType.TEXT and content.strip():
             self._segments.append(content)
-        return [BackendMessage(kind, content, raw=chunks)]
+        return [*out, BackendMessage(kind, content, raw=_with_text(chunks[0], content))]
 
     # ------------------------------------------------------------------ tool calls
     def _begin(self, data: dict[str, Any]) -> _Call:
@@ -355,3 +381,7 @@ class UpdateMapper:
                 out.append(file_edit(path, counts, tool=call.name, call_id=call.id, raw=item))
         return out
 
+
+def _with_text(chunk: dict[str, Any], text: str) -> dict[str, Any]:
+    content = chunk.get("content")
+    return {**chunk, "content": {**(content if isinstance(content, dict) else {"type": "text"}), "text": text}}
