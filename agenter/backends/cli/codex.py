@@ -247,11 +247,12 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
         """The policy's profile (for config()) and rules file, in a CODEX_HOME of this session's:
         its entries link to the real one's (login, config, sessions, the user's own rules)."""
         real = self.real_codex_home()
-        if _sandbox_mode_in(real / "config.toml"):
-            raise ConfigurationError(
-                f"{real / 'config.toml'} sets sandbox_mode, which makes Codex ignore the permission profile "
-                "agenter compiles the policy to; remove it to use permissions= with the codex-cli backend",
-                parameter="permissions")
+        for config_file in (real / "config.toml", Path(self.cwd) / ".codex" / "config.toml"):
+            if _sandbox_mode_in(config_file):
+                raise ConfigurationError(
+                    f"{config_file} sets sandbox_mode, which makes Codex ignore the permission profile agenter "
+                    "compiles the policy to; remove it to use permissions= with the codex-cli backend",
+                    parameter="permissions")
         home = self.home_dir or Path.home()
         self._policy_config, rules = codex_permissions(policy, Path(self.cwd), home)
         overlay = self.scratch / "codex-home"

@@ -73,6 +73,20 @@ def test_what_codex_cannot_express_fails_at_construction(rules):
         codex_permissions(settings.permissions, Path("/w"), Path("/h"))
 
 
+async def test_a_config_that_sets_sandbox_mode_is_refused(tmp_path):
+    """Codex ignores a permission profile when sandbox_mode is set anywhere: refused at connect."""
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    (home / "config.toml").write_text('sandbox_mode = "danger-full-access"\n')
+    options = CodexCliBackend.options_model(program_path=need(CODEX, "the Codex CLI (npm install)"), home=str(home))
+    backend = CodexCliBackend(BackendSettings(model=None, tools=[], sandbox=True, permissions=POLICY, options=options))
+    try:
+        with pytest.raises(ConfigurationError, match="sets sandbox_mode"):
+            await backend.connect(SessionSpec(cwd=tmp_path))
+    finally:
+        await backend.disconnect()
+
+
 def test_a_policy_needs_the_sandbox():
     settings = BackendSettings(model=None, tools=[], sandbox=False, options=CodexCliBackend.options_model(),
                                permissions=POLICY)
