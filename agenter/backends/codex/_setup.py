@@ -267,7 +267,7 @@ async def _probe_sandbox(codex: str, env: Mapping[str, str], workdir: Path) -> s
 
 # ---------------------------------------------------------------------------------- a seeded CODEX_HOME
 #: Bump when what a template holds changes, so old templates are not used.
-_TEMPLATE_FORMAT = 1
+_TEMPLATE_FORMAT = 2
 #: Written last into a finished template: a directory without it is not one.
 _TEMPLATE_MARKER = ".agenter-template"
 
@@ -285,8 +285,8 @@ async def seed_home(codex: str, home: Path, env: Mapping[str, str]) -> bool:
     """Fill a new, empty private CODEX_HOME from a template of this Codex binary; whether it did.
 
     Codex sets up a CODEX_HOME it has not seen before (its state databases and their
-    migrations, its bundled skills) before it answers `initialize`: about 0.3 s of every cold
-    start, since every session has a home of its own. The template is a home Codex set up once
+    migrations) before it answers `initialize`: about 0.3 s of every cold start, since every
+    session has a home of its own. The template is a home Codex set up once
     (no config.toml, no thread, no key), built at first use and copied per session. Any
     problem leaves the home empty: Codex then sets it up itself, as without a template.
     """
@@ -337,7 +337,8 @@ async def _build_template(codex: str, template: Path, env: Mapping[str, str]) ->
     building = Path(tempfile.mkdtemp(prefix=f".{template.name}-", dir=template.parent))
     try:
         config = {"check_for_update_on_startup": False, "analytics": {"enabled": False},
-                  "features": {name: False for name in DISABLED_FEATURES}}
+                  "features": {name: False for name in DISABLED_FEATURES},
+                  "skills": {"bundled": {"enabled": False}}}
         (building / "config.toml").write_text(render_toml(config))
         build_env = {k: v for k, v in env.items() if k not in (API_KEY_ENV_VAR, TOKEN_ENV_VAR)}
         build_env["CODEX_HOME"] = str(building)
@@ -462,6 +463,10 @@ def codex_config(options: CodexOptions, *, model: str | None, sandbox: bool, too
         "features": {name: False for name in DISABLED_FEATURES},
         "analytics": {"enabled": False},
         "agents": {"enabled": False},  # no sub-agents: one thread per session
+        # Codex's own skills (image generation, OpenAI docs, skill installer, ...) serve its app,
+        # not a headless task; unpacking them into every new CODEX_HOME (and deleting them after)
+        # is a good part of a cold start.
+        "skills": {"bundled": {"enabled": False}},
     }
     if model:
         config["model"] = model
