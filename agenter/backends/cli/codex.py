@@ -227,6 +227,8 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
             raise ConfigurationError(
                 "the codex-cli backend enforces a permission policy through Codex's sandbox: pass sandbox=True "
                 "(with sandbox=False Codex runs unconfined and nothing would hold)", parameter="permissions")
+        if settings.permissions is not None:
+            codex_permissions(settings.permissions, Path.cwd(), Path.home())  # what it cannot express fails now
 
     def __init__(self, settings: BackendSettings[CodexCliOptions]):
         super().__init__(settings)

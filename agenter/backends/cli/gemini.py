@@ -235,6 +235,12 @@ class GeminiCliBackend(CliBackend[GeminiCliOptions]):
     permission_kinds: ClassVar[frozenset[str]] = frozenset({"read", "edit", "shell"})
 
     @classmethod
+    def check_permissions(cls, settings: BackendSettings[Any]) -> None:
+        super().check_permissions(settings)
+        if settings.permissions is not None:
+            gemini_policy(settings.permissions, Path.cwd(), Path.home())  # what it cannot express fails now
+
+    @classmethod
     def requirements(cls, settings: BackendSettings[Any]) -> Sequence[Requirement]:
         needs = list(super().requirements(settings))
         if settings.sandbox:

@@ -70,7 +70,6 @@ def test_what_codex_cannot_express_fails_at_construction(rules):
                                permissions=PermissionPolicy.parse(rules))
     with pytest.raises(ConfigurationError):
         CodexCliBackend.check_permissions(settings)
-        codex_permissions(settings.permissions, Path("/w"), Path("/h"))
 
 
 async def test_a_config_that_sets_sandbox_mode_is_refused(tmp_path):
