@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 from agenter._types import ModifiedFiles
 from agenter.sandbox.workspace import IGNORED_DIRS, RACY_WINDOW_NS, _digest
 
-__all__ = ["ChangeDetector"]
+__all__ = ["ChangeDetector", "in_paced_thread", "pace"]
 
 log = logging.getLogger("agenter.sandbox")
 
@@ -102,6 +102,10 @@ def _pace() -> None:
             ran.wait(_YIELD_WAIT_S)
         now = time.perf_counter()
     _pacing.resumed = now
+
+
+#: For other long loops in threads (a session reading every changed file): call it between items.
+pace = _pace
 
 
 def _paced(fn: Callable[[], _T], loop: asyncio.AbstractEventLoop | None = None) -> Callable[[], _T]:
@@ -579,6 +583,13 @@ def _executor() -> concurrent.futures.ThreadPoolExecutor:
 async def _in_thread(fn: Callable[[], _T]) -> _T:
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(_executor(), _paced(fn, loop))
+
+
+async def in_paced_thread(fn: Callable[[], _T]) -> _T:
+    """`fn` in the event loop's default executor, where `pace()` lets the loop run every few
+    milliseconds of its work (see _YIELD_EVERY_S)."""
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(None, _paced(fn, loop))
 
 
 class ChangeDetector:

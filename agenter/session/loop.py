@@ -350,8 +350,11 @@ class CodingSession:
             final = outcome or _Outcome(CodingStatus.ERROR, "session ended unexpectedly")
             files: dict[str, str | None] = {}
             with contextlib.suppress(Exception, asyncio.CancelledError):
-                # Reading changed files can take a while: never on the event loop.
-                files = await asyncio.to_thread(self._read_files)
+                # Reading changed files can take a while: never on the event loop, and paced so
+                # that the thread holding the GIL lets the loop run every few milliseconds.
+                from agenter.sandbox.changes import in_paced_thread
+
+                files = await in_paced_thread(self._read_files)
             self.result = self._build_result(final, state, files)
 
         for event in self._closing_events(self.result):
@@ -666,9 +669,12 @@ class CodingSession:
     def _read_files(self) -> dict[str, str | None]:
         """New content of every changed file (None when deleted or not a regular file); large
         files are read only up to MAX_FILE_BYTES and marked truncated."""
+        from agenter.sandbox.changes import pace
+
         cwd = Path(self.request.cwd)
         files: dict[str, str | None] = {}
         for rel in self._changed.all:
+            pace()
             files[rel] = _read_capped(cwd / rel)
         return files
 
