@@ -796,6 +796,54 @@ def test_importing_the_backend_does_not_import_the_sdk():
     assert out.stdout.strip() == "False"
 
 
+_LOOP_DURING_CONNECT = """
+import asyncio, sys, time
+from agenter._errors import BackendError
+from agenter.backends.base import BackendSettings, SessionSpec
+from agenter.backends.claude_code import ClaudeCodeBackend, ClaudeCodeOptions
+
+async def main():
+    gaps = []
+    async def beat():
+        last = time.perf_counter()
+        while True:
+            await asyncio.sleep(0.01)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+    beating = asyncio.create_task(beat())
+    await asyncio.sleep(0.05)
+    options = ClaudeCodeOptions(program_path=sys.argv[2], api_key="sk-test-0123456789")
+    backend = ClaudeCodeBackend(BackendSettings(model=None, tools=[], sandbox=False, options=options))
+    started = time.perf_counter()
+    try:
+        await backend.connect(SessionSpec(cwd=sys.argv[1]))
+    except BackendError as exc:
+        assert exc.kind == "missing_program", exc
+    finally:
+        await backend.disconnect()
+    took = time.perf_counter() - started
+    beating.cancel()
+    print("claude_agent_sdk" in sys.modules, took, max(gaps))
+
+asyncio.run(main())
+"""
+
+
+def test_the_sdks_first_import_does_not_stall_the_event_loop(tmp_path):
+    """A fresh process: connect imports claude_agent_sdk (seconds on a busy machine) in a thread, so
+    a task on the same loop keeps ticking (the CLI here does not exist, so nothing else runs)."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", _LOOP_DURING_CONNECT, str(tmp_path), str(tmp_path / "no-claude")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    imported, took, longest_gap = out.stdout.split()
+    assert imported == "True"
+    # Blocked, the loop would miss a beat for the whole import (most of `took`).
+    assert float(longest_gap) < float(took) / 3, out.stdout
+
+
 def test_usage_helpers():
     raw = {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 100,
            "cache_creation_input_tokens": 7, "service_tier": "standard"}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import importlib
 import logging
 import signal
 from collections.abc import AsyncIterator, Sequence
@@ -126,6 +127,9 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
         self._instructions = self.instructions(refusal_tool=_setup.mcp_tool_name(REFUSAL_TOOL_NAME),
                                                output_channel="native")
         self._made_dirs = [self.cwd / d for d in INTERNAL_DIRS if not (self.cwd / d).exists()]
+        # The SDK's first import takes seconds (its package imports mcp and jsonschema): in a thread,
+        # so other sessions on this event loop keep running meanwhile.
+        await asyncio.to_thread(importlib.import_module, "claude_agent_sdk")
         await self._open(resume=spec.resume_session_id)
 
     async def _open(self, resume: str | None) -> None:
