@@ -201,7 +201,8 @@ class UpdateMapper:
 
     def __init__(self, relative: Callable[[str], str] = lambda path: path):
         self._relative = relative
-        self._calls: dict[str, _Call] = {}
+        self._calls: dict[str, _Call] = {}  # every call of the session, by id
+        self._open: dict[str, _Call] = {}  # those not ended yet
         self._chunks: list[dict[str, Any]] = []
         self._held = ""  # streamed text not yet sent as a delta (it does not end in whitespace yet)
         self._text: list[str] = []
@@ -266,9 +267,8 @@ class UpdateMapper:
         removed. The diff of the tool call running meanwhile (the one that asked for the write,
         Gemini CLI's write_file) is then not reported again."""
         shown = self._relative(path)
-        for call in self._calls.values():
-            if not call.ended:
-                call.written.add(shown)
+        for call in self._open.values():
+            call.written.add(shown)
         return [*self._close_text(), file_edit(shown, counts, tool="fs/write_text_file", raw=raw)]
 
     # ------------------------------------------------------------------ text
@@ -312,7 +312,7 @@ class UpdateMapper:
     def _begin(self, data: dict[str, Any]) -> _Call:
         self._segments.append("")  # text before a tool call is not the final answer
         call = _Call(id=str(data.get("toolCallId")), name=tool_name(data))
-        self._calls[call.id] = call
+        self._calls[call.id] = self._open[call.id] = call
         return call
 
     def _tool(self, data: dict[str, Any]) -> list[BackendMessage]:
@@ -341,27 +341,29 @@ class UpdateMapper:
             call.payload = call.payload or data
             call.title = data.get("title") or call.title
             call.kind = data.get("kind") or call.kind
-        for item in diffs(data):
+        for item in diffs(data) if not call.ended else []:
             call.diffs[self._relative(str(item["path"]))] = item
 
     def _start_held(self, but: str | None = None) -> list[BackendMessage]:
         """Show the calls still held for their input: something else happened meanwhile."""
-        return [m for call in list(self._calls.values())
-                if not call.started and not call.ended and call.id != but for m in self._start(call)]
+        return [m for call in list(self._open.values())
+                if not call.started and call.id != but for m in self._start(call)]
 
     def _start(self, call: _Call) -> list[BackendMessage]:
         call.started = True
-        if call.kind == "execute":
-            command = command_of(call.raw_input, call.title)
-            tool_input = call.raw_input if isinstance(call.raw_input, dict) and call.raw_input else {"command": command}
-            return [BackendMessage(MessageType.COMMAND_START, command, tool_name=call.name, tool_input=tool_input,
-                                   tool_call_id=call.id, details={"command": command}, raw=call.payload)]
         raw = call.raw_input
+        if call.kind == "execute":
+            command = command_of(raw, call.title)
+            return [BackendMessage(MessageType.COMMAND_START, command, tool_name=call.name,
+                                   tool_input=raw if isinstance(raw, dict) and raw else {"command": command},
+                                   tool_call_id=call.id, details={"command": command}, raw=call.payload)]
         return [BackendMessage(MessageType.TOOL_CALL, call.title or call.name, tool_name=call.name,
-                               tool_input=None if raw is None else raw if isinstance(raw, dict) else {"input": raw}, tool_call_id=call.id, raw=call.payload)]
+                               tool_input=None if raw is None else raw if isinstance(raw, dict) else {"input": raw},
+                               tool_call_id=call.id, raw=call.payload)]
 
     def _end(self, call: _Call, data: dict[str, Any]) -> list[BackendMessage]:
         call.ended = True
+        self._open.pop(call.id, None)
         status = data.get("status")
         text = result_text(data.get("content"), data.get("rawOutput"))
         failed = status == "failed"
@@ -379,6 +381,7 @@ class UpdateMapper:
                     continue
                 counts = line_counts(item.get("oldText"), str(item.get("newText") or ""))
                 out.append(file_edit(path, counts, tool=call.name, call_id=call.id, raw=item))
+        call.diffs, call.written, call.payload = {}, set(), {}  # an ended call keeps only its name
         return out
 
 
