@@ -432,7 +432,7 @@ async def test_custom_tool_is_called_in_process(scripted_model_server, repo, cli
     assert ticket_tool["description"] == "Title of a ticket in the tracker."
     assert ticket_tool["input_schema"]["required"] == ["ticket"]
     assert any("ENG-7: Make greet friendlier" in block_text(b) for b in last_tool_results(server, 1))
-    assert "hello, friend" in result.files["app.py"]
+    assert "hello, friend" in (result.files["app.py"] or "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -516,6 +516,7 @@ async def test_cancelled_turn_kills_the_cli_and_the_next_turn_resumes(scripted_m
     await backend.connect(SessionSpec(cwd=repo))
     try:
         first_pid = backend.cli_pid
+        assert first_pid is not None
 
         async def consume() -> None:
             async for _ in backend.execute("Write first.txt"):
@@ -549,6 +550,7 @@ async def test_cli_dying_mid_turn_is_an_error_not_a_success(scripted_model_serve
     await backend.connect(SessionSpec(cwd=repo))
     try:
         pid = backend.cli_pid
+        assert pid is not None
 
         async def kill_when_asked() -> None:
             await asyncio.to_thread(server.wait_for_requests, 1, 30)
@@ -743,17 +745,18 @@ def test_options_defaults_and_validation():
     assert opts.claude_allowed_tools == ["Read", "Edit", "Write", "Bash", "Glob", "Grep"]
     assert opts.claude_setting_sources == []
     with pytest.raises(ValidationError):
-        ClaudeCodeOptions(unknown=1)
+        ClaudeCodeOptions(unknown=1)  # type: ignore[call-arg]
     with pytest.raises(ValidationError):
         ClaudeCodeOptions(claude_setting_sources=["everything"])
 
 
 def test_old_option_names_keep_working():
-    old = ClaudeCodeOptions(allowed_tools=["Read"], setting_sources=["project"], max_turns=3, cli_path="/x/claude")
+    old = ClaudeCodeOptions(allowed_tools=["Read"], setting_sources=["project"], max_turns=3,  # type: ignore[call-arg]
+                            cli_path="/x/claude")
     assert (old.claude_allowed_tools, old.claude_setting_sources, old.claude_max_turns, old.program_path) == (
         ["Read"], ["project"], 3, "/x/claude")
     with pytest.raises(ConfigurationError, match="program_path"):
-        ClaudeCodeOptions(cli_path="/a", program_path="/b")
+        ClaudeCodeOptions(cli_path="/a", program_path="/b")  # type: ignore[call-arg]
 
 
 def test_unknown_option_through_the_facade_is_a_configuration_error():
