@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, cast
 
 __all__ = ["Redactor", "redact", "strip_ansi"]
 
@@ -20,6 +20,8 @@ _SECRET_PATTERNS = [
 ]
 #: What every key shape above contains (same flags): a text without any of these needs no pattern.
 _SHAPE_HINT = re.compile(r"sk-|AIza|(?i:bearer|api-key)")
+#: Characters JSON text escapes (ensure_ascii off): a secret with one is not found verbatim in it.
+_JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
 
@@ -29,6 +31,8 @@ def _may_hold_a_key_shape(text: str) -> bool:
     from lower() only for the dotted and dotless i, so text with those asks the regex."""
     if "sk-" in text or "AIza" in text:
         return True
+    if len(text) < 6:  # shorter than "bearer" and "api-key"
+        return False
     if not text.isascii() and ("\u0130" in text or "\u0131" in text):
         return _SHAPE_HINT.search(text) is not None
     lower = text.lower()
@@ -66,6 +70,8 @@ class Redactor:
         secrets = {v for k, v in sources.items() if v and len(v) >= 8 and _secret_name(k)}
         secrets.update(s for s in (extra or []) if s and len(s) >= 4)
         self._secrets = sorted(secrets, key=len, reverse=True)
+        self._safe_for: list[str] | None = None
+        self._safe = False
 
     def add(self, *secrets: str | None) -> None:
         """Also hide these values (keys learnt after construction)."""
@@ -92,29 +98,57 @@ class Redactor:
         """A copy of JSON-like data (dicts, lists, strings) with every string redacted (dict
         keys are kept as they are; a tuple becomes a list)."""
         kind = type(value)
+        if (kind is dict or kind is list) and self._json_safe():
+            # Every event passes here whole. Its JSON text holds every string in it verbatim
+            # (the secrets need no escaping, the key shapes never do), so one look at that text
+            # clears the lot; then only the containers are copied.
+            try:
+                text = json.dumps(value, ensure_ascii=False, default=_not_json)
+            except (TypeError, ValueError, RecursionError):  # not plain JSON data: item by item
+                text = None
+            if text is not None and self._clean_text(text):
+                return _copy(value)
+        return self._walk(value)
+
+    def _walk(self, value: object) -> object:
+        kind = type(value)
         if kind is str:
-            text = cast(str, value)
-            return self(text) if text else text
+            return self(value) if value else value  # type: ignore[arg-type]
         if kind is dict:
-            mapping = cast(dict[Any, Any], value)
-            if len(mapping) >= _BATCH and self._clean([v for v in mapping.values() if v is not None]):
-                return dict(mapping)
-            return {key: self.data(item) for key, item in mapping.items()}
+            if len(value) >= _BATCH and self._clean([v for v in value.values() if v is not None]):  # type: ignore[arg-type,attr-defined]
+                return dict(value)  # type: ignore[call-overload]
+            walk = self._walk
+            return {key: walk(item) for key, item in value.items()}  # type: ignore[attr-defined]
         if kind is list or kind is tuple:
-            items = cast(list[Any], value)
-            if len(items) >= _BATCH and self._clean(items):
-                return list(items)
-            return [self.data(item) for item in items]
+            if len(value) >= _BATCH and self._clean(value):  # type: ignore[arg-type]
+                return list(value)  # type: ignore[call-overload]
+            walk = self._walk
+            return [walk(item) for item in value]  # type: ignore[attr-defined]
         if kind is int or kind is float or kind is bool or value is None:
             return value
         # Subclasses (a str enum, an OrderedDict, a named tuple) as before.
         if isinstance(value, str):
             return self(value)
         if isinstance(value, dict):
-            return {key: self.data(item) for key, item in value.items()}
+            return {key: self._walk(item) for key, item in value.items()}
         if isinstance(value, list | tuple):
-            return [self.data(item) for item in value]
+            return [self._walk(item) for item in value]
         return value
+
+    def _json_safe(self) -> bool:
+        """Whether every secret reads the same inside JSON text (no quote, backslash or control
+        character, which JSON escapes)."""
+        secrets = self._secrets
+        if self._safe_for is not secrets:
+            self._safe = not any(_JSON_ESCAPED.search(s) for s in secrets)
+            self._safe_for = secrets
+        return self._safe
+
+    def _clean_text(self, text: str) -> bool:
+        for secret in self._secrets:
+            if secret in text:
+                return False
+        return not _may_hold_a_key_shape(text)
 
     def _clean(self, items: list[object] | tuple[object, ...]) -> bool:
         """Whether `items` are all strings with nothing to redact in any of them: one look at
@@ -124,10 +158,30 @@ class Redactor:
             text = "\n".join(items)  # type: ignore[arg-type]  # any item that is no str: TypeError
         except TypeError:  # not all strings
             return False
-        for secret in self._secrets:
-            if secret in text:
-                return False
-        return not _may_hold_a_key_shape(text)
+        return self._clean_text(text)
+
+
+def _not_json(value: object) -> object:
+    raise TypeError("not JSON")
+
+
+def _copy(value: object) -> object:
+    """What Redactor._walk returns for data with nothing to redact: containers copied (a tuple
+    as a list, a subclass as its base), strings as plain str, everything else as it is."""
+    kind = type(value)
+    if kind is dict:
+        return {key: item if type(item) is str else _copy(item) for key, item in value.items()}  # type: ignore[attr-defined]
+    if kind is list or kind is tuple:
+        return [item if type(item) is str else _copy(item) for item in value]  # type: ignore[attr-defined]
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, dict):
+        return {key: _copy(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_copy(item) for item in value]
+    return value
 
 
 #: A list or dict at least this long is looked at whole first (see Redactor._clean).

@@ -70,3 +70,50 @@ def test_a_str_enum_comes_back_a_plain_string() -> None:
 
     out = Redactor(env={})(Colour.RED)
     assert out == "red" and type(out) is str
+
+
+def _random_data(rng: random.Random, depth: int = 0) -> object:
+    roll = rng.random()
+    if depth > 3 or roll < 0.45:
+        return rng.choice([*PIECES, "".join(rng.choice(PIECES) for _ in range(3)), 7, 2.5, None, True, ""])
+    if roll < 0.7:
+        return {rng.choice(["a", "b", "c", 1, "api-key"]): _random_data(rng, depth + 1) for _ in range(rng.randint(0, 5))}
+    if roll < 0.9:
+        return [_random_data(rng, depth + 1) for _ in range(rng.randint(0, 6))]
+    return tuple(_random_data(rng, depth + 1) for _ in range(rng.randint(0, 3)))
+
+
+def _typed(value: object) -> object:
+    """The value with the type of every node, so that equal output means the same output."""
+    if isinstance(value, dict):
+        return ("dict", type(value).__name__, {k: _typed(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, [_typed(v) for v in value])
+    return (type(value).__name__, value)
+
+
+def test_the_json_look_gives_what_the_walk_gives() -> None:
+    rng = random.Random(7)
+    for secrets in (["topsecret-value", "abcd1234"], ['quote"d-secret', "back\\slash"]):
+        redactor = Redactor(env={})
+        redactor._secrets = sorted(secrets, key=len, reverse=True)
+        for _ in range(3000):
+            data = {"event": _random_data(rng), "list": [_random_data(rng) for _ in range(3)]}
+            assert _typed(redactor.data(data)) == _typed(redactor._walk(data))
+
+
+def test_data_that_is_not_plain_json_is_walked() -> None:
+    from pathlib import Path
+
+    class Tag(str):
+        pass
+
+    redactor = Redactor(env={}, extra=["topsecret-value"])
+    path = Path("/tmp/x")
+    out = redactor.data({"path": path, "tag": Tag("topsecret-value"), 3: ["ok"], "nested": {"t": ("a", "b")}})
+    assert out == {"path": path, "tag": "[REDACTED]", 3: ["ok"], "nested": {"t": ["a", "b"]}}
+    clean = redactor.data({"tag": Tag("fine"), 3: ("x",)})
+    assert clean == {"tag": "fine", 3: ["x"]} and type(clean["tag"]) is str
+    cyclic: list[object] = []
+    cyclic.append({"a": "b"})
+    assert redactor.data(cyclic) == [{"a": "b"}]
