@@ -447,11 +447,9 @@ class BaseBackend(Generic[OptionsT]):
             on_decision=self._decisions.append)
         from agenter.sandbox.changes import ChangeDetector
 
-        # The first walk of the workspace runs (in a thread) while the agent starts; so does the
-        # loading of the price table (a thread too: the ledger's lookups wait for it).
+        # The first walk of the workspace runs (in a thread) while the agent starts.
         self._detector = ChangeDetector(self._cwd)
         baseline = asyncio.ensure_future(self._detector.start())
-        self.ledger.preload()
         try:
             await self._connect(spec)
             await baseline
@@ -462,6 +460,10 @@ class BaseBackend(Generic[OptionsT]):
             raise
         if self._state == "connecting":
             self._state = "connected"
+        # The price table loads in a thread while the first request is under way (the ledger's
+        # lookups wait for it). Not beside _connect, which imports the backend's packages: two
+        # threads importing one dependency at once (httpx2) can meet a half-initialised module.
+        self.ledger.preload()
 
     async def execute(self, prompt: str) -> AsyncGenerator[BackendMessage, None]:
         if self._state != "connected":

@@ -98,3 +98,27 @@ def test_a_lookup_waits_while_the_table_is_being_loaded():
     worker.join(30)
     assert finished.is_set() and result[0] == pytest.approx(estimate_cost("gpt-5.5", Usage(input_tokens=100_000),
                                                                           "openai"))
+
+
+async def test_connect_starts_the_preload_once_the_agent_is_up(tmp_path):
+    from agenter.backends.base import BackendSettings, SessionSpec
+    from agenter.testing import FunctionBackend, FunctionOptions
+
+    connected: list[bool] = []
+
+    def turn(ctx):  # the preload was started by connect, before any turn
+        connected.append(ctx.backend.ledger._preload is not None)
+        ctx.use(input_tokens=1000, output_tokens=1000)
+        return "done"
+
+    backend = FunctionBackend(BackendSettings(model="claude-sonnet-4-5", tools=[], sandbox=False,
+                                              options=FunctionOptions(turn=turn)))
+    assert backend.ledger._preload is None
+    await backend.connect(SessionSpec(cwd=tmp_path))
+    try:
+        assert backend.ledger._preload is not None
+        [message async for message in backend.execute("go")]
+    finally:
+        await backend.disconnect()
+    assert connected == [True]
+    assert backend.usage().cost_usd == pytest.approx(0.018)
