@@ -503,8 +503,11 @@ class FileToolbox:
     # ------------------------------------------------------------------ helpers
 
     def _rel(self, path: str) -> str:
-        return self.resolver.relative(self.resolver.resolve_read(path) if _safe(self.resolver, path)
-                                      else os.path.join(self.resolver.cwd, path))
+        try:
+            target: str | Path = self.resolver.resolve_read(path)  # once: each resolve walks the path
+        except PathSecurityError:
+            target = os.path.join(self.resolver.cwd, path)
+        return self.resolver.relative(target)
 
     def _rel_dir_prefix(self, directory: Path) -> str:
         rel = self.resolver.relative(directory)
@@ -535,9 +538,10 @@ class FileToolbox:
                 yield rel_dir + entry.name
             stack.extend(reversed(folders))
 
-    def _read_for_edit(self, path: str) -> str:
+    def _read_for_edit(self, path: str, *, check_write: bool = True) -> str:
         """The whole text of a file the model may write, bounded by MAX_EDIT_BYTES."""
-        self.resolver.resolve_write(path)  # refuses what may not be written before reading
+        if check_write:
+            self.resolver.resolve_write(path)  # refuses what may not be written before reading
         with self.resolver.open_for_read(path) as handle:
             size = os.fstat(handle.fileno()).st_size
             if size > MAX_EDIT_BYTES:
@@ -549,9 +553,11 @@ class FileToolbox:
         return data.decode("utf-8")
 
     def _text_before_write(self, path: str) -> str:
-        """The text a write replaces, for counting lines ("" for a new, binary or huge file)."""
+        """The text a write replaces, for counting lines ("" for a new, binary or huge file).
+        Read as any file is (the write that follows checks that it may be written, and the
+        counts are shown only when it could): one path resolution fewer on every write."""
         try:
-            return self._read_for_edit(path)
+            return self._read_for_edit(path, check_write=False)
         except (_ToolError, OSError, ValueError, PathSecurityError):
             return ""
 
