@@ -13,8 +13,10 @@ validators off, and once more with the default validators (listed apart).
 
 Per-turn overhead is a slope: each side runs a short and a long conversation, and the difference
 of the differences divided by the extra turns is what each further turn costs beyond the bare
-loop; what a run costs once (connect, the first walk of the workspace, validators, result) is
-the intercept, printed apart.
+loop (each round's own, then the median of the rounds); what a run costs once (connect, the
+first walk of the workspace, validators, result) is the intercept, printed apart. Figures come
+in wall time, the event loop thread's CPU time and the process's CPU time: on a shared machine
+the CPU figures are the steadier.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from agenter import AutonomousCodingAgent, CodingRequest
 from agenter.testing import ScriptedModelServer, reply, text
 
 SHORT, LONG = 4, 24
-ROUNDS = 9
+ROUNDS = 15
 MODEL = "claude-sonnet-4-5"
 
 
@@ -168,18 +170,10 @@ async def agenter_params() -> dict[str, Any]:
     return {key: body[key] for key in ("model", "max_tokens", "system", "tools") if key in body}
 
 
-def slope(short: list[float], long: list[float]) -> tuple[float, float]:
-    """Per extra turn and the intercept (the run's fixed cost), from the fastest of the rounds:
-    on a shared machine noise only ever adds time."""
-    s, l_ = min(short), min(long)
-    per_turn = (l_ - s) / (LONG - SHORT)
-    return per_turn, s - per_turn * SHORT
-
-
 async def main_async(profile: bool = False) -> dict[str, float]:
     params = await agenter_params()
     print(f"both send {len(params.get('tools') or [])} tool definitions and the same system prompt; "
-          f"{SHORT} and {LONG} model responses, fastest of {ROUNDS} rounds; the scripted server in its own process")
+          f"{SHORT} and {LONG} model responses, median of {ROUNDS} rounds; the scripted server in its own process")
     samples: dict[str, list[Clock]] = {k: [] for k in ("bare_s", "bare_l", "ours_s", "ours_l", "val_s", "val_l")}
     with Server() as base_url:
         await timed_bare(base_url, SHORT, params)  # warm-up: imports, first connections
@@ -201,21 +195,33 @@ async def main_async(profile: bool = False) -> dict[str, float]:
             stats.sort_stats("tottime").print_stats(25)
             stats.sort_stats("cumulative").print_stats(r"agenter", 30)
 
-    def fit(kind: str, what: str) -> tuple[float, float]:
-        return slope([getattr(c, what) for c in samples[f"{kind}_s"]], [getattr(c, what) for c in samples[f"{kind}_l"]])
+    def per_turn(kind: str, what: str, round_: int) -> float:
+        short, long = samples[f"{kind}_s"][round_], samples[f"{kind}_l"][round_]
+        return (getattr(long, what) - getattr(short, what)) / (LONG - SHORT)
 
     figures: dict[str, float] = {}
     for what, label in (("wall", "wall time"), ("loop_cpu", "event loop thread's CPU"),
                         ("cpu", "process CPU, agenter's threads included")):
-        (bare, bare_fixed), (ours, ours_fixed), (val, val_fixed) = fit("bare", what), fit("ours", what), fit("val", what)
+        # Each round's own difference (its runs were back to back), then the median of the
+        # rounds: a shared machine's slow spells hit both sides of one round alike.
+        bare = statistics.median(per_turn("bare", what, r) for r in range(ROUNDS))
+        ours = statistics.median(per_turn("ours", what, r) for r in range(ROUNDS))
+        overhead = statistics.median(per_turn("ours", what, r) - per_turn("bare", what, r) for r in range(ROUNDS))
+        with_validators = statistics.median(per_turn("val", what, r) - per_turn("bare", what, r)
+                                            for r in range(ROUNDS))
+        spread = statistics.quantiles([per_turn("ours", what, r) - per_turn("bare", what, r) for r in range(ROUNDS)],
+                                      n=4)
         print(f"per model turn, {label}: bare anthropic loop {bare * 1000:.2f} ms, agenter {ours * 1000:.2f} ms: "
-              f"overhead {(ours - bare) * 1000:.2f} ms (goal <= 1 ms), ratio {ours / bare:.2f}; with the default "
-              f"validators {val * 1000:.2f} ms (overhead {(val - bare) * 1000:.2f} ms)")
-        print(f"  once per run: bare {bare_fixed * 1000:.1f} ms, agenter {ours_fixed * 1000:.1f} ms, with validators "
-              f"{val_fixed * 1000:.1f} ms (connect, first walk of the workspace, validation, result)")
-        figures.update({f"overhead_per_turn_{what}_s": ours - bare, f"ratio_{what}": ours / bare,
+              f"overhead {overhead * 1000:.2f} ms (quartiles {spread[0] * 1000:.2f}..{spread[2] * 1000:.2f}; goal "
+              f"<= 1 ms), ratio {ours / bare:.2f}; with the default validators overhead {with_validators * 1000:.2f} ms")
+        figures.update({f"overhead_per_turn_{what}_s": overhead, f"ratio_{what}": ours / bare,
                         f"bare_per_turn_{what}_s": bare, f"agenter_per_turn_{what}_s": ours,
-                        f"agenter_with_validators_per_turn_{what}_s": val})
+                        f"overhead_with_validators_per_turn_{what}_s": with_validators})
+    fixed = {k: statistics.median(c.wall for c in samples[f"{k}_s"]) - SHORT * statistics.median(
+        per_turn(k, "wall", r) for r in range(ROUNDS)) for k in ("bare", "ours", "val")}
+    print(f"once per run, wall: bare {fixed['bare'] * 1000:.1f} ms, agenter {fixed['ours'] * 1000:.1f} ms, with "
+          f"validators {fixed['val'] * 1000:.1f} ms (client set-up; connect, first walk of the workspace, "
+          f"validation, result)")
     whole = {k: statistics.median(c.wall for c in samples[k]) for k in ("bare_l", "ours_l")}
     print(f"whole {LONG}-turn run, wall: bare {whole['bare_l'] * 1000:.1f} ms, agenter {whole['ours_l'] * 1000:.1f} ms "
           f"(ratio {whole['ours_l'] / whole['bare_l']:.2f})")
