@@ -277,29 +277,38 @@ class CliBackend(BaseBackend[OptionsT]):
             self._estimate = self._estimate + Usage(input_tokens=len(sent) // 4)
         self.ledger.running(self._estimate)
 
-    def call_message(self, name: str, arguments: dict[str, Any], call_id: str | None) -> BackendMessage:
-        """A tool call; a call of the program's shell tool is a COMMAND_START."""
+    def call_message(self, name: str, arguments: dict[str, Any], call_id: str | None, *,
+                     raw: Any = None) -> BackendMessage:
+        """A tool call; a call of the program's shell tool is a COMMAND_START. `raw`: the
+        program's own payload of it."""
         if name in self.shell_tools:
             command = arguments.get("command", arguments.get("cmd", ""))
             return BackendMessage(MessageType.COMMAND_START, tool_name=name, tool_input=arguments,
-                                  tool_call_id=call_id, details={"command": self.redact(str(command))})
-        return BackendMessage(MessageType.TOOL_CALL, tool_name=name, tool_input=arguments, tool_call_id=call_id)
+                                  tool_call_id=call_id, details={"command": self.redact(str(command))}, raw=raw)
+        return BackendMessage(MessageType.TOOL_CALL, tool_name=name, tool_input=arguments, tool_call_id=call_id,
+                              raw=raw)
 
     def result_message(self, name: str | None, output: str, call_id: str | None, *, failed: bool,
-                       exit_code: int | None = None) -> BackendMessage:
-        """A tool's result; the shell tool's is a COMMAND_END (with its exit code when known)."""
+                       exit_code: int | None = None, raw: Any = None) -> BackendMessage:
+        """A tool's result; the shell tool's is a COMMAND_END, whose exit_code is None when the
+        program does not report one."""
         if name in self.shell_tools:
-            details = {"exit_code": exit_code} if exit_code is not None else None
             return BackendMessage(MessageType.COMMAND_END, self.redact(output), tool_name=name, tool_call_id=call_id,
-                                  is_error=failed, details=details)
+                                  is_error=failed, details={"exit_code": exit_code}, raw=raw)
         return BackendMessage(MessageType.TOOL_RESULT, self.redact(output), tool_name=name or None,
-                              tool_call_id=call_id, is_error=failed)
+                              tool_call_id=call_id, is_error=failed, raw=raw)
 
-    def edit_message(self, path: str, tool: str | None = None) -> BackendMessage:
-        """A file the agent's edit tool changed (also tracked for modified_files)."""
-        self.track(written=[path])
+    def edit_message(self, path: str, tool: str | None = None, *, added: int, removed: int,
+                     call_id: str | None = None, deleted: bool = False, raw: Any = None) -> BackendMessage:
+        """A file the agent's edit tool changed (or `deleted`), with the lines it added and removed
+        (also tracked for modified_files)."""
+        if deleted:
+            self.track(deleted=[path])
+        else:
+            self.track(written=[path])
         shown = self.relative(path) or path
-        return BackendMessage(MessageType.FILE_EDIT, shown, tool_name=tool, details={"path": shown})
+        return BackendMessage(MessageType.FILE_EDIT, shown, tool_name=tool, tool_call_id=call_id, raw=raw,
+                              details={"path": shown, "lines_added": added, "lines_removed": removed})
 
     def text_message(self, text: str, turn: TurnState) -> BackendMessage:
         """A complete assistant message (recorded as the turn's latest text)."""

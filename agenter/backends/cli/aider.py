@@ -34,6 +34,7 @@ from pydantic import Field
 from agenter._types import Usage
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState
+from agenter.backends.cli._edits import text_counts
 from agenter.backends.cli._failures import classify
 from agenter.backends.cli._runner import Invocation, Line
 from agenter.permissions import PermissionPolicy, ToolCall
@@ -45,6 +46,7 @@ _TOKENS = re.compile(r"^Tokens: (?P<sent>[\d.]+k?) sent(?:, (?P<write>[\d.]+k?) 
                      r"(?:, (?P<hit>[\d.]+k?) cache hit)?, (?P<received>[\d.]+k?) received\."
                      r"(?: Cost: \$(?P<cost>[\d.]+) message)?")
 _APPLIED = re.compile(r"^Applied edit to (.+)$")
+_ADDED = re.compile(r"^Added (.+) to the chat")
 _ERROR = re.compile(r"^litellm\.(\w+):")
 _RETRY = re.compile(r"^Retrying in [\d.]+ seconds")
 #: Aider's own lines around the model's reply (banner, notices), never part of the reply.
@@ -95,6 +97,8 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
         self._editable: list[str] = list(settings.options.aider_files)
         self._readable: list[str] = []
         self._ignore_file: Path | None = None
+        # The text of each file Aider may edit as it was before its edit (None: it did not exist).
+        self._before: dict[str, str | None] = {}
 
     async def prepare(self) -> None:
         policy = self.settings.permissions
@@ -145,6 +149,9 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
         if opts.base_url:
             variables[f"{provider.upper()}_API_BASE"] = opts.base_url
         argv += [*opts.program_args, *self._editable]
+        # Aider reports an edit by the file's name only; its line counts come from the file's text
+        # before and after. The chat's files are read before the program starts.
+        self._before = {name: self.read_text(name) for name in self._editable}
         # Far more answers than questions: at the end of its input Aider would take each default (yes).
         answers = b"n\n" * 20_000 if policy else None
         return Invocation(argv=argv, env=self.environment(**variables), files=[message], stdin=answers)
@@ -182,7 +189,16 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
             path = applied.group(1).strip()
             while self._reply and self._reply[-1].strip() in ("", path):
                 self._reply.pop()  # Aider names the file before it applies the edit
-            return [self.edit_message(path, "edit")]
+            after = self.read_text(path)
+            added, removed = text_counts(self._before.get(path), after)
+            self._before[path] = after
+            return [self.edit_message(path, "edit", added=added, removed=removed, raw={"line": text})]
+        added_file = _ADDED.match(text)
+        if added_file and added_file.group(1).strip() not in self._before:
+            # A file Aider adds to the chat itself (with --yes-always): read before the model's
+            # next answer can edit it.
+            name = added_file.group(1).strip()
+            self._before[name] = self.read_text(name)
         error = _ERROR.match(text)
         if error:
             self._error_lines = [text]
@@ -202,6 +218,13 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
             return []
         self._reply.append(text)
         return []
+
+    def read_text(self, name: str) -> str | None:
+        """A workspace file's text (None when it does not exist or cannot be read)."""
+        try:
+            return (Path(self.cwd) / name).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
 
     def last_messages(self, turn: TurnState) -> list[BackendMessage]:
         # After the last usage line come Aider's notes on applying the edits; without any usage

@@ -25,6 +25,7 @@ from pydantic import Field
 
 from agenter._errors import ConfigurationError
 from agenter._types import Usage
+from agenter.backends._claude_events import FILE_WRITE_TOOLS, SHELL_TOOL, DeltaBuffer, exit_code, line_changes
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, search_path, table
 from agenter.backends.cli._runner import Invocation, Line
@@ -34,8 +35,6 @@ from agenter.permissions import PermissionPolicy, PermissionRule
 __all__ = ["ClaudeCliBackend", "ClaudeCliOptions"]
 
 _SANDBOX_INSTALL = "apt-get install bubblewrap socat (Claude Code's sandbox on Linux), or pass sandbox=False"
-#: Claude Code's tools that write the file named in their input.
-_WRITE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
 #: The bypass-immune safety checks that Claude Code's patterns can express. What they cannot
 #: (a download piped into a shell, writes through shell redirections, paths outside the
 #: workspace, a recursive delete of an unknown target) is not compiled: docs/backends/cli.md.
@@ -102,7 +101,7 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
     output_channel = "native"
     instructions_in_prompt = False
     internal_paths: ClassVar[tuple[str, ...]] = (".claude/.cc-writes/",)
-    shell_tools: ClassVar[frozenset[str]] = frozenset({"Bash"})
+    shell_tools: ClassVar[frozenset[str]] = frozenset({SHELL_TOOL})
     #: Compiled to --disallowedTools / --allowedTools patterns (claude_permissions).
     permission_kinds: ClassVar[frozenset[str]] = frozenset({"read", "edit", "shell"})
 
@@ -124,7 +123,10 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
     def __init__(self, settings: BackendSettings[ClaudeCliOptions]):
         super().__init__(settings)
         self._message_usage: dict[str, Usage] = {}
-        self._calls: dict[str, tuple[str, str | None]] = {}
+        self._calls: dict[str, tuple[str, dict[str, Any]]] = {}
+        # Text blocks of the API message being streamed, by index: their unsent rest.
+        self._streaming: dict[int, DeltaBuffer] = {}
+        self._open_text = False  # TEXT_DELTAs went out that no whole TEXT has closed yet
 
     # ------------------------------------------------------------------ command
     def command(self, prompt: str) -> Invocation:
@@ -140,7 +142,7 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
                 # where an allow rule says so (headless, a question is a no).
                 allowed = [t for t in opts.claude_allowed_tools if t in ("Read", "Glob", "Grep")] + allowed
         argv = [str(self.executable), "-p", "--output-format", "stream-json", "--verbose",
-                "--permission-mode", mode]
+                "--include-partial-messages", "--permission-mode", mode]
         allowed = [t for t in allowed if not (self.settings.sandbox and t == "Bash")]
         if allowed:
             argv += ["--allowedTools", ",".join(allowed)]
@@ -185,15 +187,66 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
             if isinstance(event.get("model"), str):
                 self.ledger.model = self.ledger.model or event["model"]
             return []
+        subagent = event.get("parent_tool_use_id") is not None
+        if kind == "stream_event":
+            # Deltas of the main agent's texts; subagents' texts stay whole.
+            return [] if subagent else self._stream_event(table(event.get("event")))
         if kind == "assistant":
-            return self._assistant(event.get("message") or {}, turn, bool(event.get("error")))
+            # Whatever of a block is still held back goes out before the block whole.
+            pending = [] if subagent else self._flush()
+            return pending + self._assistant(event.get("message") or {}, turn, bool(event.get("error")), subagent)
         if kind == "user":
-            return self._tool_results(event.get("message") or {})
+            return self._tool_results(event.get("message") or {}, event.get("tool_use_result"))
+        if kind == "system" and event.get("subtype") == "compact_boundary":
+            metadata = table(event.get("compact_metadata"))
+            before, after = metadata.get("pre_tokens"), metadata.get("post_tokens")
+            return [BackendMessage(MessageType.COMPACTED, "Claude Code compacted its context", raw=event,
+                                   details={"tokens_before": before if isinstance(before, int) else None,
+                                            "tokens_after": after if isinstance(after, int) else None,
+                                            "trigger": metadata.get("trigger")})]
         if kind == "result":
             self._result(event, turn)
         return []
 
-    def _assistant(self, message: dict[str, Any], turn: TurnState, failed: bool) -> list[BackendMessage]:
+    def last_messages(self, turn: TurnState) -> list[BackendMessage]:
+        # A stream that ended mid-block: its held-back rest still goes out.
+        return self._flush() + super().last_messages(turn)
+
+    def _stream_event(self, event: dict[str, Any]) -> list[BackendMessage]:
+        """One Anthropic stream event: text deltas, held back to whitespace (DeltaBuffer) so a key
+        split over deltas is redacted whole. Tool calls and usage arrive in the whole messages."""
+        kind, index = event.get("type"), event.get("index")
+        if kind == "message_start":
+            return self._flush()
+        if not isinstance(index, int):
+            return []
+        if kind == "content_block_start":
+            if table(event.get("content_block")).get("type") == "text":
+                self._streaming[index] = DeltaBuffer(self.redact)
+            return []
+        if kind == "content_block_stop":
+            return self._flush(index)
+        buffer = self._streaming.get(index)
+        delta = table(event.get("delta"))
+        piece = delta.get("text")
+        if kind != "content_block_delta" or buffer is None or delta.get("type") != "text_delta" or not piece:
+            return []
+        return self._delta(buffer.feed(str(piece)))
+
+    def _flush(self, index: int | None = None) -> list[BackendMessage]:
+        """The held-back rest of one streamed block (all of them when `index` is None)."""
+        buffers = [self._streaming.pop(i) for i in (list(self._streaming) if index is None else [index])
+                   if i in self._streaming]
+        return [m for buffer in buffers for m in self._delta(buffer.flush())]
+
+    def _delta(self, text: str) -> list[BackendMessage]:
+        if not text:
+            return []
+        self._open_text = True
+        return [BackendMessage(MessageType.TEXT_DELTA, text)]
+
+    def _assistant(self, message: dict[str, Any], turn: TurnState, failed: bool,
+                   subagent: bool = False) -> list[BackendMessage]:
         model = message.get("model")
         if isinstance(model, str) and model != "<synthetic>":
             self.ledger.model = model
@@ -205,32 +258,44 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
         for block in message.get("content") or []:
             kind = block.get("type")
             if kind == "text":
+                text = str(block.get("text", ""))
                 if failed or model == "<synthetic>":
-                    out.append(BackendMessage(MessageType.ERROR, self.redact(str(block.get("text", ""))),
-                                              is_error=True))
+                    if self._open_text and not subagent:
+                        # Streamed, then flagged as an error: the whole text still closes the deltas.
+                        out.append(BackendMessage(MessageType.TEXT, self.redact(text)))
+                    out.append(BackendMessage(MessageType.ERROR, self.redact(text), is_error=True))
                 else:
-                    out.append(self.text_message(str(block.get("text", "")), turn))
+                    out.append(self.text_message(text, turn))
+                if not subagent:
+                    self._open_text = False
             elif kind == "thinking":
                 out.append(BackendMessage(MessageType.THINKING, self.redact(str(block.get("thinking", "")))))
             elif kind == "tool_use":
                 name, arguments = str(block.get("name")), table(block.get("input"))
-                path = arguments.get(_WRITE_TOOLS.get(name, ""))
-                self._calls[str(block.get("id"))] = (name, path if isinstance(path, str) else None)
+                self._calls[str(block.get("id"))] = (name, arguments)
+                path = arguments.get(FILE_WRITE_TOOLS.get(name, ""))
                 if isinstance(path, str):
                     self.track(written=[path])
-                out.append(self.call_message(name, arguments, block.get("id")))
+                out.append(self.call_message(name, arguments, block.get("id"), raw=block))
         return out
 
-    def _tool_results(self, message: dict[str, Any]) -> list[BackendMessage]:
+    def _tool_results(self, message: dict[str, Any], tool_use_result: Any) -> list[BackendMessage]:
+        """Tool results; `tool_use_result` is the tool's own account (a command's stdout, an
+        edit's structuredPatch), as Claude Code reports it beside the message."""
         out = []
         for block in message.get("content") or []:
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 call_id = str(block.get("tool_use_id"))
-                name, path = self._calls.get(call_id, ("", None))
+                name, arguments = self._calls.get(call_id, ("", {}))
                 failed = bool(block.get("is_error"))
-                out.append(self.result_message(name, _text(block.get("content")), call_id, failed=failed))
-                if path and not failed:
-                    out.append(self.edit_message(path, name))
+                text = _text(block.get("content"))
+                raw = {**block, "tool_use_result": tool_use_result}
+                code = exit_code(text, failed, tool_use_result) if name == SHELL_TOOL else None
+                out.append(self.result_message(name, text, call_id, failed=failed, exit_code=code, raw=raw))
+                path = arguments.get(FILE_WRITE_TOOLS.get(name, ""))
+                if isinstance(path, str) and path and not failed:
+                    added, removed = line_changes(name, arguments, tool_use_result)
+                    out.append(self.edit_message(path, name, added=added, removed=removed, call_id=call_id, raw=raw))
         return out
 
     def _result(self, event: dict[str, Any], turn: TurnState) -> None:

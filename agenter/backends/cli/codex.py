@@ -18,6 +18,7 @@ directory whose entries link to the real one (login, config, sessions). See docs
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -35,6 +36,7 @@ from agenter._types import Usage
 from agenter.backends._prompts import strict_schema
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, table
+from agenter.backends.cli._edits import diff_counts, line_count
 from agenter.backends.cli._runner import Invocation, Line
 from agenter.host import run_process
 from agenter.permissions import PermissionPolicy, PermissionRule
@@ -233,6 +235,9 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
     def __init__(self, settings: BackendSettings[CodexCliOptions]):
         super().__init__(settings)
         self._bin_dir: Path | None = None
+        self._rollout = Rollout()
+        # File changes whose diffs the rollout did not hold yet: (item id, changes, the item).
+        self._unsettled: list[tuple[str, list[dict[str, Any]], dict[str, Any]]] = []
         self._tmp: Path | None = None
         self._thread_usage = RunningTotal()
         self._codex_home: Path | None = None
@@ -298,6 +303,8 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
         opts = self.options
         argv = [str(self.executable), "exec"]
         resume = self.resume_id()
+        self._rollout.start(self._sessions(), resume)
+        self._unsettled = []
         if resume:
             argv.append("resume")
         argv += ["--json", "--skip-git-repo-check", "--disable", "unbounded_connection_retries"]
@@ -394,28 +401,129 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
             return [BackendMessage(MessageType.ERROR, self.redact(str(item.get("message", ""))), is_error=True)]
         if kind == "command_execution":
             if not done:
-                return [self.call_message("shell", {"command": item.get("command")}, item_id)]
+                return [self.call_message("shell", {"command": item.get("command")}, item_id, raw=item)]
             code = item.get("exit_code")
             failed = item.get("status") == "failed" or code not in (0, None)
             return [self.result_message("shell", str(item.get("aggregated_output", "")), item_id, failed=failed,
-                                        exit_code=code if isinstance(code, int) else None)]
+                                        exit_code=code if isinstance(code, int) else None, raw=item)]
         if kind == "file_change":
             changes = [c for c in item.get("changes") or [] if isinstance(c, dict)]
             if not done:
-                return [self.call_message("apply_patch", {"changes": changes}, item_id)]
+                return [self.call_message("apply_patch", {"changes": changes}, item_id, raw=item)]
             failed = item.get("status") == "failed"
-            out = [self.result_message("apply_patch", "failed" if failed else "applied", item_id, failed=failed)]
+            out = [self.result_message("apply_patch", "failed" if failed else "applied", item_id, failed=failed,
+                                       raw=item)]
             if not failed:
-                self.track(deleted=[str(c.get("path")) for c in changes if c.get("kind") == "delete"])
-                out += [self.edit_message(str(c.get("path")), "apply_patch") for c in changes if c.get("kind") != "delete"]
+                out += self._edits(str(item_id), changes, item, final=False)
             return out
         if kind == "mcp_tool_call":
             name = f"{item.get('server')}.{item.get('tool')}"
             if not done:
-                return [self.call_message(name, table(item.get("arguments")), item_id)]
+                return [self.call_message(name, table(item.get("arguments")), item_id, raw=item)]
             return [self.result_message(name, json.dumps(item.get("result")), item_id,
-                                        failed=item.get("status") == "failed")]
+                                        failed=item.get("status") == "failed", raw=item)]
         return []
+
+    def _edits(self, item_id: str, changes: list[dict[str, Any]], item: dict[str, Any], *,
+               final: bool) -> list[BackendMessage]:
+        """FILE_EDITs of one file_change, one per file. `codex exec --json` names each file and
+        its kind only; the diffs are in the thread's rollout file, which Codex writes beside its
+        output. A change not in it yet waits for the end of the run (`final`), when it is."""
+        diffs = self._rollout.take(self._sessions(), self._session_id, [str(c.get("path")) for c in changes])
+        if diffs is None and not final:
+            self._unsettled.append((item_id, changes, item))
+            return []
+        out = []
+        for change in changes:
+            path = str(change.get("path"))
+            recorded = table((diffs or {}).get(path))
+            added, removed = change_counts(recorded, change, Path(self.cwd) / path)
+            # The raw record leaves out an added or deleted file's whole text.
+            raw = {**change, **{key: value for key, value in recorded.items() if key != "content"}}
+            out.append(self.edit_message(path, "apply_patch", added=added, removed=removed, call_id=item_id,
+                                         deleted=change.get("kind") == "delete", raw=raw))
+        return out
+
+    def last_messages(self, turn: TurnState) -> list[BackendMessage]:
+        unsettled, self._unsettled = self._unsettled, []
+        out = [m for item_id, changes, item in unsettled for m in self._edits(item_id, changes, item, final=True)]
+        return out + super().last_messages(turn)
+
+    def _sessions(self) -> Path:
+        return (self._codex_home or self.real_codex_home()) / "sessions"
+
+
+def change_counts(recorded: dict[str, Any], change: dict[str, Any], path: Path) -> tuple[int, int]:
+    """Lines added and removed by one file of a file_change: from the rollout's record of it (the
+    added or deleted text, an update's unified diff); without one, an added file's lines as it is
+    now, and for an update or a delete whatever the record lacks counts as none."""
+    kind = recorded.get("type") or change.get("kind")
+    if kind == "add":
+        content = recorded.get("content")
+        if not isinstance(content, str):
+            try:
+                content = path.read_text(errors="replace")
+            except OSError:
+                content = ""
+        return line_count(content), 0
+    if kind == "delete":
+        return 0, line_count(recorded.get("content"))
+    diff = recorded.get("unified_diff")
+    return diff_counts(diff) if isinstance(diff, str) else (0, 0)
+
+
+class Rollout:
+    """The file changes Codex records in a thread's rollout (sessions/.../rollout-*-<thread>.jsonl),
+    read on from where the last look stopped. `codex exec --json` numbers its items itself
+    (item_0, ...), so a record is matched to an item by its files, in order."""
+
+    def __init__(self) -> None:
+        self._path: Path | None = None
+        self._offset = 0
+        self._records: list[dict[str, Any]] = []
+
+    def start(self, sessions: Path, thread: str | None) -> None:
+        """A new run: records already in a resumed thread's rollout are earlier runs'."""
+        self._path, self._offset, self._records = None, 0, []
+        if thread is not None and self._locate(sessions, thread) is not None:
+            with contextlib.suppress(OSError):
+                self._offset = os.path.getsize(str(self._path))
+
+    def take(self, sessions: Path, thread: str | None, paths: list[str]) -> dict[str, Any] | None:
+        """The record (path → {type, content | unified_diff}) of the run's next change of exactly
+        `paths`; None when the rollout holds none (yet)."""
+        if thread is not None and self._locate(sessions, thread) is not None:
+            self._read()
+        for index, record in enumerate(self._records):
+            if sorted(record) == sorted(paths):
+                return self._records.pop(index)
+        return None
+
+    def _locate(self, sessions: Path, thread: str) -> Path | None:
+        if self._path is None:
+            found = sorted(sessions.glob(f"*/*/*/rollout-*-{thread}.jsonl"))
+            self._path = found[-1] if found else None
+        return self._path
+
+    def _read(self) -> None:
+        assert self._path is not None
+        try:
+            with open(self._path, "rb") as handle:
+                handle.seek(self._offset)
+                chunk = handle.read()
+        except OSError:
+            return
+        whole = chunk[:chunk.rfind(b"\n") + 1]  # a line still being written waits
+        self._offset += len(whole)
+        for line in whole.splitlines():
+            if b'"FileChange"' not in line or b'"item_completed"' not in line:
+                continue
+            try:
+                item = table(table(table(json.loads(line)).get("payload")).get("item"))
+            except ValueError:
+                continue
+            if item.get("type") == "FileChange":
+                self._records.append(table(item.get("changes")))
 
 
 def _usage(raw: Any) -> Usage:

@@ -21,6 +21,7 @@ the file tools' path arguments (argsPattern). See docs/backends/cli.md.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -40,6 +41,7 @@ from agenter._errors import BackendError, ConfigurationError
 from agenter._types import Usage
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, table
+from agenter.backends.cli._edits import diff_counts, line_count
 from agenter.backends.cli._runner import Invocation, Line
 from agenter.host import Requirement
 from agenter.permissions import PermissionPolicy, PermissionRule
@@ -56,6 +58,8 @@ __all__ = ["GeminiCliBackend", "GeminiCliOptions"]
 
 #: Gemini CLI's tools that write the file named in their input.
 _WRITE_TOOLS = {"write_file": "file_path", "replace": "file_path"}
+# How run_shell_command's own account names a non-zero exit ("Exit Code: 3").
+_EXIT_CODE = re.compile(r"Exit Code: (-?\d+)")
 _SANDBOXES = ("docker", "podman")
 
 
@@ -252,6 +256,10 @@ class GeminiCliBackend(CliBackend[GeminiCliOptions]):
         self._gemini_home: Path | None = None
         self._new_session: str | None = None
         self._calls: dict[str, tuple[str, str | None]] = {}
+        self._inputs: dict[str, dict[str, Any]] = {}
+        self._chat_log = ChatLog()
+        # Shell and edit results waiting for their exit codes and diffs (see _settle).
+        self._held: list[tuple[str, str, str, bool, dict[str, Any]]] = []
         self._policies: Path | None = None
 
     async def prepare(self) -> None:
@@ -326,11 +334,11 @@ class GeminiCliBackend(CliBackend[GeminiCliOptions]):
         if event is None:
             return []
         kind = event.get("type")
+        out = [] if kind == "tool_result" else self._settle()
         if kind == "message" and event.get("role") == "assistant":
             piece = str(event.get("content", ""))
             turn.add_delta(piece)
-            return [BackendMessage(MessageType.TEXT_DELTA, self.redact(piece))]
-        out = []
+            return [*out, BackendMessage(MessageType.TEXT_DELTA, self.redact(piece))]
         text = turn.close_text()
         if text is not None:
             out.append(BackendMessage(MessageType.TEXT, self.redact(text)))
@@ -345,21 +353,52 @@ class GeminiCliBackend(CliBackend[GeminiCliOptions]):
             self._calls[str(call_id)] = (name, path if isinstance(path, str) else None)
             if isinstance(path, str):
                 self.track(written=[path])
-            out.append(self.call_message(name, arguments, call_id))
+            self._inputs[str(call_id)] = arguments
+            out.append(self.call_message(name, arguments, call_id, raw=event))
         elif kind == "tool_result":
             call_id = event.get("tool_id")
             name, path = self._calls.get(str(call_id), ("", None))
             failed = event.get("status") != "success"
             error = table(event.get("error"))
             output = event.get("output") if not failed else error.get("message", event.get("output", ""))
-            out.append(self.result_message(name, str(output or ""), call_id, failed=failed))
-            if path and not failed:
-                out.append(self.edit_message(path, name))
+            if name in self.shell_tools or (path and not failed):
+                self._held.append((str(call_id), name, str(output or ""), failed, event))
+            else:
+                out.append(self.result_message(name, str(output or ""), call_id, failed=failed, raw=event))
         elif kind == "error":
             out.append(BackendMessage(MessageType.ERROR, self.redact(str(event.get("message", ""))), is_error=True))
         elif kind == "result":
             self._result(event, turn)
         return out
+
+    def _settle(self) -> list[BackendMessage]:
+        """The shell and edit results held back. Gemini CLI's tool_result carries neither a
+        command's exit code nor an edit's diff; both are in its chat recording, written after the
+        batch's tool_result lines and before anything else it prints, so a held result goes out
+        with the next other line (or when the run ends)."""
+        if not self._held:
+            return []
+        held, self._held = self._held, []
+        calls = self._chat_log.calls(self._chats(), self._session_id) if self._session_id else {}
+        out = []
+        for call_id, name, output, failed, event in held:
+            recorded = calls.get(call_id, {})
+            raw = {**event, "recorded": recorded} if recorded else event
+            if name in self.shell_tools:
+                code = shell_exit_code(recorded.get("status"), recorded_output(recorded)) if recorded else None
+                out.append(self.result_message(name, output, call_id, failed=failed, exit_code=code, raw=raw))
+                continue
+            out.append(self.result_message(name, output, call_id, failed=failed, raw=event))
+            _, path = self._calls.get(call_id, ("", None))
+            added, removed = edit_counts(name, self._inputs.get(call_id, {}), table(recorded.get("resultDisplay")))
+            out.append(self.edit_message(str(path), name, added=added, removed=removed, call_id=call_id, raw=raw))
+        return out
+
+    def _chats(self) -> Path:
+        return (self._gemini_home or Path.home()) / ".gemini" / "tmp"
+
+    def last_messages(self, turn: TurnState) -> list[BackendMessage]:
+        return self._settle() + super().last_messages(turn)
 
     def _result(self, event: dict[str, Any], turn: TurnState) -> None:
         turn.finished = True
@@ -368,6 +407,81 @@ class GeminiCliBackend(CliBackend[GeminiCliOptions]):
         if event.get("status") != "success":
             error = table(event.get("error"))
             turn.fail(self.redact(str(error.get("message") or "the run failed")))
+
+
+def shell_exit_code(status: Any, told: str) -> int | None:
+    """A run_shell_command's exit code from what Gemini CLI told the model ("Output: ...", then
+    "Exit Code: N" only when it is not 0, "Signal: ..." or "Error: ..." when it did not exit);
+    None when it does not say (a failed call, a summarized or backgrounded output)."""
+    match = _EXIT_CODE.search(told)
+    if match:
+        return int(match.group(1))
+    body = told.removeprefix("<untrusted_context>").lstrip()
+    if status != "success" or not body.startswith("Output:") or re.search(r"(?m)^(Signal|Error): ", body):
+        return None
+    return 0
+
+
+def recorded_output(call: dict[str, Any]) -> str:
+    """What a recorded tool call's result told the model."""
+    parts = call.get("result")
+    return "\n".join(str(table(table(table(part).get("functionResponse")).get("response")).get("output", ""))
+                     for part in (parts if isinstance(parts, list) else []))
+
+
+class ChatLog:
+    """Finished tool calls in a Gemini CLI session's chat recording
+    (.gemini/tmp/<project>/chats/session-<time>-<id prefix>.jsonl), read on from where the last
+    look stopped."""
+
+    def __init__(self) -> None:
+        self._path: Path | None = None
+        self._offset = 0
+        self._calls: dict[str, dict[str, Any]] = {}
+
+    def calls(self, chats: Path, session: str) -> dict[str, dict[str, Any]]:
+        """Recorded calls by id: their status, result and resultDisplay."""
+        if self._path is None or f"-{session[:8]}." not in self._path.name:
+            found = sorted(chats.glob(f"*/chats/session-*-{session[:8]}.jsonl"), key=_mtime)
+            self._path, self._offset, self._calls = (found[-1] if found else None), 0, {}
+        if self._path is None:
+            return {}
+        try:
+            with open(self._path, "rb") as handle:
+                handle.seek(self._offset)
+                chunk = handle.read()
+        except OSError:
+            return self._calls
+        whole = chunk[:chunk.rfind(b"\n") + 1]  # a line still being written waits
+        self._offset += len(whole)
+        for line in whole.splitlines():
+            if b'"toolCalls"' in line:
+                with contextlib.suppress(ValueError):
+                    for call in table(json.loads(line)).get("toolCalls") or []:
+                        if isinstance(call, dict) and call.get("result"):
+                            self._calls[str(call.get("id"))] = call
+        return self._calls
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def edit_counts(name: str, arguments: dict[str, Any], display: dict[str, Any]) -> tuple[int, int]:
+    """Lines added and removed by write_file or replace: from the diff in the chat recording's
+    resultDisplay, else from the tool's input (a written file's lines as added; a replacement's
+    new_string as added and old_string as removed)."""
+    diff = display.get("fileDiff")
+    if isinstance(diff, str) and "@@" in diff:
+        return diff_counts(diff)
+    if name == "write_file":
+        return line_count(arguments.get("content")), 0
+    times = arguments.get("expected_replacements")
+    times = times if isinstance(times, int) and times > 0 else 1
+    return times * line_count(arguments.get("new_string")), times * line_count(arguments.get("old_string"))
 
 
 def _usage(stats: dict[str, Any]) -> Usage:

@@ -25,6 +25,7 @@ from agenter._errors import ConfigurationError
 from agenter._types import Usage
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, table
+from agenter.backends.cli._edits import diff_counts, line_count
 from agenter.backends.cli._runner import Invocation, Line
 from agenter.permissions import PermissionPolicy, PermissionRule
 
@@ -198,14 +199,31 @@ class OpenCodeCliBackend(CliBackend[OpenCodeCliOptions]):
         arguments = table(state.get("input"))
         failed = state.get("status") == "error"
         output = state.get("error") if failed else state.get("output")
-        code = table(state.get("metadata")).get("exit")
-        out = [self.call_message(name, arguments, call_id),
+        metadata = table(state.get("metadata"))
+        code = metadata.get("exit")
+        out = [self.call_message(name, arguments, call_id, raw=part),
                self.result_message(name, str(output or ""), call_id, failed=failed,
-                                   exit_code=code if isinstance(code, int) else None)]
+                                   exit_code=code if isinstance(code, int) else None, raw=part)]
         path = arguments.get(_WRITE_TOOLS.get(name, ""))
         if isinstance(path, str) and not failed:
-            out.append(self.edit_message(path, name))
+            added, removed = edit_counts(name, arguments, metadata)
+            out.append(self.edit_message(path, name, added=added, removed=removed, call_id=call_id, raw=part))
         return out
+
+
+def edit_counts(name: str, arguments: dict[str, Any], metadata: dict[str, Any]) -> tuple[int, int]:
+    """Lines added and removed by write or edit: OpenCode's own figures (metadata.filediff),
+    else its diff, else the tool's input (a written file's lines as added)."""
+    filediff = table(metadata.get("filediff"))
+    added, removed = filediff.get("additions"), filediff.get("deletions")
+    if isinstance(added, int) and isinstance(removed, int):
+        return added, removed
+    diff = metadata.get("diff")
+    if isinstance(diff, str) and diff:
+        return diff_counts(diff)
+    if name == "write":
+        return line_count(arguments.get("content")), 0
+    return line_count(arguments.get("newString")), line_count(arguments.get("oldString"))
 
 
 def _usage(tokens: Any) -> Usage:

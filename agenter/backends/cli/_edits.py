@@ -1,0 +1,43 @@
+"""Line counts of a file edit, from whatever an agent CLI reports of it: a unified diff, the
+file's text before and after, or the tool's input. Pure functions, free of I/O."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+__all__ = ["diff_counts", "line_count", "text_counts"]
+
+
+def line_count(text: Any) -> int:
+    """Lines of a text ("a\\nb" and "a\\nb\\n" are both two); 0 for anything but a string."""
+    return len(text.splitlines()) if isinstance(text, str) else 0
+
+
+def diff_counts(diff: str) -> tuple[int, int]:
+    """Lines added and removed by a unified diff (its ---/+++ file headers are not changes)."""
+    added = removed = 0
+    in_hunk = False
+    for line in diff.splitlines():
+        if line.startswith("@@"):
+            in_hunk = True
+        elif not in_hunk:
+            continue  # "Index:", "===", "--- a/x", "+++ b/x" before the first hunk
+        elif line.startswith("+"):
+            added += 1
+        elif line.startswith("-"):
+            removed += 1
+    return added, removed
+
+
+def text_counts(before: str | None, after: str | None) -> tuple[int, int]:
+    """Lines added and removed between two texts of a file (None: the file did not exist)."""
+    old, new = (before or "").splitlines(), (after or "").splitlines()
+    if not old or not new:
+        return len(new), len(old)
+    added = removed = 0
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag != "equal":
+            removed += i2 - i1
+            added += j2 - j1
+    return added, removed
