@@ -125,6 +125,29 @@ class Kit:
         async with contextlib.aclosing(backend.execute(prompt)) as stream:
             return [message async for message in stream]
 
+    async def run(self, cwd: Path, script: list[ScriptItem], prompt: str = "Do the task.", **extra: Any) -> list[Any]:
+        """One turn of a backend on its own server playing `script`; its messages."""
+        backend = self.backend(self.server(script), **extra)
+        await backend.connect(SessionSpec(cwd=cwd))
+        try:
+            return await self.turn(backend, prompt)
+        finally:
+            await backend.disconnect()
+
+    @staticmethod
+    def vocabulary(messages: list[Any]) -> list[tuple[Any, ...]]:
+        """Commands (started, finished with their exit codes) and file edits (with their counts)."""
+        out: list[tuple[Any, ...]] = []
+        for m in messages:
+            details = m.details or {}
+            if m.type.value == "command_start":
+                out.append(("start", details["command"]))
+            elif m.type.value == "command_end":
+                out.append(("end", details["exit_code"]))
+            elif m.type.value == "file_edit":
+                out.append(("edit", details["path"], details["lines_added"], details["lines_removed"]))
+        return out
+
     def leftovers(self) -> set[int]:
         return {pid for pid in _pids.with_environment(TOKEN_ENV, self.token) if _pids.is_alive(pid)}
 

@@ -122,9 +122,21 @@ def test_applied_edits_are_tracked_and_the_file_name_is_not_reply_text(tmp_path)
     tracked: list[str] = []
     target.track = lambda written=(), deleted=(): tracked.extend(written)  # no connected workspace here
     target.relative = lambda path: path
+    target.read_text = lambda name: "X = 1\n"  # the file as Aider wrote it
     messages = feed(target, ["Here it is.", "", "pkg/mod.py", "```", "X = 1", "```", "",
                              "Tokens: 602 sent, 16 received.", "", "pkg/mod.py", "Applied edit to pkg/mod.py"], turn)
     assert [m.type for m in messages] == [MessageType.TEXT, MessageType.FILE_EDIT]
     assert turn.final_text == "Here it is.\n\npkg/mod.py\n```\nX = 1\n```"
-    assert messages[1].details == {"path": "pkg/mod.py"} and tracked == ["pkg/mod.py"]
+    assert messages[1].details == {"path": "pkg/mod.py", "lines_added": 1, "lines_removed": 0}
+    assert tracked == ["pkg/mod.py"]
     assert target.last_messages(turn) == []  # the file name before "Applied edit" is Aider's, not a note
+
+
+async def test_applied_edits_arrive_with_their_line_counts(kit, tmp_path):
+    (tmp_path / "old.txt").write_text("one\ntwo\nthree\n")
+    messages = await kit.run(tmp_path, [reply(text("Here.\n\nold.txt\n```\none\n2\n2b\nthree\n```\n\n"
+                                                   "notes.md\n```\nhi\nthere\n```\n"))],
+                             aider_files=["old.txt"])
+    assert sorted(kit.vocabulary(messages)) == [("edit", "notes.md", 2, 0), ("edit", "old.txt", 2, 1)]
+    assert (tmp_path / "notes.md").read_text() == "hi\nthere\n"
+    assert (tmp_path / "old.txt").read_text() == "one\n2\n2b\nthree\n"

@@ -106,18 +106,19 @@ def test_result_cost_counts_this_run_only():
 
 
 async def test_edits_and_commands_arrive_in_the_event_vocabulary(kit, tmp_path):
-    server = kit.server([reply(tool_call("Write", {"file_path": "notes.md", "content": "hi\n"})),
-                         reply(tool_call("Bash", {"command": "ls", "description": "List"})),
-                         reply(text("Done."))])
-    backend = kit.backend(server)
-    await backend.connect(SessionSpec(cwd=tmp_path))
-    try:
-        messages = await kit.turn(backend, "Write notes.md, then list.")
-    finally:
-        await backend.disconnect()
+    (tmp_path / "old.txt").write_text("one\ntwo\nthree\n")
+    messages = await kit.run(tmp_path, [
+        reply(tool_call("Write", {"file_path": "notes.md", "content": "hi\nthere\n"})),
+        reply(tool_call("Read", {"file_path": str(tmp_path / "old.txt")})),
+        reply(tool_call("Edit", {"file_path": str(tmp_path / "old.txt"), "old_string": "two\n",
+                                 "new_string": "2\n2b\n"})),
+        reply(tool_call("Bash", {"command": "echo hi; exit 3", "description": "Fail"})),
+        reply(text("Done."))])
+    assert kit.vocabulary(messages) == [("edit", "notes.md", 2, 0), ("edit", "old.txt", 2, 1),
+                                        ("start", "echo hi; exit 3"), ("end", 3)]
+    assert (tmp_path / "notes.md").read_text() == "hi\nthere\n"
+    assert (tmp_path / "old.txt").read_text() == "one\n2\n2b\nthree\n"
     kinds = [m.type for m in messages]
-    assert kinds.index(MessageType.TOOL_CALL) < kinds.index(MessageType.FILE_EDIT) < kinds.index(MessageType.COMMAND_START)
-    assert [m.details for m in messages if m.type is MessageType.FILE_EDIT] == [{"path": "notes.md"}]
-    (start,) = [m for m in messages if m.type is MessageType.COMMAND_START]
-    assert start.details == {"command": "ls"} and MessageType.COMMAND_END in kinds
-    assert MessageType.USAGE in kinds and backend.modified_files().written == {"notes.md"}
+    assert kinds.index(MessageType.TOOL_CALL) < kinds.index(MessageType.FILE_EDIT)
+    assert MessageType.USAGE in kinds and "".join(m.content for m in messages if m.type is MessageType.TEXT_DELTA) == "Done."
+    assert all(m.raw is not None for m in messages if m.type in (MessageType.COMMAND_END, MessageType.FILE_EDIT))

@@ -120,3 +120,16 @@ def test_events_become_messages_and_a_failed_turn_an_auth_error():
     assert messages[1].is_error and messages[1].details == {"exit_code": 1}
     error = backend.failure(turn, 1, "")
     assert (error.kind, error.status_code) == ("auth", 401)
+
+
+async def test_commands_and_file_changes_arrive_in_the_event_vocabulary(kit, tmp_path):
+    (tmp_path / "old.txt").write_text("one\ntwo\nthree\n")
+    patch = ("*** Begin Patch\n*** Add File: notes.md\n+hi\n+there\n*** Update File: old.txt\n@@\n one\n-two\n"
+             "+2\n+2b\n three\n*** End Patch\n")
+    messages = await kit.run(tmp_path, [reply(tool_call("apply_patch", patch)), shell("echo hi; exit 3"),
+                                        reply(text("Done."))])
+    assert kit.vocabulary(messages) == [("edit", "notes.md", 2, 0), ("edit", "old.txt", 2, 1),
+                                        ("start", "/bin/bash -lc 'echo hi; exit 3'"), ("end", 3)]
+    assert (tmp_path / "notes.md").read_text() == "hi\nthere\n"
+    assert (tmp_path / "old.txt").read_text() == "one\n2\n2b\nthree\n"
+    assert all(m.raw is not None for m in messages if m.type in (MessageType.COMMAND_END, MessageType.FILE_EDIT))

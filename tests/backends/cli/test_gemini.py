@@ -89,3 +89,16 @@ async def test_settings_go_to_an_overlay_home_and_never_change_yours(kit, tmp_pa
     assert not (kit.home / ".gemini" / "settings.json").exists()  # the run used its overlay
     (overlay,) = (kit.home / ".cache" / "agenter").iterdir()
     assert json.loads((overlay / ".gemini" / "settings.json").read_text())["general"] == {"maxAttempts": 1}
+
+
+async def test_commands_and_file_edits_arrive_in_the_event_vocabulary(kit, tmp_path):
+    (tmp_path / "old.txt").write_text("one\ntwo\nthree\n")
+    messages = await kit.run(tmp_path, [
+        reply(tool_call("write_file", {"file_path": "notes.md", "content": "hi\nthere\n"})),
+        reply(tool_call("replace", {"file_path": str(tmp_path / "old.txt"), "old_string": "two\n",
+                                    "new_string": "2\n2b\n", "instruction": "Change two"})),
+        shell("echo hi; exit 3"), shell("echo ok"), reply(text("Done."))])
+    assert kit.vocabulary(messages) == [("edit", "notes.md", 2, 0), ("edit", "old.txt", 2, 1),
+                                        ("start", "echo hi; exit 3"), ("end", 3), ("start", "echo ok"), ("end", 0)]
+    assert (tmp_path / "notes.md").read_text() == "hi\nthere\n"
+    assert (tmp_path / "old.txt").read_text() == "one\n2\n2b\nthree\n"

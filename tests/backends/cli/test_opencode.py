@@ -87,3 +87,18 @@ def test_the_config_carries_provider_permissions_and_mcp_servers():
 
 def _settings(*, model: str | None, **options: Any) -> BackendSettings[Any]:
     return BackendSettings(model=model, tools=[], sandbox=False, options=OpenCodeCliOptions(**options))
+
+
+async def test_commands_and_file_edits_arrive_in_the_event_vocabulary(kit, tmp_path):
+    (tmp_path / "old.txt").write_text("one\ntwo\nthree\n")
+    old = str(tmp_path / "old.txt")
+    messages = await kit.run(tmp_path, [
+        reply(tool_call("write", {"filePath": str(tmp_path / "notes.md"), "content": "hi\nthere\n"})),
+        reply(tool_call("read", {"filePath": old})),
+        reply(tool_call("edit", {"filePath": old, "oldString": "two\n", "newString": "2\n2b\n"})),
+        reply(tool_call("bash", {"command": "echo hi; exit 3", "description": "Fail"})),
+        reply(text("Done."))])
+    assert kit.vocabulary(messages) == [("edit", "notes.md", 2, 0), ("edit", "old.txt", 2, 1),
+                                        ("start", "echo hi; exit 3"), ("end", 3)]
+    assert (tmp_path / "notes.md").read_text() == "hi\nthere\n"
+    assert (tmp_path / "old.txt").read_text() == "one\n2\n2b\nthree\n"
