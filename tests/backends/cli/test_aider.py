@@ -12,7 +12,7 @@ import pytest
 
 from agenter import AutonomousCodingAgent
 from agenter._errors import BackendError, ConfigurationError
-from agenter.backends.base import BackendSettings, MessageType
+from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.backends.cli._base import TurnState
 from agenter.backends.cli._runner import parse_line
 from agenter.backends.cli.aider import AiderCliBackend, AiderCliOptions
@@ -119,16 +119,16 @@ def test_an_error_without_a_status_takes_the_kind_of_its_exception():
 
 def test_applied_edits_are_tracked_and_the_file_name_is_not_reply_text(tmp_path):
     target, turn = backend(), TurnState()
-    tracked: list[str] = []
-    target.track = lambda written=(), deleted=(): tracked.extend(written)  # no connected workspace here
-    target.relative = lambda path: path
-    target.read_text = lambda name: "X = 1\n"  # the file as Aider wrote it
+    # The workspace as connect() would set it, with the file as Aider wrote it.
+    target._cwd, target._spec = tmp_path, SessionSpec(cwd=tmp_path)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "mod.py").write_text("X = 1\n")
     messages = feed(target, ["Here it is.", "", "pkg/mod.py", "```", "X = 1", "```", "",
                              "Tokens: 602 sent, 16 received.", "", "pkg/mod.py", "Applied edit to pkg/mod.py"], turn)
     assert [m.type for m in messages] == [MessageType.TEXT, MessageType.FILE_EDIT]
     assert turn.final_text == "Here it is.\n\npkg/mod.py\n```\nX = 1\n```"
     assert messages[1].details == {"path": "pkg/mod.py", "lines_added": 1, "lines_removed": 0}
-    assert tracked == ["pkg/mod.py"]
+    assert target._tracked.written == {"pkg/mod.py"}
     assert target.last_messages(turn) == []  # the file name before "Applied edit" is Aider's, not a note
 
 

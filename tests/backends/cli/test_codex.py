@@ -103,7 +103,7 @@ def test_events_become_messages_and_a_failed_turn_an_auth_error():
 
     backend = CodexCliBackend(BackendSettings(model=None, tools=[], sandbox=False, options=CodexCliOptions()))
     turn = TurnState()
-    lines = [
+    lines: list[dict[str, Any]] = [
         {"type": "thread.started", "thread_id": "t-1"},
         {"type": "item.started", "item": {"id": "1", "type": "command_execution", "command": "ls"}},
         {"type": "item.completed", "item": {"id": "1", "type": "command_execution", "command": "ls",
