@@ -173,6 +173,11 @@ class UsageLedger:
     def total(self) -> Usage:
         return self._settled + self._running if self._running.total_tokens else self._settled
 
+    @property
+    def settled(self) -> Usage:
+        """Finished responses only (no estimate for the one in flight)."""
+        return self._settled
+
     def settle(self, usage: Usage, cost: float | None = None) -> Usage:
         """Add one finished response; `cost` when the agent reported it, else priced here."""
         self._running = Usage()

@@ -98,14 +98,17 @@ async def test_event_order(tmp_path):
     events = await collect(agent(write("a.py", "a = 1\n")), CodingRequest(prompt="p", cwd=tmp_path))
     assert [e.type for e in events] == [
         CodingEventType.SESSION_START, CodingEventType.ITERATION_START,
-        CodingEventType.BACKEND_MESSAGE, CodingEventType.BACKEND_MESSAGE,
+        CodingEventType.BACKEND_MESSAGE, CodingEventType.BACKEND_MESSAGE, CodingEventType.BACKEND_MESSAGE,
         CodingEventType.VALIDATION_START, CodingEventType.VALIDATION_RESULT,
         CodingEventType.ITERATION_END, CodingEventType.COMPLETED, CodingEventType.SESSION_END]
+    # the tool call, the usage its response settled (every backend reports it), the text
+    assert [e.data["kind"] for e in events[2:5]] == ["tool_call_started", "usage_updated", "text"]
+    assert events[3].data["usage"]["total_tokens"] > 0 and events[3].data["settled"]["output_tokens"] > 0
     start = events[0].data
     assert start["cwd"] == str(tmp_path.resolve()) and start["max_iterations"] == 5
     message = events[2].data
     assert message["message_type"] == "tool_call" and message["tool_name"] == "write_file"
-    end_iter = events[6].data
+    end_iter = events[7].data
     assert end_iter["files_modified"] == ["a.py"] and end_iter["passed"] is True
     assert "tokens" in end_iter and "cost" in end_iter
 

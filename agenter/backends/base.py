@@ -341,6 +341,8 @@ class BaseBackend(Generic[OptionsT]):
         self.settings = settings
         self.options: OptionsT = settings.options
         self.ledger = UsageLedger(settings.model, self.price_provider)
+        self._usage_reported = Usage()  # the ledger's settled figure at the last USAGE message
+        self._usage_by_base = False  # ... and whether the base sent that message
         self.redact = Redactor(extra=settings.options.secrets())
         self._spec: SessionSpec | None = None
         self._cwd: Path | None = None
@@ -481,18 +483,41 @@ class BaseBackend(Generic[OptionsT]):
             async for message in messages:
                 for decision in self._take_decisions():
                     yield decision
+                if message.type is MessageType.USAGE:  # a backend that says it itself
+                    if self._usage_by_base and self.ledger.settled == self._usage_reported:
+                        continue  # the base reported it already, after the message that settled it
+                    self._usage_reported, self._usage_by_base = self.ledger.settled, False
+                    yield message
+                    continue
                 yield message
+                update = self._usage_update()
+                if update is not None:
+                    yield update
                 note = self.ledger.take_note()
                 if note:
                     yield BackendMessage(MessageType.STATUS, note)
             for decision in self._take_decisions():
                 yield decision
+            update = self._usage_update()
+            if update is not None:
+                yield update
         finally:
             aclose = getattr(messages, "aclose", None)
             if aclose is not None:
                 with contextlib.suppress(Exception):
                     await aclose()
             await self._end_turn()
+
+    def _usage_update(self) -> BackendMessage | None:
+        """A USAGE message when responses were settled since the last one (what they added in
+        details["usage"]; the session adds the running totals), so every backend reports usage
+        the same way without saying so itself."""
+        settled = self.ledger.settled
+        if settled == self._usage_reported:
+            return None
+        added = settled.minus(self._usage_reported)
+        self._usage_reported, self._usage_by_base = settled, True
+        return BackendMessage(MessageType.USAGE, details={"usage": added.model_dump()})
 
     def modified_files(self) -> ModifiedFiles:
         return self._modified

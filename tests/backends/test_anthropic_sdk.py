@@ -61,6 +61,11 @@ def make_agent(server: Any, **kwargs: Any) -> AutonomousCodingAgent:
     return AutonomousCodingAgent(backend="anthropic-sdk", base_url=server.base_url, **kwargs)
 
 
+def said(messages: list) -> list:
+    """The turn's messages without the usage updates the base adds after settled responses."""
+    return [m for m in messages if m.type is not MessageType.USAGE]
+
+
 async def run_turn(backend: AnthropicSDKBackend, prompt: str) -> list:
     return [message async for message in backend.execute(prompt)]
 
@@ -115,7 +120,7 @@ async def test_writes_and_edits_files_on_disk(scripted_model_server, repo):
     assert pairs == [(kind, call) for call in calls for kind in (MessageType.TOOL_CALL, MessageType.TOOL_RESULT)]
     read_result = [m for m in messages if m.type is MessageType.TOOL_RESULT and m.tool_name == "read_file"][0]
     assert "return 'hi'" in read_result.content
-    assert messages[-1].content == "All done."
+    assert said(messages)[-1].content == "All done."
     assert invariant_violations(backend.messages) == []
     usage = backend.usage()
     assert usage.output_tokens > 0 and usage.cost_usd > 0
@@ -537,7 +542,7 @@ async def test_cancellation_mid_tool_keeps_the_invariant(scripted_model_server, 
         assert backend.modified_files().written == {"c.txt"}
         # The conversation is still usable: the next iteration sends a well-formed history.
         messages = await run_turn(backend, "continue")
-        assert messages[-1].content == "second iteration done"
+        assert said(messages)[-1].content == "second iteration done"
         sent = server.model_requests[1].body["messages"]
         assert invariant_violations(sent) == []
         assert sent[-1]["content"][-1]["text"].startswith("continue")
@@ -635,7 +640,8 @@ async def test_endless_cutoffs_stop_the_iteration(scripted_model_server, repo):
         messages = await run_turn(backend, "go")
     finally:
         await backend.disconnect()
-    assert messages[-1].type is MessageType.ERROR and "cut off" in messages[-1].content
+    last = said(messages)[-1]
+    assert last.type is MessageType.ERROR and "cut off" in last.content
     assert len(server.model_requests) == 4
 
 

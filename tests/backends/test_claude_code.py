@@ -200,7 +200,8 @@ async def test_write_edit_and_bash_changes_are_all_reported(scripted_model_serve
 
     # Streamed as they arrived: status, thought and text (in deltas, then whole), tool calls with
     # inputs, tool results.
-    whole = [m for m in messages if m.type not in (MessageType.TEXT_DELTA, MessageType.THINKING_DELTA)]
+    whole = [m for m in messages if m.type not in (MessageType.TEXT_DELTA, MessageType.THINKING_DELTA,
+                                                   MessageType.USAGE)]
     kinds = [m.type for m in whole]
     assert kinds[0] is MessageType.STATUS and "session" in whole[0].content
     assert kinds[1:3] == [MessageType.THINKING, MessageType.TEXT]
@@ -223,7 +224,7 @@ async def test_write_edit_and_bash_changes_are_all_reported(scripted_model_serve
     assert edits == [{"path": "pkg/util.py", "lines_added": 1, "lines_removed": 0},
                      {"path": "app.py", "lines_added": 1, "lines_removed": 1}]
     assert "return 'hello'" in results[1].content  # Read's result, streamed back
-    assert messages[-1].type is MessageType.TEXT and messages[-1].content == "All done."
+    assert whole[-1].type is MessageType.TEXT and whole[-1].content == "All done."
 
     # The CLI's real wire: streaming Messages API, the tools we allowed plus our MCP tools.
     first = server.model_requests[0]
@@ -536,7 +537,7 @@ async def test_cancelled_turn_kills_the_cli_and_the_next_turn_resumes(scripted_m
         assert backend.cli_pid and backend.cli_pid != first_pid
     finally:
         await backend.disconnect()
-    assert messages[-1].content == "Back again."
+    assert [m for m in messages if m.type is not MessageType.USAGE][-1].content == "Back again."
     assert backend.session_id == session
     assert "first.txt" in request_text(server, 2)  # the resumed conversation has the old turn
 
