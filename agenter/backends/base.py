@@ -384,18 +384,26 @@ class BaseBackend(Generic[OptionsT]):
         policy = settings.permissions
         if policy is None:
             return
+        kinds, configured = cls.permission_kinds_for(settings)
         needed = {rule.kind for rule in policy.rules}
         if policy.mode != "bypass":
             needed.add("edit")
             if cls.capabilities.shell:
                 needed.add("shell")
-        missing = sorted(needed - cls.permission_kinds)
+        missing = sorted(needed - kinds)
         if missing:
-            enforced = ", ".join(sorted(cls.permission_kinds)) or "none"
+            enforced = ", ".join(sorted(kinds)) or "none"
             raise ConfigurationError(
-                f"the {cls.name} backend cannot enforce permission rules for: {', '.join(missing)} "
+                f"the {cls.name} backend{configured} cannot enforce permission rules for: {', '.join(missing)} "
                 f"(it enforces: {enforced}; policy mode {policy.mode!r}). See docs/permissions.md for "
                 "what each backend enforces.", parameter="permissions")
+
+    @classmethod
+    def permission_kinds_for(cls, settings: BackendSettings[Any]) -> tuple[frozenset[str], str]:
+        """The rule kinds enforced with these settings, and how to name the configuration in an
+        error (" with ..."); `permission_kinds` and "" unless they depend on the settings (the
+        agent program an ACP backend runs, say)."""
+        return cls.permission_kinds, ""
 
     @classmethod
     def check_tool_names(cls, tools: Sequence[Tool]) -> None:

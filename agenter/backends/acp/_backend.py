@@ -153,22 +153,10 @@ class ACPBackend(BaseBackend[ACPOptions]):
         return AGENT_KINDS.get(program, {}).get(options.acp_session_mode, frozenset())
 
     @classmethod
-    def check_permissions(cls, settings: BackendSettings[Any]) -> None:
-        """As the base's check, with the kinds the configured agent enforces."""
-        policy = settings.permissions
-        if policy is None:
-            return
-        kinds = cls.enforced_kinds(settings.options)
-        needed = {rule.kind for rule in policy.rules}
-        if policy.mode != "bypass":
-            needed |= {"edit", "shell"}
-        missing = sorted(needed - kinds)
-        if missing:
-            raise ConfigurationError(
-                f"the acp backend with {settings.options.acp_command!r} (session mode "
-                f"{settings.options.acp_session_mode or 'default'}) cannot enforce permission rules for: "
-                f"{', '.join(missing)} (it enforces: {', '.join(sorted(kinds)) or 'none'}; policy mode "
-                f"{policy.mode!r}). See docs/permissions.md for what each backend enforces.", parameter="permissions")
+    def permission_kinds_for(cls, settings: BackendSettings[Any]) -> tuple[frozenset[str], str]:
+        options = settings.options
+        return cls.enforced_kinds(options), (f" with {options.acp_command!r} (session mode "
+                                             f"{options.acp_session_mode or 'default'})")
 
     # ------------------------------------------------------------------ lifecycle
     async def _connect(self, spec: SessionSpec) -> None:
