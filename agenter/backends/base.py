@@ -758,8 +758,12 @@ class BaseBackend(Generic[OptionsT]):
         # Tool-reported files count when they exist now (written) or existed before (deleted):
         # a file created and removed within the turn changed nothing. A reported deletion of a
         # file that existed before and is gone now is in the detector's deletions already.
-        cwd = self.cwd
-        written = diff.written | {p for p in self._tracked.written if os.path.lexists(cwd / p)}
+        cwd, reported = self.cwd, self._tracked.written - diff.written
+        if reported:  # stat calls give up the GIL: in a thread, not on the loop
+            written = diff.written | await asyncio.to_thread(
+                lambda: {p for p in reported if os.path.lexists(cwd / p)})
+        else:
+            written = set(diff.written)
         deleted = set(diff.deleted)
         written -= deleted
         internal = self.internal_paths

@@ -52,6 +52,8 @@ class _HTTPServer(ThreadingHTTPServer):
 
 class _RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Streamed events are small writes: without TCP_NODELAY each waits ~40 ms for a delayed ACK.
+    disable_nagle_algorithm = True
     server_version = "agenter-scripted-model/1"
     sys_version = ""
     server: _HTTPServer
