@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agenter.backends._deltas import DeltaBuffer
 from agenter.backends.base import BackendMessage, MessageType
 
 #: Tool results longer than this are cut (the whole output stays in `raw`).
@@ -41,9 +42,6 @@ _ENDED = ("completed", "failed")
 _SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})
 _EXIT_TEXT = re.compile(r"^\W*exit code:?\s*(-?\d+)\b", re.IGNORECASE)
 _OUTPUT_KEYS = ("formatted_output", "aggregated_output", "output", "stdout")
-#: Text a secret may follow after whitespace ("Bearer <token>", "x-api-key: <key>"): a delta is
-#: never cut between the two, so the session's redaction sees them together.
-_KEY_LEAD = re.compile(r"(?i)(bearer|api-key[\"']?\s*[:=]?[\"']?)\s*$")
 
 
 # ---------------------------------------------------------------------------------- pure rules
@@ -160,17 +158,6 @@ def usage_note(data: dict[str, Any]) -> str:
     return f"usage: {data.get('used')} of {data.get('size')} context tokens{money}"
 
 
-def cut_point(text: str) -> int:
-    """Where streamed text may be cut into a delta: after its last whitespace (keys hold none),
-    unless that whitespace follows a word a key comes after. 0: hold all of it back."""
-    end = len(text)
-    while True:
-        cut = max(text.rfind(" ", 0, end), text.rfind("\n", 0, end), text.rfind("\t", 0, end)) + 1
-        if cut == 0 or not _KEY_LEAD.search(text[:cut]):
-            return cut
-        end = cut - 1
-
-
 def file_edit(path: str, counts: tuple[int, int] | None, *, tool: str | None = None,
               call_id: str | None = None, raw: Any = None) -> BackendMessage:
     added, removed = counts if counts is not None else (None, None)
@@ -204,7 +191,7 @@ class UpdateMapper:
         self._calls: dict[str, _Call] = {}  # every call of the session, by id
         self._open: dict[str, _Call] = {}  # those not ended yet
         self._chunks: list[dict[str, Any]] = []
-        self._held = ""  # streamed text not yet sent as a delta (it does not end in whitespace yet)
+        self._held = DeltaBuffer()  # streamed text not yet sent as a delta (no whitespace after it yet)
         self._text: list[str] = []
         self._text_type: MessageType | None = None
         self._message_id: str | None = None
@@ -213,7 +200,7 @@ class UpdateMapper:
     # ------------------------------------------------------------------ turn
     def start_turn(self) -> None:
         self._segments = []
-        self._chunks, self._held, self._text, self._text_type, self._message_id = [], "", [], None, None
+        self._chunks, self._held, self._text, self._text_type, self._message_id = [], DeltaBuffer(), [], None, None
 
     def final_text(self) -> str:
         """The agent's last text segment of the turn (after its last tool call)."""
@@ -283,12 +270,10 @@ class UpdateMapper:
         self._chunks.append(data)
         self._text.append(text)
         # A key the model writes may arrive split over chunks, where no piece alone would be
-        # redacted: a delta goes out only up to whitespace (see cut_point).
-        self._held += text
-        cut = cut_point(self._held)
-        if cut:
-            out.append(self._delta(kind, self._held[:cut]))
-            self._held = self._held[cut:]
+        # redacted: a delta goes out only up to whitespace (agenter.backends._deltas).
+        ready = self._held.feed(text)
+        if ready:
+            out.append(self._delta(kind, ready))
         return out
 
     def _delta(self, kind: MessageType, text: str) -> BackendMessage:
@@ -298,12 +283,12 @@ class UpdateMapper:
     def _close_text(self) -> list[BackendMessage]:
         """The rest of the deltas, then the whole text (or thought) they make: the session does not
         send it again, but the backend and its callers read the turn's text from it."""
-        kind, content, chunks, held = self._text_type, "".join(self._text), self._chunks, self._held
+        kind, content, chunks, held = self._text_type, "".join(self._text), self._chunks, self._held.flush()
         if kind is None or not content:
-            self._chunks, self._held, self._text, self._text_type, self._message_id = [], "", [], None, None
+            self._chunks, self._held, self._text, self._text_type, self._message_id = [], DeltaBuffer(), [], None, None
             return []
         out = [self._delta(kind, held)] if held else []
-        self._chunks, self._held, self._text, self._text_type, self._message_id = [], "", [], None, None
+        self._chunks, self._held, self._text, self._text_type, self._message_id = [], DeltaBuffer(), [], None, None
         if kind is MessageType.TEXT and content.strip():
             self._segments.append(content)
         return [*out, BackendMessage(kind, content, raw=_with_text(chunks[0], content))]
