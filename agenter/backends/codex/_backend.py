@@ -69,6 +69,7 @@ class CodexBackend(BaseBackend[CodexOptions]):
         self._conn: AppServerConnection | None = None
         self._tools_server: ToolsServer | None = None
         self._thread_usage = RunningTotal()
+        self._stream = _events.ItemStream(self.redact)
 
     # ------------------------------------------------------------------ settings
     @classmethod
@@ -235,6 +236,7 @@ class CodexBackend(BaseBackend[CodexOptions]):
         turn_id: str | None = None
         finished = interrupted = False
         failure: _events.TurnFailure | None = None
+        self._stream.start_turn()
         try:
             result = await conn.request("turn/start", params, REQUEST_TIMEOUT)
             turn_id = (result.get("turn") or {}).get("id")
@@ -246,6 +248,8 @@ class CodexBackend(BaseBackend[CodexOptions]):
                 method, data = event.method, event.params
                 if method == "thread/tokenUsage/updated":
                     # Codex reports usage apart from any item: say so, so budgets see it now.
+                    if data.get("threadId") in (None, self._session_id):
+                        self._stream.observe_usage(data)
                     note = self._record_usage(data)
                     if note:
                         yield BackendMessage(MessageType.STATUS, note)
@@ -260,6 +264,8 @@ class CodexBackend(BaseBackend[CodexOptions]):
                     continue  # a late notification of an earlier turn
                 if method == "turn/completed":
                     finished = True
+                    for message in self._stream.flush():
+                        yield message
                     turn = data.get("turn") or {}
                     final_text = _events.final_text(turn) or final_text
                     if turn.get("status") != "completed" and not (interrupted and self.refusal()):
@@ -271,7 +277,7 @@ class CodexBackend(BaseBackend[CodexOptions]):
                 if method == "item/completed" and item.get("type") == "fileChange":
                     written, deleted = _events.changed_paths(item)
                     self.track(written=written, deleted=deleted)
-                for message in _events.messages(method, data, self.redact):
+                for message in self._stream.messages(method, data):
                     if message.type is MessageType.FILE_EDIT and message.details:
                         # Codex names files absolutely: the event names them in the workspace.
                         path = message.details["path"]

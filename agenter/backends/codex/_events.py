@@ -1,5 +1,11 @@
 """What `codex app-server` reports, in agenter's terms: pure functions from notifications to
-BackendMessages, usage, changed paths and turn failures, free of I/O so each rule is testable."""
+BackendMessages, usage, changed paths and turn failures, free of I/O so each rule is testable.
+
+What Codex 0.169 streams (recorded against the scripted model server): `item/agentMessage/delta`
+and `item/reasoning/summaryTextDelta` (`item/reasoning/textDelta` for raw reasoning), each with
+`itemId` and `delta`, before the `item/completed` that holds the whole text; a compaction is a
+`contextCompaction` item, which carries no token figures.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agenter._types import Usage
+from agenter.backends._deltas import DeltaBuffer
 from agenter.backends.base import BackendMessage, MessageType
 
 #: Codex turn errors that mean the model declined for policy reasons (a refusal, not a failure).
@@ -235,3 +242,87 @@ def final_text(turn: dict[str, Any]) -> str | None:
     texts = [item["text"] for item in turn.get("items") or []
              if item.get("type") == "agentMessage" and item.get("text")]
     return texts[-1] if texts else None
+
+
+#: Streaming notifications: the kind of delta each stands for, and the field naming its part.
+_DELTA_METHODS: dict[str, tuple[MessageType, str | None]] = {
+    "item/agentMessage/delta": (MessageType.TEXT_DELTA, None),
+    "item/reasoning/summaryTextDelta": (MessageType.THINKING_DELTA, "summaryIndex"),
+    "item/reasoning/textDelta": (MessageType.THINKING_DELTA, "contentIndex"),
+}
+
+
+@dataclass
+class _Stream:
+    """One item's streamed text: what is held back, and the part the last piece belonged to."""
+
+    type: MessageType
+    buffer: DeltaBuffer
+    part: tuple[str, Any] | None = None
+
+
+class ItemStream:
+    """A Codex thread's notifications as BackendMessages, with the state streaming needs.
+
+    Deltas go out cut only at whitespace (agenter.backends._deltas), so a key split over
+    notifications reaches the session's redaction whole; the completed item then closes them
+    with its whole text (which the session does not send again). A reasoning item joins its
+    summary parts and content with line breaks, so its deltas carry them too.
+    """
+
+    def __init__(self, redact: Callable[[str], str]):
+        self._redact = redact
+        self._streams: dict[str, _Stream] = {}
+        self._context_tokens: int | None = None  # tokens in the context at the last model call
+        self._compacting: dict[str, int | None] = {}  # compaction item id -> tokens before it
+
+    def start_turn(self) -> None:
+        """Forget what an earlier turn left unfinished (an interrupted turn's items)."""
+        self._streams.clear()
+        self._compacting.clear()
+
+    def messages(self, method: str, data: dict[str, Any]) -> list[BackendMessage]:
+        """The BackendMessages one notification stands for."""
+        if method in _DELTA_METHODS:
+            return self._delta(method, data)
+        item = data.get("item") or {}
+        if item.get("type") == "contextCompaction" and item.get("id"):
+            if method == "item/started":
+                self._compacting[item["id"]] = self._context_tokens
+                return []
+            if method == "item/completed":
+                before = self._compacting.pop(item["id"], None)
+                return [BackendMessage(MessageType.COMPACTED, "Codex compacted its context",
+                                       details={"tokens_before": before, "tokens_after": None}, raw=item)]
+        out = self._close(item.get("id")) if method == "item/completed" and item.get("id") else []
+        return [*out, *messages(method, data, self._redact)]
+
+    def observe_usage(self, data: dict[str, Any]) -> None:
+        """thread/tokenUsage/updated: the last model call's tokens are the context's size."""
+        last = (data.get("tokenUsage") or {}).get("last")
+        if isinstance(last, dict) and last.get("totalTokens") is not None:
+            self._context_tokens = int(last["totalTokens"])
+
+    def flush(self) -> list[BackendMessage]:
+        """The text still held back, of items that never completed (the turn ended)."""
+        return [message for item_id in list(self._streams) for message in self._close(item_id)]
+
+    def _delta(self, method: str, data: dict[str, Any]) -> list[BackendMessage]:
+        kind, part_field = _DELTA_METHODS[method]
+        item_id, piece = data.get("itemId"), data.get("delta")
+        if not isinstance(item_id, str) or not isinstance(piece, str) or not piece:
+            return []
+        stream = self._streams.get(item_id)
+        part = (method, data.get(part_field)) if part_field else None
+        if stream is None:
+            stream = self._streams[item_id] = _Stream(kind, DeltaBuffer(), part)
+        elif part != stream.part:
+            stream.part = part
+            piece = "\n" + piece  # the completed item joins its parts with line breaks
+        ready = stream.buffer.feed(piece)
+        return [BackendMessage(kind, ready)] if ready else []
+
+    def _close(self, item_id: str | None) -> list[BackendMessage]:
+        stream = self._streams.pop(item_id, None) if item_id else None
+        rest = stream.buffer.flush() if stream is not None else ""
+        return [BackendMessage(stream.type, rest)] if stream is not None and rest else []
