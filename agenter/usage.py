@@ -122,6 +122,11 @@ def _rates(model: str, provider: str | None) -> tuple[float, float, float, float
     return figures[0], figures[1], figures[2], figures[3]
 
 
+def _priced(usage: Usage, rates: tuple[float, float, float, float]) -> float:
+    return (usage.input_tokens * rates[0] + usage.output_tokens * rates[1]
+            + usage.cache_read_tokens * rates[2] + usage.cache_write_tokens * rates[3])
+
+
 def _warm(model: str | None, provider: str | None) -> None:
     """Load the price table and, when the model is known, its per-token rates (a preload)."""
     try:
@@ -211,6 +216,15 @@ class UsageLedger:
         """Exact cost of one response; 0 (noted once) when the model has no known price."""
         if not usage.total_tokens:
             return 0.0
+        if usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens < _RATE_UNIT:
+            # Below every tier threshold a response costs its tokens times the per-token rates,
+            # looked up once per model: microseconds instead of a price calculation per response.
+            try:
+                rates = _rates(self.model, self.provider) if self.model else None
+            except Exception:  # noqa: BLE001 - see _safe_cost
+                rates = None
+            if rates is not None:
+                return _priced(usage, rates)
         cost = _safe_cost(self.model, usage, self.provider)
         if cost is None:
             self._unpriced = self.model or "(unknown model)"
@@ -227,8 +241,7 @@ class UsageLedger:
         if rates is None:
             self._unpriced = self.model
             return 0.0
-        return (usage.input_tokens * rates[0] + usage.output_tokens * rates[1]
-                + usage.cache_read_tokens * rates[2] + usage.cache_write_tokens * rates[3])
+        return _priced(usage, rates)
 
     def take_note(self) -> str | None:
         """Once per model: the note that its cost could not be priced."""

@@ -68,3 +68,19 @@ def test_lookups_are_cached_per_model():
 def test_long_context_tier_applies_per_request():
     # Above 200k input tokens per request Sonnet 4.5 costs 6/M: price requests one at a time.
     assert estimate_cost(SONNET, Usage(input_tokens=300_000)) == pytest.approx(1.8)
+
+
+def test_a_response_below_every_tier_is_priced_from_the_cached_rates_exactly():
+    import random
+
+    from agenter.usage import UsageLedger
+
+    rng = random.Random(7)
+    for model in ("claude-sonnet-4-5", "gpt-4o", "claude-opus-4-1"):
+        ledger = UsageLedger(model)
+        for _ in range(50):
+            usage = Usage(input_tokens=rng.randrange(0, 60_000), output_tokens=rng.randrange(0, 30_000),
+                          cache_read_tokens=rng.randrange(0, 30_000), cache_write_tokens=rng.randrange(0, 9_000))
+            exact = estimate_cost(model, usage)
+            assert exact is not None
+            assert abs(ledger.price(usage) - exact) <= 1e-12 * max(exact, 1.0)
