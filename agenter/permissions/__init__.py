@@ -17,7 +17,7 @@ from agenter.permissions._gate import (
     PermissionRequest,
     PermissionVerdict,
 )
-from agenter.permissions._paths import Finding, Workspace
+from agenter.permissions._paths import PROTECTED_PATHS, Finding, ProtectedPaths, Workspace
 from agenter.permissions._rules import (
     MODES,
     TOOL_KINDS,
@@ -32,6 +32,7 @@ from agenter.permissions._shell import ShellScript, SimpleCommand, Word, parse_s
 
 __all__ = [
     "MODES",
+    "PROTECTED_PATHS",
     "TOOL_KINDS",
     "Finding",
     "PermissionAnswer",
@@ -42,6 +43,7 @@ __all__ = [
     "PermissionRequest",
     "PermissionRule",
     "PermissionVerdict",
+    "ProtectedPaths",
     "ShellAnalysis",
     "ShellScript",
     "SimpleCommand",

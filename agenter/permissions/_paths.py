@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Literal
 
-__all__ = ["Finding", "ResolvedPath", "Workspace"]
+__all__ = ["PROTECTED_PATHS", "Finding", "ProtectedPaths", "ResolvedPath", "Workspace"]
 
 Access = Literal["read", "write"]
 
@@ -46,6 +46,29 @@ _CREDENTIAL_GLOBS = ("*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore", 
                      "*.gpg", ".env", ".env.*", "*.env")
 #: Templates committed on purpose: not credentials.
 _ENV_TEMPLATES = (".example", ".sample", ".template", ".dist", ".defaults", ".tmpl")
+
+
+@dataclass(frozen=True)
+class ProtectedPaths:
+    """The file classes the safety checks protect, for backends that compile a policy into an
+    agent program's own configuration (a sandbox profile, a policy file, an ignore file) rather
+    than deciding each call through the gate. Names are folder or file names anywhere (in the
+    workspace and the home); `credential_home` entries are relative to the home."""
+
+    git_dirs: frozenset[str] = _GIT_DIRS
+    agent_dirs: frozenset[str] = _AGENT_DIRS
+    agent_files: frozenset[str] = _AGENT_FILES
+    startup_files: frozenset[str] = _STARTUP_FILES
+    credential_dirs: frozenset[str] = _CREDENTIAL_DIRS
+    credential_home: tuple[str, ...] = _CREDENTIAL_HOME
+    credential_files: frozenset[str] = _CREDENTIAL_FILES
+    credential_globs: tuple[str, ...] = _CREDENTIAL_GLOBS
+    #: Suffixes that make a `.env*` file a committed template, not a credential.
+    env_templates: tuple[str, ...] = _ENV_TEMPLATES
+
+
+#: What the bypass-immune safety checks protect (see docs/permissions.md).
+PROTECTED_PATHS = ProtectedPaths()
 
 
 @dataclass(frozen=True)
