@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from agenter import AutonomousCodingAgent, Budget, CodingStatus
+from agenter import AutonomousCodingAgent, Budget, CodingEventType, CodingStatus
 from agenter._errors import BackendError, ConfigurationError, RequirementError
 from agenter.backends._prompts import strict_schema
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
@@ -36,7 +36,7 @@ from agenter.backends.codex._setup import (
     seed_home,
     template_dir,
 )
-from agenter.testing import conformance, hang, http_error, reply, text, tool_call
+from agenter.testing import conformance, hang, http_error, reply, text, thinking, tool_call
 from agenter.tools import tool
 
 API_KEY = "sk-test-SUPERSECRET-0123456789abcdef"
@@ -163,6 +163,52 @@ async def test_shell_write_and_apply_patch_are_reported(scripted_model_server, c
     assert usage.input_tokens > 0 and usage.output_tokens > 0
     assert usage.cost_usd > 0  # gpt-5.5 is priced
     assert backend.session_id
+
+
+@agent_test
+async def test_text_and_reasoning_stream_as_deltas_closed_by_the_whole_text(scripted_model_server, codex_path,
+                                                                            repo):
+    """Through the facade: Codex's agentMessage and reasoning deltas are text_delta and
+    thinking_delta events that join to the final text (which is not sent again), and a key the
+    model writes across two of Codex's deltas reaches the redaction whole."""
+    answer = f"All done, the server wants Bearer {API_KEY} in its header and nothing else."
+    server = scripted_model_server([reply(patch("*** Add File: notes.txt\n+noted\n")),
+                                    reply(thinking("The note is written, now the answer."), text(answer))])
+    agent = AutonomousCodingAgent(backend="codex", model=MODEL, validators=[], **options(server, codex_path))
+    events = [e async for e in agent.stream_execute("Write a note", cwd=repo)]
+    result = events[-1].result
+    assert result.status is CodingStatus.COMPLETED, result.error
+    messages = [e.data for e in events if e.type is CodingEventType.BACKEND_MESSAGE]
+    kinds = [m["kind"] for m in messages]
+    assert "text" not in kinds and "thinking" not in kinds
+    deltas = [m["content"] for m in messages if m["kind"] == "text_delta"]
+    assert len(deltas) > 1 and "".join(deltas) == result.summary == answer.replace(API_KEY, "[REDACTED]")
+    assert "".join(m["content"] for m in messages if m["kind"] == "thinking_delta") == \
+        "The note is written, now the answer."
+    assert API_KEY[:20] not in json.dumps([e.data for e in events], default=str)
+
+
+@agent_test
+async def test_context_compaction_is_reported(scripted_model_server, codex_path, repo):
+    """A small auto-compact limit makes Codex summarise the thread before the next model call: a
+    compacted event with the context's size before it (Codex reports no size after it)."""
+    server = scripted_model_server([
+        reply(shell("true"), usage={"input_tokens": 5000, "output_tokens": 3000}),
+        reply(text("SUMMARY of the work so far."), usage={"input_tokens": 100, "output_tokens": 10}),
+        reply(text("Done."), usage={"input_tokens": 100, "output_tokens": 10}),
+    ])
+    backend = make_backend(server, codex_path, sandbox=False,
+                           codex_config_overrides={"model_auto_compact_token_limit": 1000})
+    try:
+        await backend.connect(SessionSpec(cwd=repo))
+        messages = await run_turn(backend, "Run true")
+    finally:
+        await backend.disconnect()
+    compacted = [m for m in messages if m.type is MessageType.COMPACTED]
+    assert [m.details for m in compacted] == [{"tokens_before": 8000, "tokens_after": None}]
+    assert compacted[0].raw["type"] == "contextCompaction"
+    assert [m.content for m in messages if m.type is MessageType.TEXT] == ["Done."]
+    assert "SUMMARY of the work so far." in json.dumps(server.model_requests[-1].body["input"])
 
 
 @agent_test
