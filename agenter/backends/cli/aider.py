@@ -37,8 +37,7 @@ from agenter.backends.cli._base import CliBackend, CliOptions, TurnState
 from agenter.backends.cli._edits import text_counts
 from agenter.backends.cli._failures import classify
 from agenter.backends.cli._runner import Invocation, Line
-from agenter.permissions import PermissionPolicy, ToolCall
-from agenter.permissions._paths import _CREDENTIAL_DIRS, _CREDENTIAL_FILES, _CREDENTIAL_GLOBS, _ENV_TEMPLATES
+from agenter.permissions import PROTECTED_PATHS, PermissionPolicy, ToolCall
 
 __all__ = ["AiderCliBackend", "AiderCliOptions"]
 
@@ -257,8 +256,10 @@ def aider_ignore(policy: PermissionPolicy) -> str:
     """An aiderignore (gitignore syntax, relative to the repository) for the policy's read rules
     and the credentials check."""
     lines = ["# agenter: paths the permission policy keeps from Aider"]
-    lines += [f"{name}/" for name in sorted(_CREDENTIAL_DIRS)] + sorted(_CREDENTIAL_FILES) + list(_CREDENTIAL_GLOBS)
-    lines += [f"!.env{suffix}" for suffix in _ENV_TEMPLATES]  # templates are not credentials
+    protected = PROTECTED_PATHS
+    lines += [f"{name}/" for name in sorted(protected.credential_dirs)]
+    lines += sorted(protected.credential_files) + list(protected.credential_globs)
+    lines += [f"!.env{suffix}" for suffix in protected.env_templates]  # templates are not credentials
     lines += [rule.pattern for rule in policy.rules if rule.kind == "read" and rule.effect != "allow" and rule.pattern]
     return "\n".join(lines) + "\n"
 

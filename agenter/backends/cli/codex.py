@@ -39,8 +39,7 @@ from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, table
 from agenter.backends.cli._edits import diff_counts, line_count
 from agenter.backends.cli._runner import Invocation, Line
 from agenter.host import run_process
-from agenter.permissions import PermissionPolicy, PermissionRule
-from agenter.permissions._paths import _AGENT_DIRS, _AGENT_FILES, _CREDENTIAL_DIRS, _CREDENTIAL_FILES, _CREDENTIAL_HOME
+from agenter.permissions import PROTECTED_PATHS, PermissionPolicy, PermissionRule
 from agenter.usage import RunningTotal
 
 __all__ = ["CodexCliBackend", "CodexCliOptions"]
@@ -79,13 +78,14 @@ def codex_permissions(policy: PermissionPolicy, cwd: Path, home: Path) -> tuple[
                 path = _codex_path(rule, cwd, home, directory=True)
                 if os.path.isdir(path if path.startswith("/") else cwd / path):  # only what exists can be bound
                     (outside if path.startswith("/") else roots)[path] = "write"
-    for name in (".git", *sorted(_AGENT_DIRS), *sorted(_AGENT_FILES)):
+    for name in (".git", *sorted(PROTECTED_PATHS.agent_dirs), *sorted(PROTECTED_PATHS.agent_files)):
         roots[_entry(name, cwd)] = "read"
     for pattern in policy.protected_paths:
         roots[_entry(_codex_path(PermissionRule("deny", "edit", pattern), cwd, home), cwd)] = "read"
     for pattern in _WORKSPACE_SECRETS:
         roots[pattern] = "none"
-    for name in sorted(_CREDENTIAL_DIRS | _CREDENTIAL_FILES) + list(_CREDENTIAL_HOME):
+    credentials = sorted(PROTECTED_PATHS.credential_dirs | PROTECTED_PATHS.credential_files)
+    for name in credentials + list(PROTECTED_PATHS.credential_home):
         if os.path.lexists(home / name):
             outside[str(home / name)] = "none"
     for root in policy.extra_roots:

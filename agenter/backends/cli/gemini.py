@@ -44,15 +44,7 @@ from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, table
 from agenter.backends.cli._edits import diff_counts, line_count
 from agenter.backends.cli._runner import Invocation, Line
 from agenter.host import Requirement
-from agenter.permissions import PermissionPolicy, PermissionRule
-from agenter.permissions._paths import (
-    _AGENT_DIRS,
-    _AGENT_FILES,
-    _CREDENTIAL_DIRS,
-    _CREDENTIAL_FILES,
-    _CREDENTIAL_GLOBS,
-    _STARTUP_FILES,
-)
+from agenter.permissions import PROTECTED_PATHS, PermissionPolicy, PermissionRule
 
 __all__ = ["GeminiCliBackend", "GeminiCliOptions"]
 
@@ -129,14 +121,15 @@ def gemini_policy(policy: PermissionPolicy, cwd: Path, home: Path) -> str:
             add(decision, priority, tools, args=_path_args(rule, cwd, home), why=str(rule))
     # The safety checks: writes to git internals, agent settings, shell start-up files and
     # credentials, reads of credentials, and the command patterns.
-    for names, tools in ((sorted(_AGENT_DIRS | {".git"}), EDIT_TOOLS),):
+    for names, tools in ((sorted(PROTECTED_PATHS.agent_dirs | {".git"}), EDIT_TOOLS),):
         for name in names:
             add("deny", _SAFETY, tools, args=_path_args(PermissionRule("deny", "edit", f"{name}/"), cwd, home),
                 why=f"safety: {name}/ is protected")
-    for name in sorted(_AGENT_FILES | _STARTUP_FILES) + list(policy.protected_paths):
+    for name in sorted(PROTECTED_PATHS.agent_files | PROTECTED_PATHS.startup_files) + list(policy.protected_paths):
         add("deny", _SAFETY, EDIT_TOOLS, args=_path_args(PermissionRule("deny", "edit", name), cwd, home),
             why=f"safety: {name} is protected")
-    for name in [f"{d}/" for d in sorted(_CREDENTIAL_DIRS)] + sorted(_CREDENTIAL_FILES) + list(_CREDENTIAL_GLOBS):
+    credentials = [f"{d}/" for d in sorted(PROTECTED_PATHS.credential_dirs)]
+    for name in credentials + sorted(PROTECTED_PATHS.credential_files) + list(PROTECTED_PATHS.credential_globs):
         add("deny", _SAFETY, [*READ_TOOLS, *EDIT_TOOLS],
             args=_path_args(PermissionRule("deny", "read", name), cwd, home), why=f"safety: {name} holds credentials")
     for command in _SAFETY_COMMANDS:
