@@ -7,8 +7,9 @@ and redactable text deltas.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
+
+from agenter.backends._deltas import DeltaBuffer
 
 __all__ = ["FILE_WRITE_TOOLS", "SHELL_TOOL", "DeltaBuffer", "exit_code", "line_changes", "result_text"]
 
@@ -26,11 +27,6 @@ SHELL_TOOL = "Bash"
 # How Claude Code's Bash result says a command failed ("Exit code 4\n<output>").
 _EXIT_CODE = re.compile(r"^(?:Error: )?Exit code (-?\d+)")
 
-# A word that a secret may follow after a space ("Bearer <token>", "x-api-key: <key>"): a streamed
-# piece is never cut between the two, so the redaction patterns still see them together.
-_KEY_LEAD = re.compile(r"(?i)(bearer|api-key[\"']?\s*[:=]?[\"']?)\s*$")
-
-
 def result_text(content: Any) -> str:
     """Text of a tool result's content (a string or a list of MCP-style blocks)."""
     if content is None:
@@ -46,41 +42,6 @@ def result_text(content: Any) -> str:
                 parts.append(str(block))
         return "\n".join(parts)
     return str(content)
-
-
-class DeltaBuffer:
-    """Pieces of one streamed text, passed on redacted and cut only at whitespace.
-
-    A key the model writes arrives split over several deltas, where no piece alone would match the
-    redactor; keys hold no whitespace, so each piece is held back until the text reaches a space or
-    line end (or the block ends) and goes out redacted whole.
-    """
-
-    def __init__(self, redact: Callable[[str], str]):
-        self._redact = redact
-        self._pending = ""
-
-    def feed(self, piece: str) -> str:
-        """What can go out now (redacted; may be empty)."""
-        self._pending += piece
-        cut = _cut(self._pending)
-        ready, self._pending = self._pending[:cut], self._pending[cut:]
-        return self._redact(ready) if ready else ""
-
-    def flush(self) -> str:
-        """The rest, at the end of the block."""
-        ready, self._pending = self._pending, ""
-        return self._redact(ready) if ready else ""
-
-
-def _cut(text: str) -> int:
-    """Where `text` may be cut: after its last whitespace not ending a key's lead-in word."""
-    end = len(text)
-    while True:
-        cut = max(text.rfind(" ", 0, end), text.rfind("\n", 0, end), text.rfind("\t", 0, end)) + 1
-        if cut == 0 or not _KEY_LEAD.search(text[:cut]):
-            return cut
-        end = cut - 1
 
 
 def exit_code(text: str, is_error: bool, tool_use_result: Any) -> int | None:

@@ -421,7 +421,7 @@ async def test_stream_execute_speaks_the_event_vocabulary(tmp_path: Path, repo: 
     assert (edit["path"], edit["lines_added"], edit["lines_removed"]) == ("app.py", 4, 1)
     assert edit["raw"]["method"] == "fs/write_text_file" and edit["raw"]["params"]["content"] == new
     # every message from the agent carries its payload (agenter's own notes and decisions have none)
-    assert [m["kind"] for m in messages if not m.get("raw") and m["kind"] not in ("status", "permission_decision")] == []
+    assert [m["kind"] for m in messages if not m.get("raw") and m["kind"] not in ("status", "permission_decision", "usage_updated")] == []
 
 
 async def test_autonomous_contract_and_continue_once(tmp_path: Path, repo: Path, mark: str) -> None:
