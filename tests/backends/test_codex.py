@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from agenter import AutonomousCodingAgent, Budget, CodingEventType, CodingStatus
 from agenter._errors import BackendError, ConfigurationError, RequirementError
+from agenter.backends._codex_program import direct_program, native_codex_binary
 from agenter.backends._prompts import strict_schema
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.backends.codex import CodexBackend, CodexMCPServer, CodexOptions
@@ -29,9 +30,7 @@ from agenter.backends.codex._rpc import Notification
 from agenter.backends.codex._setup import (
     codex_config,
     config_overrides,
-    direct_program,
     merge_dotted,
-    native_codex_binary,
     render_toml,
     seed_home,
     template_dir,

@@ -19,7 +19,6 @@ directory whose entries link to the real one (login, config, sessions). See docs
 from __future__ import annotations
 
 import contextlib
-import glob
 import json
 import os
 import shlex
@@ -33,12 +32,12 @@ from pydantic import Field
 
 from agenter._errors import BackendError, ConfigurationError
 from agenter._types import Usage
+from agenter.backends._codex_program import check_sandbox, prepare_sandbox_bin
 from agenter.backends._prompts import strict_schema
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, table
 from agenter.backends.cli._edits import diff_counts, line_count
 from agenter.backends.cli._runner import Invocation, Line
-from agenter.host import run_process
 from agenter.permissions import PROTECTED_PATHS, PermissionPolicy, PermissionRule
 from agenter.usage import RunningTotal
 
@@ -285,7 +284,13 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
             self._tmp = self.scratch / "tmp"
             self._tmp.mkdir()
         if self.settings.sandbox and sys.platform.startswith("linux"):
-            self._bin_dir = sandbox_helper(str(self.executable), self.scratch)
+            problem = prepare_sandbox_bin(str(self.executable), self.scratch / "bin", os.environ)
+            if problem:
+                raise BackendError(f"Codex's sandbox cannot run: {problem}. Pass program_path pointing at a "
+                                   "standard npm install of @openai/codex, or sandbox=False.",
+                                   backend=self.name, kind="config")
+            if (self.scratch / "bin").is_dir():
+                self._bin_dir = self.scratch / "bin"
             env = self.environment(**self._path())
             if self.home_dir is not None:
                 env["CODEX_HOME"] = str(self.home_dir)
@@ -548,56 +553,3 @@ def _toml(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
     return json.dumps(value)
-
-
-# ---------------------------------------------------------------------- the Linux sandbox
-def sandbox_helper(codex: str, scratch: Path) -> Path | None:
-    """A directory with `codex-linux-sandbox`, a link to Codex's native binary (its sandbox execs
-    that name from PATH; Codex makes the link itself only under a non-temporary CODEX_HOME)."""
-    real = Path(os.path.realpath(codex))
-    if _native(real):
-        native: Path | None = real
-    else:
-        # npm: <prefix>/@openai/codex/bin/codex.js, the binary in @openai/codex-<platform>/vendor/<triple>/
-        root = real.parent.parent
-        patterns = [root.parent / "codex-*" / "vendor" / "*" / "bin" / "codex",
-                    root / "node_modules" / "@openai" / "codex-*" / "vendor" / "*" / "bin" / "codex",
-                    root / "vendor" / "*" / "codex" / "codex"]
-        found = [Path(p) for pattern in patterns for p in sorted(glob.glob(str(pattern))) if _native(Path(p))]
-        native = found[0] if found else None
-    if native is None:
-        return None
-    bin_dir = scratch / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    (bin_dir / "codex-linux-sandbox").symlink_to(native)
-    return bin_dir
-
-
-def _native(path: Path) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(4) == b"\x7fELF"
-    except OSError:
-        return False
-
-
-_sandbox_checked: dict[str, str | None] = {}
-
-
-async def check_sandbox(codex: str, env: dict[str, str], scratch: Path, *, backend: str) -> None:
-    """One command in Codex's sandbox, once per program and process: a machine where the sandbox
-    cannot work fails here, clearly, instead of failing every command the model runs."""
-    if codex not in _sandbox_checked:
-        probe = scratch / "sandbox-check"
-        probe.mkdir(exist_ok=True)
-        outcome = await run_process([codex, "sandbox", "-c", 'sandbox_mode="workspace-write"', "--",
-                                     "sh", "-c", "echo ok > probe"], cwd=probe, timeout=30, env=env)
-        ok = outcome.returncode == 0 and (probe / "probe").is_file()
-        lines = [ln for ln in outcome.stderr.splitlines() if "PATH aliases" not in ln]
-        _sandbox_checked[codex] = None if ok else ("\n".join(lines[-5:]) or f"exit code {outcome.returncode}")
-    problem = _sandbox_checked[codex]
-    if problem:
-        raise BackendError(f"Codex's sandbox (workspace-write) cannot run on this machine; pass sandbox=False "
-                           f"to run Codex unconfined. The sandbox check said: {problem}", backend=backend,
-                           kind="config")
-

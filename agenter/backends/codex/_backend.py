@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from agenter._errors import BackendError, ConfigurationError
 from agenter._version import __version__
+from agenter.backends import _codex_program
 from agenter.backends._prompts import REFUSAL_TOOL_NAME, output_schema, strict_schema
 from agenter.backends.base import (
     BackendCapabilities,
@@ -120,11 +121,11 @@ class CodexBackend(BaseBackend[CodexOptions]):
             env[_setup.API_KEY_ENV_VAR] = api_key
             self.redact.add(api_key)
         codex = _setup.find_codex(options.program_path, self.cwd, env, backend=self.name)
-        codex = _setup.direct_program(codex, env)
+        codex = _codex_program.direct_program(codex, env)
 
         probe: asyncio.Future[None] | None = None
         if self.settings.sandbox:
-            problem = _setup.prepare_sandbox_bin(codex, bin_dir, env)
+            problem = _codex_program.prepare_sandbox_bin(codex, bin_dir, env)
             if problem:
                 raise BackendError(f"Codex's sandbox cannot run: {problem}. Pass program_path pointing "
                                    "at a standard npm install of @openai/codex, or sandbox=False.",
@@ -138,7 +139,7 @@ class CodexBackend(BaseBackend[CodexOptions]):
             if options.codex_home is None:
                 probe_env["CODEX_HOME"] = str(self._session_dir / "probe-home")
                 os.mkdir(probe_env["CODEX_HOME"])
-            probe = asyncio.ensure_future(_setup.check_sandbox(codex, probe_env, self._session_dir,
+            probe = asyncio.ensure_future(_codex_program.check_sandbox(codex, probe_env, self._session_dir,
                                                                backend=self.name))
         try:
             await self._start(spec, codex, env, codex_home, private_tmp)

@@ -10,15 +10,18 @@ import hashlib
 import json
 import logging
 import os
-import platform
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from agenter._errors import BackendError
+from agenter.backends._codex_program import (  # shared with the codex-cli backend; re-exported
+    is_native,
+    native_codex_binary,
+)
 from agenter.backends.base import BackendSettings
 from agenter.backends.codex._options import CodexOptions
 from agenter.backends.codex._tools_server import SERVER_NAME, TOKEN_ENV_VAR
@@ -140,131 +143,6 @@ def configured_model(options: CodexOptions) -> str | None:
     return model if isinstance(model, str) and model else None
 
 
-# ---------------------------------------------------------------------------------- Linux sandbox
-_NATIVE_TRIPLES = {
-    ("linux", "x86_64"): ("codex-linux-x64", "x86_64-unknown-linux-musl"),
-    ("linux", "aarch64"): ("codex-linux-arm64", "aarch64-unknown-linux-musl"),
-    ("linux", "arm64"): ("codex-linux-arm64", "aarch64-unknown-linux-musl"),
-    ("darwin", "x86_64"): ("codex-darwin-x64", "x86_64-apple-darwin"),
-    ("darwin", "arm64"): ("codex-darwin-arm64", "aarch64-apple-darwin"),
-}
-
-
-def native_codex_binary(codex: str) -> Path | None:
-    """The native Codex executable behind `codex` (npm installs a node wrapper script).
-
-    The Linux sandbox re-executes this binary under the name `codex-linux-sandbox`; a link to
-    the node wrapper would not work.
-    """
-    real = Path(os.path.realpath(codex))
-    if _is_native(real):
-        return real
-    system = platform.system().lower()
-    found = _NATIVE_TRIPLES.get((system, platform.machine().lower()))
-    if found is None:
-        return None
-    package, triple = found
-    # <prefix>/node_modules/@openai/codex/bin/codex.js -> package root <prefix>/node_modules/@openai/codex
-    package_root = real.parent.parent
-    candidates = [
-        package_root.parent / package / "vendor" / triple / "bin" / "codex",
-        package_root / "node_modules" / "@openai" / package / "vendor" / triple / "bin" / "codex",
-        package_root / "vendor" / triple / "bin" / "codex",
-        package_root / "vendor" / triple / "codex" / "codex",
-    ]
-    for candidate in candidates:
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
-def direct_program(codex: str, env: MutableMapping[str, str]) -> str:
-    """The program to start for `codex`: the native binary when `codex` is npm's node wrapper
-    (bin/codex.js), else `codex` itself.
-
-    The wrapper only finds the native binary and starts it with two variables that say where
-    the package lives, staying alive in between; starting node costs about 0.1 s per start, on
-    the way to the first request. Those variables are set here as the wrapper sets them for npm.
-    """
-    real = Path(os.path.realpath(codex))
-    if real.name != "codex.js" or real.parent.name != "bin":
-        return codex
-    native = native_codex_binary(codex)
-    if native is None:
-        return codex
-    for manager in ("NPM", "BUN", "PNPM", "VITE_PLUS"):
-        env.pop(f"CODEX_MANAGED_BY_{manager}", None)
-    env["CODEX_MANAGED_PACKAGE_ROOT"] = str(real.parent.parent)
-    env["CODEX_MANAGED_BY_NPM"] = "1"
-    return str(native)
-
-
-def prepare_sandbox_bin(codex: str, bin_dir: Path, env: Mapping[str, str]) -> str | None:
-    """Put a `codex-linux-sandbox` link to the native binary in bin_dir; return a problem or None.
-
-    Codex's sandbox starts bubblewrap, which execs `codex-linux-sandbox` from PATH. Codex makes
-    that alias itself only under a non-temporary CODEX_HOME, and a system bubblewrap (installed
-    for other agents) is preferred over Codex's bundled one, so without this link every sandboxed
-    command fails with "bwrap: execvp codex-linux-sandbox: No such file or directory".
-    """
-    if platform.system() != "Linux":
-        return None
-    native = native_codex_binary(codex)
-    if native is None:
-        if shutil.which("codex-linux-sandbox", path=env.get("PATH")):
-            return None
-        return (f"cannot find the native Codex binary behind {codex!r}, which Codex's Linux sandbox "
-                "needs as `codex-linux-sandbox`")
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    link = bin_dir / "codex-linux-sandbox"
-    if not link.exists():
-        link.symlink_to(native)
-    return None
-
-
-def _is_native(path: Path) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            magic = handle.read(4)
-    except OSError:
-        return False
-    return magic in (b"\x7fELF", b"\xcf\xfa\xed\xfe", b"\xca\xfe\xba\xbe", b"\xfe\xed\xfa\xcf")
-
-
-_sandbox_checks: dict[str, str | None] = {}
-
-
-async def check_sandbox(codex: str, env: Mapping[str, str], workdir: Path | None, *, backend: str) -> None:
-    """Run one command in Codex's sandbox, once per binary, so a machine where it cannot work
-    (no user namespaces, no bubblewrap) fails now with a clear message, not command by command."""
-    key = str(native_codex_binary(codex) or codex)
-    if key not in _sandbox_checks:
-        _sandbox_checks[key] = await _probe_sandbox(codex, env, workdir or Path(tempfile.gettempdir()))
-    problem = _sandbox_checks[key]
-    if problem:
-        raise BackendError(
-            "Codex's sandbox (workspace-write) cannot run on this machine; pass sandbox=False to "
-            f"run Codex unconfined (danger-full-access). Sandbox check said: {problem}",
-            backend=backend, kind="config")
-
-
-async def _probe_sandbox(codex: str, env: Mapping[str, str], workdir: Path) -> str | None:
-    probe_dir = workdir / "sandbox-check"
-    probe_dir.mkdir(parents=True, exist_ok=True)
-    command = [codex, "sandbox", "-c", 'sandbox_mode="workspace-write"', "--", "sh", "-c", "echo ok > probe"]
-    process = await AgentProcess.start(command, cwd=probe_dir, env=env, stdin_pipe=False, stdout_pipe=False)
-    try:
-        code = await asyncio.wait_for(process.process.wait(), 30)
-    except TimeoutError:
-        return "the sandbox check did not finish within 30 s"
-    finally:
-        await process.terminate(grace=1.0)
-    if code == 0 and (probe_dir / "probe").is_file():
-        return None
-    lines = [line for line in process.stderr_tail().splitlines() if "PATH aliases" not in line]
-    return "\n".join(lines[-5:]) or f"exit code {code}"
-
-
 # ---------------------------------------------------------------------------------- a seeded CODEX_HOME
 #: Bump when what a template holds changes, so old templates are not used.
 _TEMPLATE_FORMAT = 2
@@ -290,7 +168,7 @@ async def seed_home(codex: str, home: Path, env: Mapping[str, str]) -> bool:
     (no config.toml, no thread, no key), built at first use and copied per session. Any
     problem leaves the home empty: Codex then sets it up itself, as without a template.
     """
-    if not _is_native(Path(os.path.realpath(codex))):
+    if not is_native(Path(os.path.realpath(codex))):
         return False  # a wrapper of the user's own: it may not be Codex as we know it
     try:
         template = template_dir(codex)
