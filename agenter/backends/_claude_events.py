@@ -10,8 +10,9 @@ import re
 from typing import Any
 
 from agenter.backends._deltas import DeltaBuffer
+from agenter.backends.base import BackendMessage, MessageType
 
-__all__ = ["FILE_WRITE_TOOLS", "SHELL_TOOL", "DeltaBuffer", "exit_code", "line_changes", "result_text"]
+__all__ = ["FILE_WRITE_TOOLS", "SHELL_TOOL", "DeltaBuffer", "compacted", "exit_code", "line_changes", "result_text"]
 
 #: Claude Code's tools that write a file named in their input, and the input key holding the path.
 FILE_WRITE_TOOLS: dict[str, str] = {
@@ -73,3 +74,15 @@ def line_changes(name: str, tool_input: dict[str, Any], tool_use_result: Any) ->
     pairs = [e for e in edits if isinstance(e, dict)] if isinstance(edits, list) else []
     return (sum(count(e.get("new_string", e.get("new_source"))) for e in pairs),
             sum(count(e.get("old_string")) for e in pairs))
+
+
+def compacted(event: dict[str, Any]) -> BackendMessage:
+    """Claude Code's `compact_boundary` system message (the data of the SDK's SystemMessage, or
+    the stream-json event) as COMPACTED, with the context size before and after when it says."""
+    metadata = event.get("compact_metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    before, after = metadata.get("pre_tokens"), metadata.get("post_tokens")
+    return BackendMessage(MessageType.COMPACTED, "Claude Code compacted its context", raw=event,
+                          details={"tokens_before": before if isinstance(before, int) else None,
+                                   "tokens_after": after if isinstance(after, int) else None,
+                                   "trigger": metadata.get("trigger")})

@@ -159,3 +159,14 @@ def test_a_streamed_text_flagged_as_an_error_still_closes_its_deltas():
     again = events.translate(AssistantMessage(content=[TextBlock("Still over")], model="m", error="rate_limit"))
     assert [m.type for m in again] == [MessageType.ERROR]
 
+
+
+def test_translator_maps_a_compaction_to_context_compacted():
+    from claude_agent_sdk import SystemMessage
+
+    events = TurnTranslator(lambda s: s)
+    data = {"type": "system", "subtype": "compact_boundary", "session_id": "s",
+            "compact_metadata": {"trigger": "auto", "pre_tokens": 150000, "post_tokens": 9000}}
+    (message,) = events.translate(SystemMessage("compact_boundary", data))
+    assert message.type is MessageType.COMPACTED and message.raw is data
+    assert message.details == {"tokens_before": 150000, "tokens_after": 9000, "trigger": "auto"}

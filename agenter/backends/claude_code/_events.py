@@ -13,6 +13,7 @@ from agenter.backends._claude_events import (
     FILE_WRITE_TOOLS,
     SHELL_TOOL,
     DeltaBuffer,
+    compacted,
     exit_code,
     line_changes,
     result_text,
@@ -222,6 +223,8 @@ class TurnTranslator:
             return [BackendMessage(MessageType.STATUS, f"Claude Code: {subtype}")]
         if subtype == "informational" and data.get("content"):
             return [BackendMessage(MessageType.STATUS, self._redact(str(data["content"])))]
+        if subtype == "compact_boundary":
+            return [compacted(data)]
         if any(word in subtype for word in ("retry", "error", "compact")):
             return [BackendMessage(MessageType.STATUS, f"Claude Code: {subtype}")]
         return []

@@ -25,7 +25,14 @@ from pydantic import Field
 
 from agenter._errors import ConfigurationError
 from agenter._types import Usage
-from agenter.backends._claude_events import FILE_WRITE_TOOLS, SHELL_TOOL, DeltaBuffer, exit_code, line_changes
+from agenter.backends._claude_events import (
+    FILE_WRITE_TOOLS,
+    SHELL_TOOL,
+    DeltaBuffer,
+    compacted,
+    exit_code,
+    line_changes,
+)
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, search_path, table
 from agenter.backends.cli._runner import Invocation, Line
@@ -198,12 +205,7 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
         if kind == "user":
             return self._tool_results(event.get("message") or {}, event.get("tool_use_result"))
         if kind == "system" and event.get("subtype") == "compact_boundary":
-            metadata = table(event.get("compact_metadata"))
-            before, after = metadata.get("pre_tokens"), metadata.get("post_tokens")
-            return [BackendMessage(MessageType.COMPACTED, "Claude Code compacted its context", raw=event,
-                                   details={"tokens_before": before if isinstance(before, int) else None,
-                                            "tokens_after": after if isinstance(after, int) else None,
-                                            "trigger": metadata.get("trigger")})]
+            return [compacted(event)]
         if kind == "result":
             self._result(event, turn)
         return []
