@@ -30,6 +30,8 @@ def matrix() -> str:
              "|---|" + "---|" * (len(names) + 1)]
     for backend in backend_names():
         cls = load_backend(backend)
+        if not cls.__module__.startswith("agenter.backends."):
+            continue  # one a program registered (a test's, a user's): not agenter's
         marks = ["✓" if getattr(cls.capabilities, n) else "" for n in names]
         kinds = PER_SETTINGS.get(backend) or ", ".join(sorted(cls.permission_kinds)) \
             or "none: a policy fails when the agent is built"
