@@ -151,12 +151,14 @@ _TEMPLATE_MARKER = ".agenter-template"
 
 
 def template_dir(codex: str) -> Path:
-    """Where the CODEX_HOME template for this Codex binary lives (~/.cache/agenter)."""
+    """Where the CODEX_HOME template for this Codex binary lives ($XDG_CACHE_HOME/agenter, by
+    default ~/.cache/agenter)."""
     native = native_codex_binary(codex) or Path(os.path.realpath(codex))
     stat = native.stat()
     key = f"{_TEMPLATE_FORMAT}\0{native}\0{stat.st_size}\0{stat.st_mtime_ns}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    return Path.home() / ".cache" / "agenter" / f"codex-home-{digest}"
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "agenter" / f"codex-home-{digest}"
 
 
 async def seed_home(codex: str, home: Path, env: Mapping[str, str]) -> bool:
