@@ -186,3 +186,35 @@ async def test_the_real_anthropic_sdk_backend_speaks_the_vocabulary(tmp_path):
     assert finished.data["exit_code"] == 4 and finished.data["is_error"]
     assert "checked" in finished.data["content"]
     assert kinds.index(E.COMMAND_STARTED) < kinds.index(E.COMMAND_FINISHED)
+
+
+async def test_usage_is_reported_once_per_settlement_whether_or_not_the_backend_says_so(tmp_path):
+    from typing import Any, ClassVar
+
+    from agenter._types import Usage
+    from agenter.backends import BackendCapabilities, BaseBackend
+
+    class Settling(BaseBackend[Any]):
+        name: ClassVar[str] = "settling"
+        capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
+            native_tool_loop=True, filesystem_read=True, filesystem_edit=True, resume=True, sandbox=True)
+
+        async def _connect(self, spec: Any) -> None:
+            pass
+
+        async def _turn(self, prompt: str) -> Any:
+            self.ledger.settle(Usage(input_tokens=10, output_tokens=5), cost=0.01)
+            yield BackendMessage(MessageType.TEXT, "one")  # the base reports the settlement after it
+            yield BackendMessage(MessageType.USAGE, details={"usage": {}})  # ... so this one is not repeated
+            self.ledger.settle(Usage(input_tokens=1, output_tokens=1), cost=0.001)
+            yield BackendMessage(MessageType.USAGE, details={"usage": {"input_tokens": 1}})  # its own: kept
+            self.ledger.settle(Usage(input_tokens=2, output_tokens=2), cost=0.002)  # said by no message
+
+        async def _disconnect(self) -> None:
+            pass
+
+    events = [e async for e in AutonomousCodingAgent(backend=Settling, max_iterations=1).stream_execute(
+        CodingRequest(prompt="p", cwd=tmp_path, require_changes=False))]
+    usage = [e.data for e in messages_of(events) if e.kind == "usage_updated"]
+    assert [u["usage"]["input_tokens"] for u in usage] == [10, 11, 13]  # running totals, one per settlement
+    assert [u["settled"]["input_tokens"] for u in usage] == [10, 1, 2]
