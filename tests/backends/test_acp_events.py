@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from agenter.backends.acp._events import UpdateMapper, command_of, exit_code, line_counts, result_text
+from agenter.backends._edits import text_counts as line_counts
+from agenter.backends.acp._events import UpdateMapper, command_of, exit_code, result_text
 from agenter.backends.base import BackendMessage, MessageType
 
 REPO = "/w/repo"

@@ -37,7 +37,8 @@ from acp.schema import (
 )
 
 from agenter._errors import PathSecurityError
-from agenter.backends.acp._events import UpdateMapper, line_counts, tool_name
+from agenter.backends._edits import text_counts
+from agenter.backends.acp._events import UpdateMapper, tool_name
 from agenter.backends.base import BackendMessage, MessageType
 from agenter.permissions import PermissionDecision, ToolCall
 from agenter.sandbox.paths import PathResolver
@@ -207,9 +208,9 @@ class ACPClient:
         try:
             before = target.read_text(encoding="utf-8", errors="replace") \
                 if target.stat().st_size <= MAX_READ_BYTES else None
-            counts = line_counts(before, content) if before is not None else None
+            counts = text_counts(before, content) if before is not None else None
         except (FileNotFoundError, NotADirectoryError):
-            counts = line_counts(None, content)
+            counts = text_counts(None, content)
         except OSError:
             counts = None
         with self.resolver.open_for_write(path) as handle:

@@ -20,7 +20,6 @@ What the agents send (claude-agent-acp 0.23, codex-acp 0.16, Gemini CLI 0.61, Op
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agenter.backends._deltas import DeltaBuffer
+from agenter.backends._edits import text_counts
 from agenter.backends.base import BackendMessage, MessageType
 
 #: Tool results longer than this are cut (the whole output stays in `raw`).
@@ -45,18 +45,6 @@ _OUTPUT_KEYS = ("formatted_output", "aggregated_output", "output", "stdout")
 
 
 # ---------------------------------------------------------------------------------- pure rules
-def line_counts(old: str | None, new: str) -> tuple[int, int]:
-    """Lines added and removed going from `old` (None: the file is new) to `new`."""
-    before = (old or "").splitlines()
-    after = new.splitlines()
-    added = removed = 0
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
-        if tag != "equal":
-            removed += i2 - i1
-            added += j2 - j1
-    return added, removed
-
-
 def command_of(raw_input: Any, title: str | None = None) -> str:
     """The command line of an execute tool call: rawInput's command (an argv list unwrapped from
     `bash -lc '...'`), else the title (without the backticks some agents put around it)."""
@@ -364,7 +352,7 @@ class UpdateMapper:
             for path, item in call.diffs.items():
                 if path in call.written:  # reported when agenter wrote it
                     continue
-                counts = line_counts(item.get("oldText"), str(item.get("newText") or ""))
+                counts = text_counts(item.get("oldText"), str(item.get("newText") or ""))
                 out.append(file_edit(path, counts, tool=call.name, call_id=call.id, raw=item))
         call.diffs, call.written, call.payload = {}, set(), {}  # an ended call keeps only its name
         return out

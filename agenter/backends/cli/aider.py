@@ -32,9 +32,9 @@ from typing import ClassVar
 from pydantic import Field
 
 from agenter._types import Usage
+from agenter.backends._edits import text_counts
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState
-from agenter.backends.cli._edits import text_counts
 from agenter.backends.cli._failures import classify
 from agenter.backends.cli._runner import Invocation, Line
 from agenter.permissions import PROTECTED_PATHS, PermissionPolicy, ToolCall

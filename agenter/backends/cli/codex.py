@@ -33,10 +33,10 @@ from pydantic import Field
 from agenter._errors import BackendError, ConfigurationError
 from agenter._types import Usage
 from agenter.backends._codex_program import check_sandbox, prepare_sandbox_bin
+from agenter.backends._edits import diff_counts, line_count
 from agenter.backends._prompts import strict_schema
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, table
-from agenter.backends.cli._edits import diff_counts, line_count
 from agenter.backends.cli._runner import Invocation, Line
 from agenter.permissions import PROTECTED_PATHS, PermissionPolicy, PermissionRule
 from agenter.usage import RunningTotal

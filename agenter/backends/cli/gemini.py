@@ -39,9 +39,9 @@ from pydantic import Field
 
 from agenter._errors import BackendError, ConfigurationError
 from agenter._types import Usage
+from agenter.backends._edits import diff_counts, line_count
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, table
-from agenter.backends.cli._edits import diff_counts, line_count
 from agenter.backends.cli._runner import Invocation, Line
 from agenter.host import Requirement
 from agenter.permissions import PROTECTED_PATHS, PermissionPolicy, PermissionRule

@@ -23,9 +23,9 @@ from pydantic import Field
 
 from agenter._errors import ConfigurationError
 from agenter._types import Usage
+from agenter.backends._edits import diff_counts, line_count
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, table
-from agenter.backends.cli._edits import diff_counts, line_count
 from agenter.backends.cli._runner import Invocation, Line
 from agenter.permissions import PermissionPolicy, PermissionRule
 

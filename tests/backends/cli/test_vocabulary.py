@@ -12,9 +12,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from agenter.backends._edits import diff_counts, line_count, text_counts
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.backends.cli._base import TurnState
-from agenter.backends.cli._edits import diff_counts, line_count, text_counts
 from agenter.backends.cli._runner import Line, parse_line
 
 RECORDED = Path(__file__).parent / "recorded"

@@ -1,5 +1,6 @@
-"""Line counts of a file edit, from whatever an agent CLI reports of it: a unified diff, the
-file's text before and after, or the tool's input. Pure functions, free of I/O."""
+"""Line counts of a file edit, from whatever an agent reports of it: a unified diff, the file's
+text before and after, or the tool's input. Pure functions, free of I/O, shared by the backends
+that report file_edited (the agent CLIs, acp, openhands)."""
 
 from __future__ import annotations
 
