@@ -596,6 +596,48 @@ async def test_events_through_the_facade(tmp_path: Path, no_leftovers) -> None:
     assert finished["exit_code"] == 0 and finished["raw"]["kind"] == "ObservationEvent"
 
 
+async def test_streamed_text_and_reasoning_arrive_in_deltas(tmp_path: Path, no_leftovers) -> None:
+    """With openhands_stream the model's text and reasoning reach stream_execute as deltas while
+    the model writes; the whole text closes them (not sent again), a tool call's argument chunks
+    are never text, a key split over chunks arrives redacted, and usage is still counted."""
+    said = f"I'll write the module; the key {API_KEY} stays out of it, promise."
+    plan = "The file first, then a short summary of what changed."
+    file_text = "def greet():\n    return 'streamed greeting'\n"
+    script = [
+        reply(thinking(plan), text(said),
+              tool_call("file_editor", {"command": "create", "path": str(tmp_path / "hello.py"), "file_text": file_text}),
+              usage=usage(1000, 40)),
+        reply(text("All done: hello.py returns the greeting."), usage=usage(1100, 12)),
+    ]
+    with ScriptedModelServer(script) as server:
+        agent = AutonomousCodingAgent(backend="openhands", model=MODEL, sandbox=False,
+                                      **options(server, openhands_stream=True))
+        events = [e async for e in agent.stream_execute("Write hello.py", cwd=tmp_path)]
+    result = events[-1].result
+    assert result is not None and result.ok, result
+    assert (tmp_path / "hello.py").read_text() == file_text
+    assert all(r.model_request.stream is True for r in server.model_requests)
+
+    kinds = [e.data.get("kind") for e in events]
+    text_deltas = [e.data["content"] for e in events if e.data.get("kind") == "text_delta"]
+    thinking_deltas = [e.data["content"] for e in events if e.data.get("kind") == "thinking_delta"]
+    # the scripted server sends 24-character chunks: the texts really came in pieces
+    assert len(text_deltas) > 4 and len(thinking_deltas) > 1
+    assert "".join(text_deltas) == said.replace(API_KEY, "[REDACTED]") + "All done: hello.py returns the greeting."
+    assert "".join(thinking_deltas) == plan
+    # the whole texts closed the deltas and were not sent again
+    assert "text" not in kinds and "thinking" not in kinds
+    # the deltas came before the response's tool call
+    assert kinds.index("text_delta") < kinds.index("tool_call_started")
+    # argument chunks are not text; the key is nowhere
+    assert not any("streamed greeting" in piece or "file_text" in piece for piece in text_deltas)
+    assert not any(API_KEY in json.dumps(e.data, default=str) for e in events)
+    assert result.summary == "All done: hello.py returns the greeting."
+    # usage read from OpenHands' metrics, as without streaming
+    assert (result.input_tokens, result.output_tokens) == (2100, 52)
+    assert result.total_cost_usd > 0
+
+
 # --- resume ----------------------------------------------------------------------------------------
 
 async def test_resume_continues_the_conversation_in_a_new_backend(tmp_path: Path, no_leftovers) -> None:

@@ -8,9 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from agenter.backends.base import MessageType
 from agenter.backends.openhands._events import (
     RAW_TEXT_LIMIT,
     MetricsCursor,
+    TokenStream,
     command_exit_code,
     line_changes,
     raw_event,
@@ -86,3 +88,32 @@ def test_stored_conversation(tmp_path: Path) -> None:
     (tmp_path / conversation_id.hex).mkdir()
     (tmp_path / conversation_id.hex / "base_state.json").write_text("{}")
     assert stored_conversation(tmp_path, conversation_id)
+
+
+def chunk(content: str | None = None, reasoning: str | None = None, arguments: str | None = None) -> SimpleNamespace:
+    """A Chat Completions stream chunk as LiteLLM hands it to OpenHands' token callback."""
+    tool_calls = [SimpleNamespace(function=SimpleNamespace(arguments=arguments))] if arguments else None
+    delta = SimpleNamespace(content=content, reasoning_content=reasoning, tool_calls=tool_calls)
+    return SimpleNamespace(choices=[SimpleNamespace(index=0, delta=delta)])
+
+
+def test_token_stream_cuts_at_whitespace_and_skips_tool_arguments() -> None:
+    tokens = TokenStream()
+    out = [*tokens.feed(chunk(reasoning="Check the ")), *tokens.feed(chunk(reasoning="file")),
+           *tokens.feed(chunk(content="Bearer sk-ab")), *tokens.feed(chunk(content="cd")),
+           *tokens.feed(chunk(arguments='{"path": "a b c"}'))]
+    assert [(m.type, m.content) for m in out] == [(MessageType.THINKING_DELTA, "Check the ")]
+    # the response's event says both: the rest goes out, no extra whole message
+    closing = tokens.close(has_text=True, has_thinking=True)
+    assert [(m.type, m.content) for m in closing] == [(MessageType.THINKING_DELTA, "file"),
+                                                       (MessageType.TEXT_DELTA, "Bearer sk-abcd")]
+    assert tokens.close(has_text=False, has_thinking=False) == []  # nothing streamed since
+
+
+def test_token_stream_closes_a_stream_its_event_does_not_say() -> None:
+    """Text the event does not carry (whitespace only) is closed by a whole text of its own, so the
+    session does not take a later text (the finish message) as the end of these deltas."""
+    tokens = TokenStream()
+    assert tokens.feed(chunk(content="\n")) and not tokens.feed(chunk(content=None))
+    closing = tokens.close(has_text=False, has_thinking=False)
+    assert [(m.type, m.content) for m in closing] == [(MessageType.TEXT, "\n")]

@@ -10,6 +10,11 @@ caller's loop) and blocks a denied one in the conversation state, the way OpenHa
 hooks do: OpenHands then answers the model "Action rejected: <reason>" instead of running it,
 and the run goes on.
 
+Streaming (`openhands_stream`): OpenHands hands each chunk of a streamed Chat Completions
+response to its token callback, on the private loop while the model writes; the chunks' text and
+reasoning go to the turn as TEXT_DELTA / THINKING_DELTA through the same queue, and the event
+OpenHands makes of the whole response closes them (see `TokenStream`).
+
 Resume: OpenHands keeps the conversation in `openhands_persistence_dir` (one folder per
 conversation id); the session id is that id, and `resume_session_id` makes the next backend load
 it, in this process or another.
@@ -41,7 +46,13 @@ from agenter.backends.base import (
     SessionSpec,
     ToolReply,
 )
-from agenter.backends.openhands._events import MetricsCursor, TurnRecorder, failure_message
+from agenter.backends.openhands._events import (
+    MetricsCursor,
+    TokenStream,
+    TurnRecorder,
+    failure_message,
+    response_says,
+)
 from agenter.backends.openhands._options import OpenHandsOptions
 from agenter.backends.openhands._permissions import (
     ENFORCED_KINDS,
@@ -95,6 +106,11 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
         self._mark: str | None = None
         self._cursor = MetricsCursor()
         self._recorder: TurnRecorder | None = None
+        #: The turn's streamed tokens; None when the model's tokens are not passed on.
+        self._tokens: TokenStream | None = None
+        #: Tokens stream as deltas: openhands_stream on the Chat Completions wire (on the
+        #: Responses wire OpenHands hands reasoning summaries over as text).
+        self._streams_deltas = False
         self._emit: Callable[[Any], None] | None = None
         self._lifecycle = threading.Lock()
         self._closed = False
@@ -212,10 +228,12 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
             conversation = _runtime.build_conversation(
                 model=self.settings.model or "", options=self.options, cwd=self.cwd,
                 system_suffix=instructions, tools_session=tools_session, on_event=self._on_event,
+                on_token=self._on_token,
                 persistence_dir=persistence_dir, conversation_id=resume,
                 parent_span_context=_runtime.current_span_context())
             # A resumed conversation's metrics hold the earlier runs' responses: count from here.
             self._cursor.start(conversation.conversation_stats.get_combined_metrics())
+            self._streams_deltas = self.options.openhands_stream and not conversation.agent.llm.uses_responses_api()
         except Exception as exc:  # noqa: BLE001 - OpenHands' own validation errors: say what failed
             loop_thread.stop()
             _tools.remove_session_tools(tools_session)
@@ -285,6 +303,7 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
         if self._resumed:
             self._resumed = False
             yield BackendMessage(MessageType.STATUS, f"session resumed: OpenHands conversation {self._session_id}")
+        self._tokens = TokenStream() if self._streams_deltas else None
         self._recorder, self._emit = recorder, emit
         run = loop_thread.submit(self._run(prompt, emit))
         finished = False
@@ -302,6 +321,7 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
             if not finished:
                 await self._stop_run(run)
             self._recorder = self._emit = None
+            self._tokens = None
             await asyncio.sleep(0)  # what the loop thread sent before it stopped is queued now
             while not queue.empty():
                 item = queue.get_nowait()
@@ -346,12 +366,28 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
         self._relay(event)
         self._check_action(event)
 
+    def _on_token(self, chunk: Any) -> None:
+        """OpenHands token callback (private loop thread, while the model's response streams)."""
+        tokens, emit = self._tokens, self._emit
+        if tokens is None or emit is None:
+            return
+        try:
+            deltas = tokens.feed(chunk)
+        except Exception:  # noqa: BLE001 - deltas are a courtesy; the whole response still comes
+            return
+        for delta in deltas:
+            emit(delta)
+
     def _relay(self, event: Any) -> None:
-        recorder, emit = self._recorder, self._emit
+        recorder, emit, tokens = self._recorder, self._emit, self._tokens
         if recorder is None or emit is None:
             return
         try:
             messages = recorder.translate(event)
+            said = response_says(event) if tokens is not None else None
+            if tokens is not None and said is not None:
+                # The response's streamed deltas end before what its event says.
+                messages = [*tokens.close(has_text=said[0], has_thinking=said[1]), *messages]
         except Exception as exc:  # noqa: BLE001 - a surprise event shape must not kill the run
             messages = [BackendMessage(MessageType.STATUS, f"unreadable OpenHands event: {type(exc).__name__}")]
         if recorder.refused and self.refusal() is not None:

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from agenter._types import Usage
+from agenter.backends._deltas import DeltaBuffer
 from agenter.backends.base import BackendMessage, MessageType
 from agenter.host.redact import strip_ansi
 from agenter.usage import RunningTotal
@@ -190,6 +191,70 @@ class TurnRecorder:
                                   details={"exit_code": exit_code}, raw=raw_event(event))
         return BackendMessage(MessageType.TOOL_RESULT, text, tool_name=event.tool_name,
                               tool_call_id=event.tool_call_id, is_error=is_error, raw=raw_event(event))
+
+
+class TokenStream:
+    """A model response's streamed tokens (LiteLLM's Chat Completions chunks, which OpenHands
+    hands its token callbacks) as TEXT_DELTA and THINKING_DELTA, closed by the response's event.
+
+    Only `content` and `reasoning_content` stream: a tool call's argument pieces are never text.
+    Deltas are cut at whitespace (`DeltaBuffer`), so a key split over chunks is redacted whole.
+    When the response's event arrives (`close`), the held-back rest goes out, and a kind that
+    streamed but has no whole message in that event gets one (the session takes the whole
+    message as the end of its deltas, and would otherwise close them with a later text).
+    """
+
+    def __init__(self) -> None:
+        self._text = DeltaBuffer()
+        self._thinking = DeltaBuffer()
+        #: What each kind streamed since the last response event (None: nothing).
+        self._streamed: dict[MessageType, list[str]] = {}
+
+    def feed(self, chunk: Any) -> list[BackendMessage]:
+        """The deltas one stream chunk lets go out now."""
+        messages = []
+        for choice in getattr(chunk, "choices", None) or ():
+            delta = getattr(choice, "delta", None)
+            reasoning = getattr(delta, "reasoning_content", None)
+            if isinstance(reasoning, str) and reasoning:
+                messages += self._piece(MessageType.THINKING_DELTA, self._thinking.feed(reasoning))
+            content = getattr(delta, "content", None)
+            if isinstance(content, str) and content:
+                messages += self._piece(MessageType.TEXT_DELTA, self._text.feed(content))
+        return messages
+
+    def close(self, *, has_text: bool, has_thinking: bool) -> list[BackendMessage]:
+        """What goes before a response event's messages: the rest of each stream, and a whole
+        message for a kind that streamed but that the event does not say."""
+        messages = [*self._piece(MessageType.THINKING_DELTA, self._thinking.flush()),
+                    *self._piece(MessageType.TEXT_DELTA, self._text.flush())]
+        thinking = self._streamed.pop(MessageType.THINKING_DELTA, None)
+        if thinking is not None and not has_thinking:
+            messages.append(BackendMessage(MessageType.THINKING, "".join(thinking)))
+        text = self._streamed.pop(MessageType.TEXT_DELTA, None)
+        if text is not None and not has_text:
+            messages.append(BackendMessage(MessageType.TEXT, "".join(text)))
+        return messages
+
+    def _piece(self, kind: MessageType, content: str) -> list[BackendMessage]:
+        if not content:
+            return []
+        self._streamed.setdefault(kind, []).append(content)
+        return [BackendMessage(kind, content)]
+
+
+def response_says(event: Any) -> tuple[bool, bool] | None:
+    """(has text, has reasoning) of an event that ends a model response (the agent's message,
+    an action), as the recorder reports them; None for any other event."""
+    from openhands.sdk.event import ActionEvent, MessageEvent
+
+    if isinstance(event, MessageEvent):
+        if event.source != "agent":
+            return None
+        return bool(content_text(event.llm_message.content)), bool(reasoning_text(event.llm_message))
+    if isinstance(event, ActionEvent):
+        return bool(content_text(event.thought)), bool(reasoning_text(event))
+    return None
 
 
 def reasoning_text(source: Any) -> str:

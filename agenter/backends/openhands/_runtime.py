@@ -177,7 +177,8 @@ def _ignore_tokens(_chunk: Any) -> None:
 
 
 def build_conversation(*, model: str, options: Any, cwd: Path, system_suffix: str, tools_session: str,
-                       on_event: Callable[[Any], None], persistence_dir: Path | None = None,
+                       on_event: Callable[[Any], None], on_token: Callable[[Any], None] | None = None,
+                       persistence_dir: Path | None = None,
                        conversation_id: uuid.UUID | None = None, parent_span_context: str | None = None) -> Any:
     """Create the OpenHands LLM, agent (file editor + terminal + agenter tools) and conversation.
 
@@ -237,8 +238,8 @@ def build_conversation(*, model: str, options: Any, cwd: Path, system_suffix: st
         agent=agent,
         workspace=str(cwd),
         callbacks=[on_event],
-        # OpenHands streams only when someone listens to the tokens; agenter reports whole events.
-        token_callbacks=[_ignore_tokens] if options.openhands_stream else None,
+        # OpenHands streams only when someone listens to the tokens.
+        token_callbacks=[on_token or _ignore_tokens] if options.openhands_stream else None,
         visualizer=None,
         max_iteration_per_run=options.openhands_max_steps,
         persistence_dir=str(persistence_dir) if persistence_dir is not None else None,
