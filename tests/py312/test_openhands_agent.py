@@ -556,10 +556,15 @@ async def test_commands_file_edits_and_thinking(tmp_path: Path, no_leftovers) ->
 
     thoughts = [m.content for m in messages if m.type is MessageType.THINKING]
     assert thoughts == ["First the file, then the checks.", "The insert was wrong; undone."]
+    # streamed (the default): the reasoning came in deltas before its whole copy
+    streamed = [m.content for m in messages if m.type is MessageType.THINKING_DELTA]
+    assert "".join(streamed) == "First the file, then the checks." and len(streamed) > 1
 
-    # every mapped message keeps its OpenHands event, as JSON
+    # every mapped message keeps its OpenHands event, as JSON (a delta is a piece of a stream)
+    agenters_own = (MessageType.STATUS, MessageType.PERMISSION, MessageType.USAGE, MessageType.TEXT_DELTA,
+                    MessageType.THINKING_DELTA)
     for message in messages:
-        if message.type not in (MessageType.STATUS, MessageType.PERMISSION, MessageType.USAGE):  # agenter's own
+        if message.type not in agenters_own:
             assert isinstance(message.raw, dict) and message.raw.get("kind"), message
             json.dumps(message.event_data())
     end = ends[starts[1].tool_call_id]
@@ -636,6 +641,21 @@ async def test_streamed_text_and_reasoning_arrive_in_deltas(tmp_path: Path, no_l
     # usage read from OpenHands' metrics, as without streaming
     assert (result.input_tokens, result.output_tokens) == (2100, 52)
     assert result.total_cost_usd > 0
+
+
+async def test_responses_wire_streams_without_deltas(tmp_path: Path, no_leftovers) -> None:
+    """On the Responses API OpenHands hands reasoning summaries to the token callback as text, so
+    there the request streams but the events stay whole."""
+    script = [reply(thinking("Short plan."), text("Nothing to change here."), usage=usage(900, 9))]
+    with ScriptedModelServer(script) as server:
+        agent = AutonomousCodingAgent(backend="openhands", model="openai/gpt-5", sandbox=False, **options(server))
+        events = [e async for e in agent.stream_execute("Look around", cwd=tmp_path)]
+    result = events[-1].result
+    assert result is not None and result.summary == "Nothing to change here.", result
+    assert server.model_requests[0].path.endswith("/responses") and server.model_requests[0].model_request.stream
+    kinds = [e.data.get("kind") for e in events]
+    assert "text" in kinds and "text_delta" not in kinds and "thinking_delta" not in kinds
+    assert (result.input_tokens, result.output_tokens) == (900, 9)
 
 
 # --- resume ----------------------------------------------------------------------------------------

@@ -51,7 +51,9 @@ class OpenHandsOptions(BackendOptions):
     # Only this backend's.
     openhands_api_version: str | None = Field(None, description="API version (Azure OpenAI).")
     openhands_stream: bool = Field(
-        False, description="Stream model responses (token by token) from the provider.")
+        True, description="Stream model responses from the provider: the model's text and reasoning "
+        "arrive as deltas while it writes (Chat Completions models; on the Responses API the "
+        "request streams but events stay whole).")
     openhands_retry_min_wait: int = Field(
         4, ge=0, description="Seconds before the first retry (grows exponentially).")
     openhands_max_steps: int = Field(
