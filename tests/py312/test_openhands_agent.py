@@ -24,7 +24,17 @@ from agenter import AutonomousCodingAgent, Budget, CodingStatus
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.backends.openhands import OpenHandsBackend, OpenHandsOptions
 from agenter.host.requirements import missing_requirements
-from agenter.testing import ScriptedModelServer, conformance, hang, http_error, reply, text, thinking, tool_call
+from agenter.testing import (
+    ScriptedModelServer,
+    conformance,
+    disconnect,
+    hang,
+    http_error,
+    reply,
+    text,
+    thinking,
+    tool_call,
+)
 from agenter.tools import tool
 from agenter.validators import SyntaxValidator
 
@@ -641,6 +651,27 @@ async def test_streamed_text_and_reasoning_arrive_in_deltas(tmp_path: Path, no_l
     # usage read from OpenHands' metrics, as without streaming
     assert (result.input_tokens, result.output_tokens) == (2100, 52)
     assert result.total_cost_usd > 0
+
+
+async def test_a_stream_retried_midway_is_closed_before_it_streams_again(tmp_path: Path, no_leftovers) -> None:
+    """The connection drops mid-stream and LiteLLM retries the call: the cut-off text is closed by
+    a whole text of its own, and the new attempt's deltas alone make the answer."""
+    answer = "This answer streams over many chunks, so the connection drops in the middle of it."
+    script = [disconnect(after_events=3, reply=reply(text(answer))), reply(text(answer), usage=usage(500, 20))]
+    with ScriptedModelServer(script) as server:
+        backend = make_backend(server, max_retries=1)
+        try:
+            await backend.connect(SessionSpec(cwd=tmp_path))
+            messages = [m async for m in backend.execute("Answer")]
+        finally:
+            await backend.disconnect()
+    said = [(m.type, m.content) for m in messages if m.type in (MessageType.TEXT, MessageType.TEXT_DELTA)]
+    closes = [i for i, (kind, _) in enumerate(said) if kind is MessageType.TEXT]
+    assert len(closes) == 2 and closes[-1] == len(said) - 1, said
+    cut_off, retried = said[:closes[0]], said[closes[0] + 1:closes[1]]
+    assert said[closes[0]][1] == "".join(piece for _, piece in cut_off) and answer.startswith(said[closes[0]][1])
+    assert "".join(piece for _, piece in retried) == answer == said[-1][1]
+    assert len(server.model_requests) == 2
 
 
 async def test_responses_wire_streams_without_deltas(tmp_path: Path, no_leftovers) -> None:

@@ -202,6 +202,10 @@ class TokenStream:
     When the response's event arrives (`close`), the held-back rest goes out, and a kind that
     streamed but has no whole message in that event gets one (the session takes the whole
     message as the end of its deltas, and would otherwise close them with a later text).
+
+    A model call retried after it began to stream (LiteLLM gives each attempt its own completion
+    id) streams the response again: what the broken attempt streamed is closed first, as a
+    whole message of its own, so the new attempt's deltas do not join its cut-off text.
     """
 
     def __init__(self) -> None:
@@ -209,10 +213,17 @@ class TokenStream:
         self._thinking = DeltaBuffer()
         #: What each kind streamed since the last response event (None: nothing).
         self._streamed: dict[MessageType, list[str]] = {}
+        #: The completion id of the attempt streaming now.
+        self._attempt: str | None = None
 
     def feed(self, chunk: Any) -> list[BackendMessage]:
         """The deltas one stream chunk lets go out now."""
         messages = []
+        attempt = getattr(chunk, "id", None)
+        if isinstance(attempt, str) and attempt:
+            if self._attempt is not None and attempt != self._attempt:
+                messages += self.close(has_text=False, has_thinking=False)
+            self._attempt = attempt
         for choice in getattr(chunk, "choices", None) or ():
             delta = getattr(choice, "delta", None)
             reasoning = getattr(delta, "reasoning_content", None)
@@ -226,6 +237,7 @@ class TokenStream:
     def close(self, *, has_text: bool, has_thinking: bool) -> list[BackendMessage]:
         """What goes before a response event's messages: the rest of each stream, and a whole
         message for a kind that streamed but that the event does not say."""
+        self._attempt = None
         messages = [*self._piece(MessageType.THINKING_DELTA, self._thinking.flush()),
                     *self._piece(MessageType.TEXT_DELTA, self._text.flush())]
         thinking = self._streamed.pop(MessageType.THINKING_DELTA, None)
