@@ -96,10 +96,10 @@ async def test_python_311_connect_raises_the_same_error(tmp_path: Path) -> None:
 
 def test_old_option_names_keep_working() -> None:
     options = OpenHandsOptions(num_retries=1, max_output_tokens=512, retry_min_wait=0, retry_max_wait=5,
-                               api_version="2024-06-01", stream=True, max_steps=7, terminal_type="tmux",
+                               api_version="2024-06-01", stream=False, max_steps=7, terminal_type="tmux",
                                extra_headers={"X-Team": "a"})
     assert (options.max_retries, options.max_tokens, options.openhands_retry_min_wait) == (1, 512, 0)
-    assert (options.max_retry_wait, options.openhands_api_version, options.openhands_stream) == (5.0, "2024-06-01", True)
+    assert (options.max_retry_wait, options.openhands_api_version, options.openhands_stream) == (5.0, "2024-06-01", False)
     assert (options.openhands_max_steps, options.openhands_terminal_type) == (7, "tmux")
     assert options.openhands_extra_headers == {"X-Team": "a"}
     with pytest.raises(ConfigurationError, match="num_retries"):

@@ -6,12 +6,12 @@ an event is translated (the SDK is imported when a backend connects, never befor
 
 from __future__ import annotations
 
-import difflib
 import json
 from typing import Any
 
 from agenter._types import Usage
 from agenter.backends._deltas import DeltaBuffer
+from agenter.backends._edits import text_counts
 from agenter.backends.base import BackendMessage, MessageType
 from agenter.host.redact import strip_ansi
 from agenter.usage import RunningTotal
@@ -306,14 +306,7 @@ def line_changes(old: str | None, new: str | None) -> tuple[int | None, int | No
     after is unknown."""
     if new is None:
         return None, None
-    before = old.splitlines() if old else []
-    after = new.splitlines()
-    added = removed = 0
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
-        if tag != "equal":
-            removed += i2 - i1
-            added += j2 - j1
-    return added, removed
+    return text_counts(old, new)
 
 
 #: Longest string kept in a raw event (a file's content, a command's output).
