@@ -54,6 +54,7 @@ from agenter.backends.capabilities import BackendCapabilities
 from agenter.host.redact import Redactor
 from agenter.host.requirements import Requirement, check_requirements
 from agenter.permissions import PermissionDecision, PermissionGate, PermissionPolicy, ToolCall
+from agenter.sandbox.paths import relative_to
 from agenter.tools import Tool
 from agenter.usage import UsageLedger
 
@@ -704,10 +705,10 @@ class BaseBackend(Generic[OptionsT]):
         candidate = os.path.normpath(text if os.path.isabs(text) else os.path.join(cwd, text))
         for root in {cwd, os.path.normpath(os.path.abspath(self.spec.cwd))}:
             if candidate.startswith(root.rstrip(os.sep) + os.sep):
-                return Path(os.path.relpath(candidate, root)).as_posix()
+                return relative_to(candidate, root)
         real = os.path.realpath(candidate)
         if real.startswith(cwd.rstrip(os.sep) + os.sep):
-            return Path(os.path.relpath(real, cwd)).as_posix()
+            return relative_to(real, cwd)
         return None
 
     async def changes_so_far(self) -> ModifiedFiles:

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from agenter.permissions._paths import Finding, ResolvedPath, Workspace
 from agenter.permissions._rules import PermissionPolicy, PermissionRule, ToolCall, ToolKind
 from agenter.permissions._safety import ShellAnalysis, analyze_shell, path_findings
+from agenter.sandbox.paths import relative_to
 
 __all__ = ["PermissionAnswer", "PermissionDecision", "PermissionGate", "PermissionRequest", "PermissionVerdict"]
 
@@ -293,7 +294,7 @@ class PermissionGate:
             candidates = {path.rel} if path.rel is not None else set()
             given = self.workspace.given_cwd
             if path.lexical.startswith(given.rstrip("/") + "/"):
-                candidates.add(os.path.relpath(path.lexical, given))
+                candidates.add(relative_to(path.lexical, given))
         candidates -= {".", ""}
         if path.text.endswith("/") or os.path.isdir(path.real):
             # A directory operand (`grep -r x secrets/`) touches what is under it: `secrets/**` matches.

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Literal
 
+from agenter.sandbox.paths import is_within, relative_to
+
 __all__ = ["PROTECTED_PATHS", "Finding", "ProtectedPaths", "ResolvedPath", "Workspace"]
 
 Access = Literal["read", "write"]
@@ -98,8 +100,7 @@ class ResolvedPath:
         return self.rel if self.rel is not None else self.real
 
 
-def _is_within(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+_is_within = is_within
 
 
 class Workspace:
@@ -117,7 +118,7 @@ class Workspace:
                  protected: Iterable[str] = ()):
         self.given_cwd = os.path.abspath(os.fspath(cwd))
         self.cwd = os.path.realpath(self.given_cwd)
-        self.home = os.path.abspath(os.fspath(home)) if home is not None else os.path.expanduser("~")
+        self.home = os.path.abspath(os.fspath(home) if home is not None else os.path.expanduser("~"))
         self.real_home = os.path.realpath(self.home)
         self.extra_roots = [os.path.realpath(os.path.expanduser(os.fspath(r))) for r in extra_roots]
         self.read_roots = [os.path.realpath(os.path.expanduser(os.fspath(r))) for r in read_roots]
@@ -153,7 +154,7 @@ class Workspace:
         except (OSError, ValueError):  # a symlink loop, a NUL byte: keep the lexical form
             real = lexical
         inside = _is_within(real, self.cwd)
-        rel = PurePosixPath(os.path.relpath(real, self.cwd)).as_posix() if inside else None
+        rel = relative_to(real, self.cwd) if inside else None
         return ResolvedPath(text=text, lexical=lexical, real=real, inside=inside, rel=rel)
 
     def in_roots(self, path: ResolvedPath, access: Access) -> bool:
@@ -207,13 +208,13 @@ class Workspace:
         """Components relative to the workspace when inside it, else absolute components."""
         for root in (self.cwd, self.given_cwd):
             if _is_within(absolute, root):
-                return PurePosixPath(os.path.relpath(absolute, root)).parts
+                return PurePosixPath(relative_to(absolute, root)).parts
         return PurePosixPath(absolute).parts
 
     def _home_rel(self, absolute: str) -> str | None:
         for home in (self.home, self.real_home):
             if _is_within(absolute, home) and absolute != home:
-                return PurePosixPath(os.path.relpath(absolute, home)).as_posix()
+                return relative_to(absolute, home)
         return None
 
     def _credential(self, absolute: str) -> str | None:

@@ -31,7 +31,8 @@ from typing import IO, BinaryIO
 
 from agenter._errors import PathSecurityError
 
-__all__ = ["MAX_PATH_DEPTH", "NAME_MAX", "PATH_MAX", "PathResolver", "open_regular", "shown_path"]
+__all__ = ["MAX_PATH_DEPTH", "NAME_MAX", "PATH_MAX", "PathResolver", "is_within", "open_regular", "relative_to",
+           "shown_path"]
 
 #: Linux limits, in bytes: a whole path (the count includes the final NUL) and one name in it.
 #: Longer input is refused with a clear message instead of failing in the kernel.
@@ -98,8 +99,20 @@ def _require_regular(mode: int, path: str | os.PathLike[str], label: str) -> Non
                             "only regular files are read or written")
 
 
-def _is_within(path: str, root: str) -> bool:
+def is_within(path: str, root: str) -> bool:
+    """Whether normalized absolute `path` is `root` or below it."""
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def relative_to(path: str, root: str) -> str:
+    """`path` relative to `root`, both normalized absolute paths with `path` within `root`
+    (`is_within`): a slice, where os.path.relpath would normalize both again ("." for root)."""
+    if path == root:
+        return "."
+    return path[len(root.rstrip(os.sep)) + 1:]
+
+
+_is_within = is_within
 
 
 class PathResolver:
@@ -153,13 +166,13 @@ class PathResolver:
         candidate = os.path.abspath(os.path.join(self._cwd_str, text))
         for root in (self._cwd_str, self.given_cwd):
             if _is_within(candidate, root):
-                return PurePosixPath(Path(os.path.relpath(candidate, root))).as_posix()
+                return relative_to(candidate, root)
         try:
             real = os.path.realpath(candidate)
         except (OSError, RecursionError, ValueError):  # see _resolve; outside is the safe answer
             return Path(candidate).as_posix()
         if _is_within(real, self._cwd_str):
-            return PurePosixPath(Path(os.path.relpath(real, self._cwd_str))).as_posix()
+            return relative_to(real, self._cwd_str)
         return Path(candidate).as_posix()
 
     def is_allowed_write(self, path: str | os.PathLike[str]) -> bool:
@@ -291,7 +304,7 @@ class PathResolver:
                 f"Refused: {shown_path(text)} resolves outside the working directory; "
                 "use a path relative to the working directory"
             )
-        rel_parts = Path(os.path.relpath(real, self._cwd_str)).parts
+        rel_parts = PurePosixPath(relative_to(real, self._cwd_str)).parts
         if any(part.casefold() == ".git" for part in rel_parts):
             raise PathSecurityError(
                 f"Refused: {shown_path(text)} is inside .git/ (version-control internals are off limits)"
@@ -308,7 +321,7 @@ class PathResolver:
             raise PathSecurityError(
                 f"Refused: {shown_path(text)} is outside the working directory, and writes are limited to: {patterns}"
             )
-        rel = Path(os.path.relpath(real, self._cwd_str)).as_posix()
+        rel = relative_to(real, self._cwd_str)
         assert self._write_spec is not None
         if not self._write_spec.match_file(rel):
             raise PathSecurityError(
