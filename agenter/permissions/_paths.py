@@ -100,7 +100,6 @@ class ResolvedPath:
         return self.rel if self.rel is not None else self.real
 
 
-_is_within = is_within
 
 
 class Workspace:
@@ -153,7 +152,7 @@ class Workspace:
             real = os.path.realpath(joined)
         except (OSError, ValueError):  # a symlink loop, a NUL byte: keep the lexical form
             real = lexical
-        inside = _is_within(real, self.cwd)
+        inside = is_within(real, self.cwd)
         rel = relative_to(real, self.cwd) if inside else None
         return ResolvedPath(text=text, lexical=lexical, real=real, inside=inside, rel=rel)
 
@@ -163,7 +162,7 @@ class Workspace:
                 or path.real.startswith("/proc/self/fd/"):
             return True
         roots = self.extra_roots + (self.read_roots if access == "read" else [])
-        return any(_is_within(path.real, root) for root in roots)
+        return any(is_within(path.real, root) for root in roots)
 
     # ------------------------------------------------------------------ protected classes
 
@@ -207,13 +206,13 @@ class Workspace:
     def _parts(self, absolute: str) -> tuple[str, ...]:
         """Components relative to the workspace when inside it, else absolute components."""
         for root in (self.cwd, self.given_cwd):
-            if _is_within(absolute, root):
+            if is_within(absolute, root):
                 return PurePosixPath(relative_to(absolute, root)).parts
         return PurePosixPath(absolute).parts
 
     def _home_rel(self, absolute: str) -> str | None:
         for home in (self.home, self.real_home):
-            if _is_within(absolute, home) and absolute != home:
+            if is_within(absolute, home) and absolute != home:
                 return relative_to(absolute, home)
         return None
 
@@ -252,4 +251,4 @@ class Workspace:
         name = os.path.basename(absolute)
         if name in _STARTUP_FILES:
             return True
-        return any(_is_within(absolute, p) for p in _STARTUP_DIRS_ABS)
+        return any(is_within(absolute, p) for p in _STARTUP_DIRS_ABS)

@@ -112,8 +112,6 @@ def relative_to(path: str, root: str) -> str:
     return path[len(root.rstrip(os.sep)) + 1:]
 
 
-_is_within = is_within
-
 
 class PathResolver:
     """Turns model-supplied paths into safe absolute paths, or refuses them.
@@ -165,13 +163,13 @@ class PathResolver:
         text = os.fspath(abs_path)
         candidate = os.path.abspath(os.path.join(self._cwd_str, text))
         for root in (self._cwd_str, self.given_cwd):
-            if _is_within(candidate, root):
+            if is_within(candidate, root):
                 return relative_to(candidate, root)
         try:
             real = os.path.realpath(candidate)
         except (OSError, RecursionError, ValueError):  # see _resolve; outside is the safe answer
             return Path(candidate).as_posix()
-        if _is_within(real, self._cwd_str):
+        if is_within(real, self._cwd_str):
             return relative_to(real, self._cwd_str)
         return Path(candidate).as_posix()
 
@@ -284,7 +282,7 @@ class PathResolver:
                 "joined to the working directory and resolved; use a shorter path"
             )
         depth = real.count(os.sep)
-        if _is_within(real, self._cwd_str):
+        if is_within(real, self._cwd_str):
             depth -= self._cwd_str.rstrip(os.sep).count(os.sep)
         if depth > MAX_PATH_DEPTH:
             raise PathSecurityError(
@@ -293,9 +291,9 @@ class PathResolver:
             )
         if not self.sandbox:
             return real
-        if not _is_within(real, self._cwd_str):
+        if not is_within(real, self._cwd_str):
             lexical = os.path.normpath(joined)
-            if _is_within(lexical, self._cwd_str):
+            if is_within(lexical, self._cwd_str):
                 raise PathSecurityError(
                     f"Refused: {shown_path(text)} goes through a symlink that resolves outside the working "
                     "directory; use paths inside the working directory"
@@ -317,7 +315,7 @@ class PathResolver:
                 f"Refused: writing {shown_path(text)} is not allowed: no files may be written in this session"
             )
         patterns = ", ".join(self.allowed_write_paths)
-        if not _is_within(real, self._cwd_str):
+        if not is_within(real, self._cwd_str):
             raise PathSecurityError(
                 f"Refused: {shown_path(text)} is outside the working directory, and writes are limited to: {patterns}"
             )

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from agenter._errors import BackendError
 from agenter.host.process import run_process
+from agenter.sandbox.paths import is_within
 
 if TYPE_CHECKING:
     from agenter.permissions import PermissionPolicy
@@ -107,7 +108,7 @@ class ShellSandbox:
                 args += ["--bind", path, path]
         # Hidden last, so no bind above (the workspace may be the home itself) uncovers them.
         for path in self.hidden:
-            if _is_within(cwd, path) or not os.path.exists(path):
+            if is_within(cwd, path) or not os.path.exists(path):
                 continue  # never hide the workspace; a dangling link has nothing to hide
             args += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
         args += ["--setenv", "TMPDIR", "/tmp", "--chdir", cwd, "--", "bash", "-c", command]
@@ -126,7 +127,7 @@ def hidden_home_paths(home: str, is_credential: Any, *, keep: Iterable[str] = ()
     def consider(path: str) -> bool:
         nonlocal seen
         seen += 1
-        if any(_is_within(k, path) for k in kept):
+        if any(is_within(k, path) for k in kept):
             return False
         if is_credential(path) or _is_history(path):
             found.append(path)
@@ -240,7 +241,3 @@ def _is_history(path: str) -> bool:
 
 def bwrap_path() -> str | None:
     return shutil.which("bwrap")
-
-
-def _is_within(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
