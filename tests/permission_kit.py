@@ -4,9 +4,11 @@ piped to a shell (`script_server` in tests/conftest.py serves one per test)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import threading
+from collections.abc import Awaitable, Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -78,3 +80,18 @@ class ScriptServer:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout=5)
+
+
+def never_answers() -> tuple[Callable[[Any], Awaitable[bool]], asyncio.Event]:
+    """An `on_permission` callback that never answers, and the event it sets when the question is
+    withdrawn (cancelled at the deadline)."""
+    withdrawn = asyncio.Event()
+
+    async def never(request: Any) -> bool:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            withdrawn.set()
+        return True
+
+    return never, withdrawn

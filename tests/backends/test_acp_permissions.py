@@ -6,7 +6,6 @@ model reads the agent's own refusal, and agenter's reason in the session's next 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from permission_kit import ASK_TOUCH, FAKE_KEY, diverged_repo, remote_head
+from permission_kit import ASK_TOUCH, FAKE_KEY, diverged_repo, never_answers, remote_head
 
 from agenter import AutonomousCodingAgent, CodingStatus
 from agenter._errors import ConfigurationError
@@ -187,14 +186,7 @@ async def test_asks_are_answered_by_the_callback(scripted_model_server, tmp_path
 @agent_test
 async def test_a_callback_that_never_answers_is_a_denial_at_the_deadline(scripted_model_server, tmp_path, repo,
                                                                            mark):
-    cancelled = asyncio.Event()
-
-    async def never(request: PermissionRequest) -> bool:
-        try:
-            await asyncio.Event().wait()
-        finally:
-            cancelled.set()
-        return True
+    never, cancelled = never_answers()
 
     server = scripted_model_server([
         reply(tool_call("Bash", {"command": "touch late.txt", "description": "x"})),

@@ -6,7 +6,6 @@ plain unit tests at the end."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from permission_kit import ASK_TOUCH, FAKE_KEY, diverged_repo, remote_head
+from permission_kit import ASK_TOUCH, FAKE_KEY, diverged_repo, never_answers, remote_head
 
 from agenter import AutonomousCodingAgent, CodingStatus
 from agenter._errors import ConfigurationError
@@ -211,14 +210,7 @@ async def test_asks_are_answered_by_the_callback(scripted_model_server, repo, cl
 @needs_cli
 async def test_a_callback_that_never_answers_is_a_denial_at_the_deadline(scripted_model_server, repo, cli_env,
                                                                            no_leftover_cli):
-    cancelled = asyncio.Event()
-
-    async def never(request: PermissionRequest) -> bool:
-        try:
-            await asyncio.Event().wait()
-        finally:
-            cancelled.set()
-        return True
+    never, cancelled = never_answers()
 
     server = scripted_model_server([
         reply(model_tool_call("Bash", {"command": "touch late.txt", "description": "x"})),

@@ -7,7 +7,6 @@ the end."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from permission_kit import ASK_TOUCH, diverged_repo, private_home, remote_head
+from permission_kit import ASK_TOUCH, diverged_repo, never_answers, private_home, remote_head
 
 from agenter import AutonomousCodingAgent, CodingStatus
 from agenter._errors import ConfigurationError
@@ -177,14 +176,7 @@ async def test_asks_are_answered_by_the_callback(scripted_model_server, codex_pa
 @agent_test
 async def test_a_callback_that_never_answers_is_a_denial_at_the_deadline(scripted_model_server, codex_path, repo,
                                                                            home):
-    cancelled = asyncio.Event()
-
-    async def never(request: PermissionRequest) -> bool:
-        try:
-            await asyncio.Event().wait()
-        finally:
-            cancelled.set()
-        return True
+    never, cancelled = never_answers()
 
     server = scripted_model_server([
         reply(shell("touch late.txt")),

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from permission_kit import ASK_TOUCH, FAKE_KEY, diverged_repo, private_home, remote_head
+from permission_kit import ASK_TOUCH, FAKE_KEY, diverged_repo, never_answers, private_home, remote_head
 
 from agenter import AutonomousCodingAgent, Budget, CodingStatus
 from agenter._errors import ConfigurationError
@@ -241,14 +241,7 @@ async def test_asks_are_answered_by_the_callback(scripted_model_server, repo, ho
 
 @real_agent
 async def test_a_callback_that_never_answers_is_a_denial_at_the_deadline(scripted_model_server, repo, home):
-    cancelled = asyncio.Event()
-
-    async def never(request: PermissionRequest) -> bool:
-        try:
-            await asyncio.Event().wait()
-        finally:
-            cancelled.set()
-        return True
+    never, cancelled = never_answers()
 
     server = scripted_model_server([
         reply(model_tool_call("terminal", {"command": "touch late.txt"})),
