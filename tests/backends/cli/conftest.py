@@ -103,11 +103,13 @@ class Kit:
         options.update(extra)
         return options
 
-    def backend(self, server: Any, *, sandbox: bool | None = None, model: str | None = "default", **extra: Any) -> Any:
+    def backend(self, server: Any, *, sandbox: bool | None = None, model: str | None = "default",
+                permissions: Any = None, **extra: Any) -> Any:
         cls = self.case.backend
         opts = cls.options_model(**self.options(server, **extra))
         settings = BackendSettings(model=self.case.model if model == "default" else model, tools=[],
-                                   sandbox=self.case.sandbox if sandbox is None else sandbox, options=opts)
+                                   sandbox=self.case.sandbox if sandbox is None else sandbox, options=opts,
+                                   permissions=permissions)
         cls.check_settings(settings)
         return cls(settings)
 
@@ -127,7 +129,10 @@ class Kit:
 
     async def run(self, cwd: Path, script: list[ScriptItem], prompt: str = "Do the task.", **extra: Any) -> list[Any]:
         """One turn of a backend on its own server playing `script`; its messages."""
-        backend = self.backend(self.server(script), **extra)
+        return await self.one_turn(self.backend(self.server(script), **extra), cwd, prompt)
+
+    async def one_turn(self, backend: Any, cwd: Path, prompt: str = "Do the task.") -> list[Any]:
+        """Connect `backend` in `cwd`, run one turn, disconnect; the turn's messages."""
         await backend.connect(SessionSpec(cwd=cwd))
         try:
             return await self.turn(backend, prompt)

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from agenter._errors import ConfigurationError
-from agenter.backends.base import BackendSettings, MessageType, SessionSpec
+from agenter.backends.base import BackendSettings, MessageType
 from agenter.backends.cli.claude import ClaudeCliBackend, bundled_cli, claude_permissions
 from agenter.backends.cli.opencode import OpenCodeCliBackend, opencode_permissions
 from agenter.permissions import PermissionPolicy
 from agenter.testing import reply, text, tool_call
 
-from .conftest import REPO, CliCase, Kit, installed, need
+from .conftest import REPO, CliCase, installed, need
 
 CLAUDE = installed(shutil.which("claude"), bundled_cli())
 OPENCODE = installed(REPO / "node_modules" / ".bin" / "opencode", name="opencode")
@@ -137,19 +137,6 @@ def case(request: Any, tmp_path_factory: pytest.TempPathFactory) -> CliCase:
         handler=side_requests)
 
 
-async def run_policy(kit: Kit, server: Any, cwd: Path, policy: PermissionPolicy) -> list[Any]:
-    cls = kit.case.backend
-    settings = BackendSettings(model=kit.case.model, tools=[], sandbox=False, permissions=policy,
-                               options=cls.options_model(**kit.options(server)))
-    cls.check_settings(settings)
-    backend = cls(settings)
-    await backend.connect(SessionSpec(cwd=cwd))
-    try:
-        return await kit.turn(backend, "Push it and install the hook.")
-    finally:
-        await backend.disconnect()
-
-
 @pytest.mark.agent
 async def test_a_force_push_and_a_hook_write_are_denied_and_the_run_goes_on(kit, tmp_path):
     work, remote, pushed = repository(tmp_path)
@@ -160,7 +147,8 @@ async def test_a_force_push_and_a_hook_write_are_denied_and_the_run_goes_on(kit,
         kit.case.write(str(work / "after.txt"), "went on\n"),
         reply(text("done")),
     ])
-    messages = await run_policy(kit, server, work, POLICY)
+    messages = await kit.one_turn(kit.backend(server, sandbox=False, permissions=POLICY), work,
+                                  "Push it and install the hook.")
     assert git(remote, "rev-parse", "main") == pushed
     assert not hook.exists()
     assert (work / "after.txt").read_text() == "went on\n"

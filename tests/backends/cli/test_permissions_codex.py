@@ -16,7 +16,7 @@ from agenter.backends.cli.codex import CodexCliBackend, codex_permissions
 from agenter.permissions import PermissionPolicy
 from agenter.testing import reply, text, tool_call
 
-from .conftest import REPO, CliCase, Kit, installed, need
+from .conftest import REPO, CliCase, installed, need
 from .test_permissions_cli import git, repository, script_server
 
 CODEX = installed(REPO / "node_modules" / ".bin" / "codex", name="codex")
@@ -102,18 +102,6 @@ def case() -> CliCase:
                    model="gpt-5.5", write=patch, shell=shell, sandbox=True)
 
 
-async def run(kit: Kit, server: Any, cwd: Path, policy: PermissionPolicy) -> list[Any]:
-    settings = BackendSettings(model=kit.case.model, tools=[], sandbox=True, permissions=policy,
-                               options=CodexCliBackend.options_model(**kit.options(server)))
-    CodexCliBackend.check_settings(settings)
-    backend = CodexCliBackend(settings)
-    await backend.connect(SessionSpec(cwd=cwd))
-    try:
-        return await kit.turn(backend, "Do the task.")
-    finally:
-        await backend.disconnect()
-
-
 @pytest.mark.agent
 async def test_the_policy_holds_against_the_real_codex(kit, tmp_path):
     work, remote, pushed = repository(tmp_path)
@@ -130,7 +118,7 @@ async def test_the_policy_holds_against_the_real_codex(kit, tmp_path):
             patch("after.txt", "went on\n"),
             reply(text("done")),
         ])
-        messages = await run(kit, server, work, POLICY)
+        messages = await kit.one_turn(kit.backend(server, sandbox=True, permissions=POLICY), work)
     assert not hook.exists()
     assert git(remote, "rev-parse", "main") == pushed
     assert not (work / "pwned").exists() and not (work / "secrets" / "token.txt").exists()

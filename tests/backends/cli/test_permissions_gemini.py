@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from agenter._errors import ConfigurationError
-from agenter.backends.base import BackendSettings, MessageType, SessionSpec
+from agenter.backends.base import BackendSettings, MessageType
 from agenter.backends.cli.gemini import GeminiCliBackend, gemini_policy
 from agenter.permissions import PermissionPolicy
 from agenter.testing import reply, text, tool_call
@@ -110,15 +110,7 @@ async def test_the_policy_holds_against_the_real_gemini_cli(kit, tmp_path):
             write(str(work / "after.txt"), "went on\n"),
             reply(text("done")),
         ])
-        settings = BackendSettings(model=kit.case.model, tools=[], sandbox=False, permissions=POLICY,
-                                   options=GeminiCliBackend.options_model(**kit.options(server)))
-        GeminiCliBackend.check_settings(settings)
-        backend = GeminiCliBackend(settings)
-        await backend.connect(SessionSpec(cwd=work))
-        try:
-            messages = await kit.turn(backend, "Do the task.")
-        finally:
-            await backend.disconnect()
+        messages = await kit.one_turn(kit.backend(server, sandbox=False, permissions=POLICY), work)
     assert not hook.exists() and not (work / "pwned").exists() and not (work / "secrets").exists()
     assert git(remote, "rev-parse", "main") == pushed
     assert (work / "after.txt").read_text() == "went on\n"
