@@ -10,8 +10,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import inspect
-import os
-import stat
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from pathlib import Path
@@ -30,6 +28,7 @@ from agenter.planner.plan import Plan, PlanTask, TestSpec, atomic_tasks, executi
 from agenter.planner.planner import Decompose, PlannerStopped, PlanningSteps, TestDesignMode
 from agenter.planner.report import PhaseUsage, PlanResult, TaskReport, TaskStatus, TestOutcome
 from agenter.planner.workspaces import GitWorkspaces, InPlaceWorkspaces, WorkspaceError, write_test_files
+from agenter.sandbox.paths import read_text_capped
 
 __all__ = ["ApprovalCallback", "ClarifyCallback", "PlanAndExecute"]
 
@@ -427,7 +426,7 @@ class _Run:
         return max(min(self.owner.test_timeout, self.pool.remaining_time()), 1.0)
 
     def _read_files(self) -> dict[str, str | None]:
-        return {path: _read_capped(self.cwd / path) for path in sorted(self.changed)}
+        return {path: read_text_capped(self.cwd / path, _MAX_FILE_BYTES) for path in sorted(self.changed)}
 
 
 # ---------------------------------------------------------------------------------- helpers
@@ -500,18 +499,3 @@ def _usage(result: CodingResult) -> Any:
                  cost_usd=result.total_cost_usd)
 
 
-def _read_capped(path: Path) -> str | None:
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return None
-    if not stat.S_ISREG(info.st_mode):
-        return None
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(_MAX_FILE_BYTES + 1)
-    except OSError:
-        return None
-    if len(data) > _MAX_FILE_BYTES:
-        return data[:_MAX_FILE_BYTES].decode("utf-8", "replace") + "\n[... truncated by agenter]"
-    return data.decode("utf-8", "replace")

@@ -31,8 +31,8 @@ from typing import IO, BinaryIO
 
 from agenter._errors import PathSecurityError
 
-__all__ = ["MAX_PATH_DEPTH", "NAME_MAX", "PATH_MAX", "PathResolver", "is_within", "open_regular", "relative_to",
-           "shown_path"]
+__all__ = ["MAX_PATH_DEPTH", "NAME_MAX", "PATH_MAX", "PathResolver", "is_within", "open_regular", "read_text_capped",
+           "relative_to", "shown_path"]
 
 #: Linux limits, in bytes: a whole path (the count includes the final NUL) and one name in it.
 #: Longer input is refused with a clear message instead of failing in the kernel.
@@ -87,6 +87,34 @@ def open_regular(path: str | os.PathLike[str], flags: int, *, shown: str | None 
         os.close(fd)
         raise
     return fd
+
+
+def read_text_capped(path: str | os.PathLike[str], limit: int) -> str | None:
+    """A regular file's text (UTF-8, undecodable bytes replaced), at most `limit` bytes read;
+    a longer file is cut there and marked truncated. None when it is not a readable regular file
+    (missing, a directory, a FIFO or device, a final symlink). Plain os.read: callers read every
+    changed file of a run, so no file object per file."""
+    try:
+        fd = open_regular(path, os.O_RDONLY)
+    except (OSError, PathSecurityError):
+        return None
+    chunks: list[bytes] = []
+    try:
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    if len(data) > limit:
+        return data[:limit].decode("utf-8", "replace") + "\n[... truncated by agenter]"
+    return data.decode("utf-8", "replace")
 
 
 def _require_regular(mode: int, path: str | os.PathLike[str], label: str) -> None:

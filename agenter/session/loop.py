@@ -16,7 +16,6 @@ import contextlib
 import contextvars
 import logging
 import os
-import stat
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from agenter._events import CodingEvent, CodingEventType
 from agenter._types import Budget, CodingRequest, CodingResult, CodingStatus, ModifiedFiles, Usage
 from agenter.backends.base import BackendMessage, CodingBackend, Denial, MessageType, SessionSpec
 from agenter.host.redact import Redactor, strip_ansi
+from agenter.sandbox.paths import read_text_capped
 from agenter.session.budget import ITERATIONS, TIME, BudgetTracker, Limits
 from agenter.session.telemetry import RunTrace
 from agenter.session.transcript import TranscriptWriter, resolve_resume
@@ -79,33 +79,6 @@ def _timeout(seconds: float) -> float | None:
     return None if seconds == float("inf") else seconds
 
 
-def _read_capped(path: Path) -> str | None:
-    """A changed file's text for the result: regular files only, at most MAX_FILE_BYTES read
-    (plain os.read: a session reads every changed file, so no file object per file)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return None
-        chunks: list[bytes] = []
-        left = MAX_FILE_BYTES + 1
-        while left > 0:
-            chunk = os.read(fd, left)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    if len(data) > MAX_FILE_BYTES:
-        return data[:MAX_FILE_BYTES].decode("utf-8", "replace") + "\n[... truncated by agenter]"
-    return data.decode("utf-8", "replace")
 
 
 class _TimeUp(Exception):
@@ -675,7 +648,7 @@ class CodingSession:
         files: dict[str, str | None] = {}
         for rel in self._changed.all:
             pace()
-            files[rel] = _read_capped(cwd / rel)
+            files[rel] = read_text_capped(cwd / rel, MAX_FILE_BYTES)
         return files
 
     def _build_result(self, outcome: _Outcome, state: _RunState, files: dict[str, str | None]) -> CodingResult:

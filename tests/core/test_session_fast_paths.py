@@ -16,35 +16,35 @@ import pytest
 from agenter import AutonomousCodingAgent, Budget
 from agenter._types import Budget as BudgetModel
 from agenter.backends.base import BackendMessage, MessageType
+from agenter.sandbox.paths import read_text_capped
 from agenter.session import loop
 from agenter.session.budget import Limits
 from agenter.session.telemetry import tracer_for
 from agenter.testing import FunctionBackend, TurnContext
 
 
-def test_a_changed_file_is_read_whole_up_to_the_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_changed_file_is_read_whole_up_to_the_cap(tmp_path: Path) -> None:
     small = tmp_path / "small.py"
     small.write_bytes("x = 'é'\n".encode())
-    assert loop._read_capped(small) == "x = 'é'\n"
-    monkeypatch.setattr(loop, "MAX_FILE_BYTES", 10)
+    assert read_text_capped(small, loop.MAX_FILE_BYTES) == "x = 'é'\n"
     big = tmp_path / "big.txt"
     big.write_bytes(b"0123456789abcdef")
-    assert loop._read_capped(big) == "0123456789\n[... truncated by agenter]"
+    assert read_text_capped(big, 10) == "0123456789\n[... truncated by agenter]"
     exact = tmp_path / "exact.txt"
     exact.write_bytes(b"0123456789")
-    assert loop._read_capped(exact) == "0123456789"
+    assert read_text_capped(exact, 10) == "0123456789"
 
 
 def test_what_is_not_a_regular_file_is_not_read(tmp_path: Path) -> None:
-    assert loop._read_capped(tmp_path) is None
-    assert loop._read_capped(tmp_path / "missing") is None
+    assert read_text_capped(tmp_path, loop.MAX_FILE_BYTES) is None
+    assert read_text_capped(tmp_path / "missing", loop.MAX_FILE_BYTES) is None
     target = tmp_path / "target"
     target.write_text("secret\n")
     (tmp_path / "link").symlink_to(target)
-    assert loop._read_capped(tmp_path / "link") is None
+    assert read_text_capped(tmp_path / "link", loop.MAX_FILE_BYTES) is None
     if hasattr(os, "mkfifo"):
         os.mkfifo(tmp_path / "fifo")
-        assert loop._read_capped(tmp_path / "fifo") is None  # O_NONBLOCK: never waits for a writer
+        assert read_text_capped(tmp_path / "fifo", loop.MAX_FILE_BYTES) is None  # O_NONBLOCK: never waits for a writer
 
 
 async def test_items_come_in_order_and_a_hung_source_runs_out_of_time() -> None:
