@@ -17,12 +17,12 @@ HEADINGS = {"text_completion": "text", "streaming": "stream", "structured_output
             "native_tool_loop": "tool loop", "custom_tools": "custom tools", "mcp": "mcp",
             "filesystem_read": "fs read", "filesystem_edit": "fs edit", "shell": "shell",
             "apply_patch": "apply_patch", "subagents": "subagents", "sandbox": "sandbox", "resume": "resume"}
-#: Backends whose enforced kinds depend on their settings (the agent they run, its mode).
-PER_SETTINGS = {"acp": "depends on the agent and its mode (docs/permissions.md)"}
+#: For a backend whose enforced kinds depend on its settings (it overrides permission_kinds_for).
+PER_SETTINGS = "depends on its settings: the agent program and its mode (docs/permissions.md)"
 
 
 def matrix() -> str:
-    from agenter.backends import backend_names, load_backend
+    from agenter.backends import BaseBackend, backend_names, load_backend
     from agenter.backends.capabilities import BackendCapabilities
 
     names = [f.name for f in fields(BackendCapabilities)]
@@ -33,7 +33,8 @@ def matrix() -> str:
         if not cls.__module__.startswith("agenter.backends."):
             continue  # one a program registered (a test's, a user's): not agenter's
         marks = ["✓" if getattr(cls.capabilities, n) else "" for n in names]
-        kinds = PER_SETTINGS.get(backend) or ", ".join(sorted(cls.permission_kinds)) \
+        per_settings = cls.permission_kinds_for.__func__ is not BaseBackend.permission_kinds_for.__func__
+        kinds = PER_SETTINGS if per_settings else ", ".join(sorted(cls.permission_kinds)) \
             or "none: a policy fails when the agent is built"
         lines.append(f"| `{backend}` | " + " | ".join(marks) + f" | {kinds} |")
     return "\n".join(lines)
