@@ -74,28 +74,35 @@ def open_regular(path: str | os.PathLike[str], flags: int, *, shown: str | None 
     open from blocking). A final symlink is not followed. Raises PathSecurityError for
     special files, IsADirectoryError for directories, and OSError as os.open does.
     """
-    label = shown_path(shown if shown is not None else path)
+    return _open_regular(path, flags, shown, mode)[0]
+
+
+def _open_regular(path: str | os.PathLike[str], flags: int, shown: str | None = None,
+                  mode: int = 0o666) -> tuple[int, os.stat_result]:
+    """open_regular, with the descriptor's fstat (its size saves a read)."""
     try:
-        _require_regular(os.lstat(path).st_mode, path, label)
+        _require_regular(os.lstat(path).st_mode, path, shown)
     except FileNotFoundError:
         if not flags & os.O_CREAT:
             raise
     fd = os.open(path, flags | _SAFE_OPEN_FLAGS, mode)
     try:
-        _require_regular(os.fstat(fd).st_mode, path, label)
+        st = os.fstat(fd)
+        _require_regular(st.st_mode, path, shown)
     except BaseException:
         os.close(fd)
         raise
-    return fd
+    return fd, st
 
 
 def read_text_capped(path: str | os.PathLike[str], limit: int) -> str | None:
     """A regular file's text (UTF-8, undecodable bytes replaced), at most `limit` bytes read;
     a longer file is cut there and marked truncated. None when it is not a readable regular file
     (missing, a directory, a FIFO or device, a final symlink). Plain os.read: callers read every
-    changed file of a run, so no file object per file."""
+    changed file of a run, so no file object per file, and one read when the file holds exactly
+    the size fstat gave (asked for one byte more, so a file that grew since is read on)."""
     try:
-        fd = open_regular(path, os.O_RDONLY)
+        fd, st = _open_regular(path, os.O_RDONLY)
     except (OSError, PathSecurityError):
         return None
     chunks: list[bytes] = []
@@ -107,6 +114,8 @@ def read_text_capped(path: str | os.PathLike[str], limit: int) -> str | None:
                 break
             chunks.append(chunk)
             left -= len(chunk)
+            if len(chunks) == 1 and len(chunk) == st.st_size < limit + 1:
+                break  # all of it: the size fstat gave, and one more byte was asked for
     except OSError:
         return None
     finally:
@@ -117,12 +126,13 @@ def read_text_capped(path: str | os.PathLike[str], limit: int) -> str | None:
     return data.decode("utf-8", "replace")
 
 
-def _require_regular(mode: int, path: str | os.PathLike[str], label: str) -> None:
+def _require_regular(mode: int, path: str | os.PathLike[str], shown: str | None = None) -> None:
     if stat.S_ISREG(mode):
         return
     if stat.S_ISDIR(mode):
         raise IsADirectoryError(errno.EISDIR, "Is a directory", os.fspath(path))
     kind = _KINDS.get(stat.S_IFMT(mode), "a special file")
+    label = shown_path(shown if shown is not None else path)
     raise PathSecurityError(f"Refused: {label} is {kind}, not a regular file; "
                             "only regular files are read or written")
 

@@ -644,11 +644,11 @@ class CodingSession:
         files are read only up to MAX_FILE_BYTES and marked truncated."""
         from agenter.sandbox.changes import pace
 
-        cwd = Path(self.request.cwd)
+        cwd = os.fspath(self.request.cwd)
         files: dict[str, str | None] = {}
         for rel in self._changed.all:
             pace()
-            files[rel] = read_text_capped(cwd / rel, MAX_FILE_BYTES)
+            files[rel] = read_text_capped(os.path.join(cwd, rel), MAX_FILE_BYTES)
         return files
 
     def _build_result(self, outcome: _Outcome, state: _RunState, files: dict[str, str | None]) -> CodingResult:

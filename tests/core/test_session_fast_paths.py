@@ -35,6 +35,14 @@ def test_a_changed_file_is_read_whole_up_to_the_cap(tmp_path: Path) -> None:
     assert read_text_capped(exact, 10) == "0123456789"
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs Linux /proc")
+def test_a_file_holding_more_than_its_stat_size_is_read_on() -> None:
+    """One read is enough when the file holds exactly the size fstat gave; a file that holds
+    more (grown since, or /proc's size-0 files) is read on to its end."""
+    text = read_text_capped("/proc/self/status", loop.MAX_FILE_BYTES)
+    assert text is not None and "Name:" in text and "VmPeak" in text and os.stat("/proc/self/status").st_size == 0
+
+
 def test_what_is_not_a_regular_file_is_not_read(tmp_path: Path) -> None:
     assert read_text_capped(tmp_path, loop.MAX_FILE_BYTES) is None
     assert read_text_capped(tmp_path / "missing", loop.MAX_FILE_BYTES) is None
