@@ -312,6 +312,15 @@ def _tool_executor() -> concurrent.futures.ThreadPoolExecutor:
         return _tool_pool
 
 
+def _forget_tool_pool() -> None:
+    """A forked child has the executor but not its threads: it starts its own."""
+    global _tool_pool
+    _tool_pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_tool_pool)
+
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 

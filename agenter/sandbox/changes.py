@@ -585,11 +585,32 @@ async def _in_thread(fn: Callable[[], _T]) -> _T:
     return await loop.run_in_executor(_executor(), _paced(fn, loop))
 
 
+_readers: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _forget_pools() -> None:
+    """A forked child has the executors but not their threads: it starts its own."""
+    global _pool, _readers
+    _pool = _readers = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools)
+
+
 async def in_paced_thread(fn: Callable[[], _T]) -> _T:
-    """`fn` in the event loop's default executor, where `pace()` lets the loop run every few
-    milliseconds of its work (see _YIELD_EVERY_S)."""
+    """`fn` in agenter's reading thread, where `pace()` lets the loop run every few milliseconds
+    of its work (see _YIELD_EVERY_S). One thread for every session: reading is system calls, each
+    giving up the GIL and taking it back, and with several such threads the event loop rarely
+    wins it back between them (50 sessions ending at once: wake-ups late by 5-15 ms with the
+    default executor's threads, fewer with one)."""
+    global _readers
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(None, _paced(fn, loop))
+    with _pool_lock:
+        if _readers is None:
+            _readers = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="agenter-read")
+        readers = _readers
+    return await loop.run_in_executor(readers, _paced(fn, loop))
 
 
 class ChangeDetector:
