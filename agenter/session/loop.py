@@ -41,6 +41,7 @@ MAX_FILE_BYTES = 2 * 1024 * 1024
 
 _END = object()
 _STOP = object()
+_TIME_UP = object()
 
 #: The event vocabulary: what each kind of backend message is (CodingEvent.kind).
 _KINDS = {
@@ -131,24 +132,29 @@ async def _within_time(source: AsyncIterator[Any], tracker: BudgetTracker | Limi
                     await aclose()
             queue.put_nowait(_END)
 
+    loop = asyncio.get_running_loop()
+    timer: asyncio.TimerHandle | None = None
+
+    def arm() -> None:
+        # One timer for the whole stream (the deadline is fixed), not one per item: when it
+        # fires it queues _TIME_UP, which wakes the wait below.
+        nonlocal timer
+        remaining = tracker.remaining_time()
+        if remaining != float("inf"):
+            timer = loop.call_later(max(remaining, 0.0), queue.put_nowait, _TIME_UP)
+
     task = asyncio.create_task(pump(), name=f"agenter-{name}", context=context)
     if stops is not None:
         stops.append(queue)
     try:
+        arm()
         while True:
-            remaining = tracker.remaining_time()
-            if remaining <= 0:
+            if tracker.remaining_time() <= 0:
                 raise _TimeUp
-            try:
-                # An item already waiting is taken at once: no timer, no task (wait_for makes
-                # both, for every message of every turn).
-                item = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                try:
-                    async with asyncio.timeout(_timeout(remaining)):
-                        item = await queue.get()
-                except TimeoutError:
-                    raise _TimeUp from None
+            item = queue.get_nowait() if queue.qsize() else await queue.get()
+            if item is _TIME_UP:
+                arm()  # early by the clocks' difference: wait out the rest (the check above)
+                continue
             if item is _END:
                 return
             if item is _STOP:
@@ -156,6 +162,8 @@ async def _within_time(source: AsyncIterator[Any], tracker: BudgetTracker | Limi
             yield item
             taken.set()
     finally:
+        if timer is not None:
+            timer.cancel()
         if stops is not None and queue in stops:
             stops.remove(queue)
         if not task.done():

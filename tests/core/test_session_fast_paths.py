@@ -76,6 +76,35 @@ async def test_items_come_in_order_and_a_hung_source_runs_out_of_time() -> None:
     assert seen == [1] and time.monotonic() - started < 3
 
 
+async def test_one_timer_ends_a_stream_that_never_stops_flowing() -> None:
+    """The time budget is one timer for the whole stream (not one per item): a source that keeps
+    yielding, every item a wait, still runs out of time, and the timer is gone afterwards."""
+    async def flowing() -> AsyncIterator[int]:
+        i = 0
+        while True:
+            await asyncio.sleep(0.005)
+            yield i
+            i += 1
+
+    running = asyncio.get_running_loop()
+    before = len(running._scheduled)  # type: ignore[attr-defined]
+    seen: list[int] = []
+    started = time.monotonic()
+    with pytest.raises(loop._TimeUp):
+        async for item in loop._within_time(flowing(), Limits(BudgetModel(max_time_seconds=0.3)), "flowing"):
+            seen.append(item)
+            assert len(running._scheduled) <= before + 2  # type: ignore[attr-defined]  # the deadline, the sleep
+    assert len(seen) > 5 and time.monotonic() - started < 3
+    limits = Limits(BudgetModel(max_time_seconds=30))
+    assert [item async for item in loop._within_time(_count(3), limits, "short")] == [0, 1, 2]
+    assert not [h for h in running._scheduled if not h.cancelled() and h.when() > running.time() + 20]  # type: ignore[attr-defined]
+
+
+async def _count(n: int) -> AsyncIterator[int]:
+    for i in range(n):
+        yield i
+
+
 async def test_a_token_budget_stops_the_turn_when_usage_moves(tmp_path: Path) -> None:
     ran: list[int] = []
 
