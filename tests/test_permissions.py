@@ -526,3 +526,23 @@ def test_importing_permissions_does_not_load_bashlex() -> None:
     code = "import sys, agenter.permissions; print('bashlex' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"
+
+
+def test_path_components_split_like_pureposixpath() -> None:
+    """The gate splits paths with str.split (the normalized ones it sees); any path, normalized
+    or not, gets PurePosixPath's components."""
+    import os
+    import random
+    from pathlib import PurePosixPath
+
+    from agenter.permissions._paths import _split
+
+    pieces = ["a", "b", ".", "..", "", ".git", "x y", "é", ".ssh"]
+    rng = random.Random(12)
+    for _ in range(20000):
+        path = "/".join(rng.choice(pieces) for _ in range(rng.randint(0, 5)))
+        if rng.random() < 0.5:
+            path = "/" + path
+        if path and rng.random() < 0.3:
+            path = os.path.normpath(path)
+        assert _split(path) == PurePosixPath(path).parts, path

@@ -248,9 +248,9 @@ class PermissionGate:
                 call.kind in ("mcp", "custom") and call.read_only) else "write"
             if call.kind == "network":
                 access = "read"
-            for text in call.paths:
-                facts.accesses.append((workspace.resolve(text), access))
-            facts.findings.extend(path_findings(call.paths, access, workspace))
+            resolved = [workspace.resolve(text) for text in call.paths]  # once: it asks the file system
+            facts.accesses.extend((path, access) for path in resolved)
+            facts.findings.extend(path_findings(resolved, access, workspace))
         if call.kind == "mcp" and call.starts_server and call.command is not None \
                 and call.mcp_server not in self.policy.allowed_mcp_servers:
             facts.findings.append(Finding("mcp-stdio", f"starts the local MCP server {call.mcp_server!r} "

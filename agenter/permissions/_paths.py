@@ -102,6 +102,18 @@ class ResolvedPath:
 
 
 
+def _split(path: str) -> tuple[str, ...]:
+    """PurePosixPath(path).parts, by str.split for the normalized paths the gate passes (a
+    realpath or normpath: no empty or "." component); anything else goes to PurePosixPath."""
+    if path in ("", "."):
+        return ()
+    if "//" in path or path.endswith(("/", "/.")) or "/./" in path or path.startswith("./"):
+        return PurePosixPath(path).parts
+    if path[0] == "/":
+        return ("/", *path[1:].split("/"))
+    return tuple(path.split("/"))
+
+
 class Workspace:
     """The working directory, extra roots, and the home that `~` means.
 
@@ -207,8 +219,8 @@ class Workspace:
         """Components relative to the workspace when inside it, else absolute components."""
         for root in (self.cwd, self.given_cwd):
             if is_within(absolute, root):
-                return PurePosixPath(relative_to(absolute, root)).parts
-        return PurePosixPath(absolute).parts
+                return _split(relative_to(absolute, root))
+        return _split(absolute)
 
     def _home_rel(self, absolute: str) -> str | None:
         for home in (self.home, self.real_home):

@@ -140,10 +140,12 @@ def _download_exec(script: ShellScript) -> list[Finding]:
     return found
 
 
-def path_findings(paths: Iterable[str], access: Literal["read", "write"], workspace: Workspace) -> list[Finding]:
+def path_findings(paths: Iterable[str | ResolvedPath], access: Literal["read", "write"],
+                  workspace: Workspace) -> list[Finding]:
+    """The safety checks these paths trip (a path given as text is resolved here)."""
     found: list[Finding] = []
-    for text in paths:
-        found.extend(workspace.findings(workspace.resolve(text), access))
+    for path in paths:
+        found.extend(workspace.findings(workspace.resolve(path) if isinstance(path, str) else path, access))
     return _dedupe(found)
 
 
