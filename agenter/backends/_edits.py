@@ -32,8 +32,18 @@ def diff_counts(diff: str) -> tuple[int, int]:
 
 
 def text_counts(before: str | None, after: str | None) -> tuple[int, int]:
-    """Lines added and removed between two texts of a file (None: the file did not exist)."""
+    """Lines added and removed between two texts of a file (None: the file did not exist).
+
+    Lines the two share at the start and at the end are set aside first (as diff does), so
+    an edit in a large file compares only what lies between; difflib matches the rest."""
     old, new = (before or "").splitlines(), (after or "").splitlines()
+    start, end_old, end_new = 0, len(old), len(new)
+    while start < end_old and start < end_new and old[start] == new[start]:
+        start += 1
+    while end_old > start and end_new > start and old[end_old - 1] == new[end_new - 1]:
+        end_old -= 1
+        end_new -= 1
+    old, new = old[start:end_old], new[start:end_new]
     if not old or not new:
         return len(new), len(old)
     added = removed = 0

@@ -237,9 +237,8 @@ class PathResolver:
         Refuses anything that exists and is not a regular file (FIFO, device, socket).
         """
         target = self.resolve_write(path)
-        if make_parents:
-            _make_dirs(target.parent)
-            # The parents now exist: re-check that none of them was swapped for a symlink out.
+        if make_parents and _make_dirs(target.parent):
+            # Parents were made: re-check that none of them was swapped for a symlink out.
             target = self.resolve_write(path)
         flags = os.O_WRONLY | os.O_CREAT
         flags |= os.O_APPEND if "a" in mode else os.O_TRUNC
@@ -365,8 +364,9 @@ class PathResolver:
             )
 
 
-def _make_dirs(directory: Path) -> None:
-    """mkdir -p without recursion (Path.mkdir and os.makedirs recurse once per missing level)."""
+def _make_dirs(directory: Path) -> bool:
+    """mkdir -p without recursion (Path.mkdir and os.makedirs recurse once per missing level);
+    whether any folder was missing."""
     missing: list[Path] = []
     current = directory
     while not os.path.lexists(current):
@@ -380,3 +380,4 @@ def _make_dirs(directory: Path) -> None:
         except FileExistsError:
             if not os.path.isdir(folder):
                 raise
+    return bool(missing)

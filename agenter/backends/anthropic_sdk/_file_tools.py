@@ -10,7 +10,6 @@ recorded so the backend can report them.
 from __future__ import annotations
 
 import codecs
-import difflib
 import logging
 import os
 import re
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from agenter._errors import PathSecurityError
+from agenter.backends._edits import text_counts
 from agenter.sandbox.paths import PathResolver, shown_path
 from agenter.sandbox.workspace import IGNORED_DIRS
 
@@ -60,18 +60,6 @@ class ToolOutcome:
     deleted: set[str] = field(default_factory=set)
     #: path -> (lines added, lines removed), for each file the tool edited
     edits: dict[str, tuple[int, int]] = field(default_factory=dict)
-
-
-def line_changes(before: str, after: str) -> tuple[int, int]:
-    """Lines added and removed between two texts (as a line diff counts them)."""
-    added = removed = 0
-    matcher = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines(), autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag in ("replace", "delete"):
-            removed += i2 - i1
-        if tag in ("replace", "insert"):
-            added += j2 - j1
-    return added, removed
 
 
 def _error(message: str) -> ToolOutcome:
@@ -349,7 +337,7 @@ class FileToolbox:
         self._write(path, content)
         rel = self._rel(path)
         return ToolOutcome(f"Wrote {len(content)} characters to {rel}", written={rel},
-                           edits={rel: line_changes(before, content)})
+                           edits={rel: text_counts(before, content)})
 
     def _tool_edit_file(self, path: str, old_string: str, new_string: str,
                         replace_all: bool = False) -> ToolOutcome:
@@ -374,7 +362,7 @@ class FileToolbox:
         self._write(path, updated)
         rel = self._rel(path)
         return ToolOutcome(f"Replaced {count if replace_all else 1} occurrence(s) in {rel}", written={rel},
-                           edits={rel: line_changes(text, updated)})
+                           edits={rel: text_counts(text, updated)})
 
     def _tool_insert_lines(self, path: str, insert_line: int, text: str) -> ToolOutcome:
         content = self._read_for_edit(path)

@@ -63,6 +63,28 @@ def test_line_counts_from_diffs_and_texts():
     assert line_count("a\nb") == line_count("a\nb\n") == 2 and line_count(None) == 0
 
 
+def test_text_counts_are_a_diff_of_the_two_texts_and_skip_what_they_share():
+    """Lines shared at both ends are set aside before difflib runs: one edit in a 20k-line file
+    is counted exactly (and fast), and any pair of texts gets counts of a valid line diff."""
+    import random
+
+    big = [f"line {i}" for i in range(20_000)]
+    edited = big[:9_000] + ["new a", "new b"] + big[9_001:]
+    assert text_counts("\n".join(big), "\n".join(edited)) == (2, 1)
+    rng = random.Random(7)
+    for _ in range(3000):
+        old = [rng.choice("abcde") for _ in range(rng.randint(0, 12))]
+        new = list(old)
+        for _ in range(rng.randint(0, 4)):
+            at = rng.randint(0, len(new))
+            if rng.random() < 0.5:
+                new.insert(at, rng.choice("abcdefg"))
+            elif new:
+                del new[min(at, len(new) - 1)]
+        added, removed = text_counts("\n".join(old), "\n".join(new))
+        assert added - removed == len(new) - len(old) and 0 <= added <= len(new) and 0 <= removed <= len(old)
+
+
 # ---------------------------------------------------------------------- claude-cli
 def test_claude_cli_bash_exit_codes_edit_counts_and_text_deltas():
     backend = _backend("claude", "ClaudeCliBackend", "ClaudeCliOptions", "/tmp/rec-claude-7t0k0b5q")
