@@ -96,6 +96,7 @@ def codex_case(url: str, sandbox: bool) -> Case | None:
     program = _codex_program()
     if program is None:
         return None
+    from agenter.backends import _codex_program as codex_program
     from agenter.backends.codex import CodexOptions, _setup
 
     scratch = tempfile.mkdtemp(prefix="bench-cold-codex-")
@@ -108,7 +109,7 @@ def codex_case(url: str, sandbox: bool) -> Case | None:
     env = {**os.environ, "HOME": str(home), "CODEX_HOME": str(codex_home), "TMPDIR": str(tmp),
            _setup.API_KEY_ENV_VAR: KEY}
     if sandbox:  # what agenter does for Codex's Linux sandbox: the codex-linux-sandbox link
-        if _setup.prepare_sandbox_bin(program, bin_dir, env) is None and bin_dir.is_dir():
+        if codex_program.prepare_sandbox_bin(program, bin_dir, env) is None and bin_dir.is_dir():
             env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     argv = [program, "exec", "--skip-git-repo-check", PROMPT]
     agent = {"backend": "codex", "model": "gpt-5.5", "sandbox": sandbox, "program_path": program,
