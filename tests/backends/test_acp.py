@@ -790,6 +790,27 @@ async def test_codex_acp_writes_after_permission_and_deny_blocks(
 
 
 @agent_test
+async def test_codex_acp_auto_mode_with_allow_edits_as_the_docs_example_says(
+        scripted_model_server: Any, tmp_path: Path, repo: Path, mark: str) -> None:
+    """docs/backends/acp.md's first example: codex-acp 0.16 asks session/request_permission for
+    apply_patch even in its `auto` mode, so the default "deny" would make no edit; "allow"
+    answers after agenter's checks, and a write into .git is still refused."""
+    server = scripted_model_server([
+        reply(text("Adding the file."), tool_call("apply_patch", add_file_patch("hello.py", "print('hi')"))),
+        reply(text("Added hello.py.")),
+        reply(tool_call("apply_patch", add_file_patch(".git/hooks/pre-commit", "echo owned"))),
+        reply(text("The hook was refused.")),
+    ])
+    agent = AutonomousCodingAgent(backend="acp", permission_policy="allow", validators=["syntax"],
+                                  **codex_options(server, tmp_path, mark, acp_session_mode="auto"))
+    result = await agent.execute("Add hello.py", cwd=repo)
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert result.files == {"hello.py": "print('hi')\n"}
+    await agent.execute("Add a pre-commit hook", cwd=repo, require_changes=False)
+    assert not (repo / ".git" / "hooks" / "pre-commit").exists()
+
+
+@agent_test
 async def test_codex_acp_retry_lands_in_the_same_session(
         scripted_model_server: Any, tmp_path: Path, repo: Path, mark: str) -> None:
     server = scripted_model_server([
