@@ -206,18 +206,37 @@ def biggest_imports(importtime: str, count: int = 6) -> tuple[list[tuple[str, fl
     return ours[:count], theirs[:count]
 
 
+#: The least any Python SDK with pydantic request and result types adds to a run: an
+#: interpreter that imports pydantic, builds one model, and exits.
+FLOOR = "import pydantic\n\nclass Request(pydantic.BaseModel):\n    prompt: str\n\nRequest(prompt='x')\n"
+
+
+def run_floor(env: dict[str, str]) -> float:
+    with tempfile.TemporaryDirectory(prefix="bench-cold-") as cwd:
+        elapsed, done = _timed([sys.executable, "-c", FLOOR], env, cwd)
+        if done.returncode != 0:
+            raise RuntimeError(f"the floor run failed: {done.stderr[-800:]}")
+    return elapsed
+
+
 def measure(case: Case, script: str, env: dict[str, str]) -> tuple[float, float]:
     run_bare(case)  # warm-up: first-run set-up, page cache, bytecode
     run_agenter(case, script, env)
-    bare, ours = [], []
+    run_floor(env)
+    bare, ours, floor = [], [], []
     for _ in range(RUNS):
         bare.append(run_bare(case))
         ours.append(run_agenter(case, script, env)[0])
+        floor.append(run_floor(env))
     median = statistics.median(ours) / statistics.median(bare)
     best = min(ours) / min(bare)
     print(f"{case.name:24} fresh python ÷ bare: median {median:.2f}, best {best:.2f} "
           f"({statistics.median(ours):.2f} s vs {statistics.median(bare):.2f} s, "
           f"{(statistics.median(ours) - statistics.median(bare)) * 1000:+.0f} ms; goal <= {GOAL})", flush=True)
+    least = statistics.median(floor)
+    print(f"{'':24} floor: python + pydantic (import, one model, exit) {least * 1000:.0f} ms, so at least "
+          f"{(statistics.median(bare) + least) / statistics.median(bare):.2f}x before any SDK code; agenter's own "
+          f"{(statistics.median(ours) - statistics.median(bare) - least) * 1000:+.0f} ms", flush=True)
     _, stderr = run_agenter(case, script, env, "-X", "importtime")
     ours_top, theirs_top = biggest_imports(stderr)
     print(f"{'':24} imports, agenter: " + ", ".join(f"{n} {ms:.0f}" for n, ms in ours_top) + " ms")
