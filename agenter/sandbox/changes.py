@@ -586,6 +586,9 @@ async def _in_thread(fn: Callable[[], _T]) -> _T:
 
 
 _readers: concurrent.futures.ThreadPoolExecutor | None = None
+#: Two, not one: a session reading many files, or a file on a stalled network mount, must not
+#: hold up every other session's result.
+_READERS = 2
 
 
 def _forget_pools() -> None:
@@ -599,16 +602,16 @@ if hasattr(os, "register_at_fork"):
 
 
 async def in_paced_thread(fn: Callable[[], _T]) -> _T:
-    """`fn` in agenter's reading thread, where `pace()` lets the loop run every few milliseconds
-    of its work (see _YIELD_EVERY_S). One thread for every session: reading is system calls, each
-    giving up the GIL and taking it back, and with several such threads the event loop rarely
-    wins it back between them (50 sessions ending at once: wake-ups late by 5-15 ms with the
-    default executor's threads, fewer with one)."""
+    """`fn` in agenter's reading threads, where `pace()` lets the loop run every few milliseconds
+    of its work (see _YIELD_EVERY_S). Few threads for every session (_READERS): reading is system
+    calls, each giving up the GIL and taking it back, and with many such threads the event loop
+    rarely wins it back between them (50 sessions ending at once: their reading cost 0.6-1.1 s of
+    CPU in the default executor's threads, 0.2-0.3 s in one thread, 0.3-0.5 s in two)."""
     global _readers
     loop = asyncio.get_running_loop()
     with _pool_lock:
         if _readers is None:
-            _readers = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="agenter-read")
+            _readers = concurrent.futures.ThreadPoolExecutor(max_workers=_READERS, thread_name_prefix="agenter-read")
         readers = _readers
     return await loop.run_in_executor(readers, _paced(fn, loop))
 
