@@ -22,9 +22,10 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import sys
 import tomllib
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -39,6 +40,7 @@ from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSe
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, table
 from agenter.backends.cli._runner import Invocation, Line
 from agenter.permissions import PROTECTED_PATHS, PermissionPolicy, PermissionRule
+from agenter.sandbox.paths import is_within
 from agenter.usage import RunningTotal
 
 __all__ = ["CodexCliBackend", "CodexCliOptions"]
@@ -66,7 +68,23 @@ _WORKSPACE_SECRETS = ("**/.env", "**/.env.*", "**/*.env", "**/*.pem", "**/*.key"
 
 def codex_permissions(policy: PermissionPolicy, cwd: Path, home: Path) -> tuple[dict[str, Any], str]:
     """A policy as Codex's own enforcement: (config overrides selecting a permission profile,
-    the text of an exec-policy rules file). ConfigurationError for what neither can express."""
+    the text of an exec-policy rules file). ConfigurationError for what neither can express.
+
+    Read-only entries name only what exists: Codex 0.169 keeps a missing path from being created
+    by mounting over it, which leaves empty files and folders in the workspace and makes
+    `exec resume` fail; `unmasked_paths` lists the ones left out (the backend removes what a
+    turn creates there)."""
+    config, rules, _ = _compile(policy, cwd, home)
+    return config, rules
+
+
+def unmasked_paths(policy: PermissionPolicy, cwd: Path, home: Path) -> list[str]:
+    """Workspace paths the policy keeps read-only that do not exist, so the profile cannot name
+    them (see codex_permissions)."""
+    return _compile(policy, cwd, home)[2]
+
+
+def _compile(policy: PermissionPolicy, cwd: Path, home: Path) -> tuple[dict[str, Any], str, list[str]]:
     writable = policy.mode in ("accept_edits", "bypass") or any(
         r.kind == "edit" and r.matches_all for r in policy.rules_with("allow"))
     roots: dict[str, str] = {".": "write" if writable else "read"}
@@ -77,10 +95,19 @@ def codex_permissions(policy: PermissionPolicy, cwd: Path, home: Path) -> tuple[
                 path = _codex_path(rule, cwd, home, directory=True)
                 if os.path.isdir(path if path.startswith("/") else cwd / path):  # only what exists can be bound
                     (outside if path.startswith("/") else roots)[path] = "write"
+    missing: list[str] = []
+
+    def read_only(path: str) -> None:
+        entry = _entry(path, cwd)
+        if entry is None:
+            missing.append(path)
+        elif roots.get(entry) != "none":
+            roots[entry] = "read"
+
     for name in (".git", *sorted(PROTECTED_PATHS.agent_dirs), *sorted(PROTECTED_PATHS.agent_files)):
-        roots[_entry(name, cwd)] = "read"
+        read_only(name)
     for pattern in policy.protected_paths:
-        roots[_entry(_codex_path(PermissionRule("deny", "edit", pattern), cwd, home), cwd)] = "read"
+        read_only(_codex_path(PermissionRule("deny", "edit", pattern), cwd, home))
     for pattern in _WORKSPACE_SECRETS:
         roots[pattern] = "none"
     credentials = sorted(PROTECTED_PATHS.credential_dirs | PROTECTED_PATHS.credential_files)
@@ -104,8 +131,12 @@ def codex_permissions(policy: PermissionPolicy, cwd: Path, home: Path) -> tuple[
             path = _codex_path(rule, cwd, home)
             if path.startswith("/"):
                 outside[path] = access if access == "none" or outside.get(path) != "none" else "none"
-            elif roots.get(path := _entry(path, cwd)) != "none":
-                roots[path] = access
+            elif access == "read":
+                read_only(path)
+            elif any(ch in path for ch in "*?[") or os.path.lexists(cwd / path):
+                # A glob matches what exists when a command starts; what does not exist has
+                # nothing to read (and naming it would make Codex mount over it).
+                roots[path] = "none"
         elif rule.kind == "shell":
             prefixes.append(_codex_prefix(rule))
         else:
@@ -115,7 +146,7 @@ def codex_permissions(policy: PermissionPolicy, cwd: Path, home: Path) -> tuple[
     config: dict[str, Any] = {"default_permissions": PROFILE, f"permissions.{PROFILE}.filesystem": filesystem}
     rules = "".join(f"prefix_rule(pattern={json.dumps(_pattern(p))}, decision=\"forbidden\", "
                     f"justification={json.dumps(_justification(p))})\n" for p in prefixes)
-    return config, rules
+    return config, rules, missing
 
 
 def _pattern(prefix: tuple[Any, ...]) -> list[Any]:
@@ -127,13 +158,34 @@ def _justification(prefix: tuple[Any, ...]) -> str:
     return f"agenter's permission policy forbids `{words}`. Do not retry it; do the task another way."
 
 
-def _entry(path: str, cwd: Path) -> str:
-    """A workspace entry as the profile can take it. A literal path that does not exist becomes
-    a glob: Codex 0.169 fails to resume a thread whose profile names a missing path (its bwrap
-    helper cannot bind it), while a glob matches only what exists when a command starts."""
-    if path == "." or any(ch in path for ch in "*?[") or os.path.lexists(cwd / path):
+#: Folders Codex's sandbox keeps read-only in a writable workspace whatever the profile says; a
+#: missing one it mounts over, leaving an empty folder behind.
+_CODEX_MOUNTS = (".git", ".codex", ".agents", ".aws")
+
+
+def _empty(path: str) -> bool:
+    """An empty regular file or an empty folder (what a sandbox's mount point leaves)."""
+    try:
+        if os.path.islink(path):
+            return False
+        if os.path.isdir(path):
+            return not os.listdir(path)
+        return os.path.isfile(path) and os.path.getsize(path) == 0
+    except OSError:
+        return False
+
+
+def _entry(path: str, cwd: Path) -> str | None:
+    """A workspace path kept read-only, as the profile can name it: the path itself when it (or,
+    for a glob, the folder before its first wildcard) exists, else None. Codex 0.169 takes only
+    exact paths and `folder/**` for read-only entries, and mounts over one that is missing, which
+    leaves an empty file or folder behind in the workspace and breaks `exec resume`."""
+    if path == ".":
         return path
-    return f"{path}/**"
+    base = path[:-3] if path.endswith("/**") else path
+    if any(ch in base for ch in "*?["):
+        return path  # Codex refuses it at start-up, naming the pattern
+    return path if os.path.lexists(cwd / base) else None
 
 
 def _codex_path(rule: PermissionRule, cwd: Path, home: Path, *, directory: bool = False) -> str:
@@ -259,8 +311,7 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
                     f"{config_file} sets sandbox_mode, which makes Codex ignore the permission profile agenter "
                     "compiles the policy to; remove it to use permissions= with the codex-cli backend",
                     parameter="permissions")
-        home = self.home_dir or Path.home()
-        self._policy_config, rules = codex_permissions(policy, Path(self.cwd), home)
+        self._policy_config, rules = codex_permissions(policy, Path(self.cwd), self._policy_home())
         overlay = self.scratch / "codex-home"
         (overlay / "rules").mkdir(parents=True)
         (real / "sessions").mkdir(parents=True, exist_ok=True)  # linked, so sessions outlive the scratch dir
@@ -275,6 +326,53 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
                     (overlay / "rules" / entry.name).symlink_to(entry)
         (overlay / "rules" / "zz-agenter.rules").write_text(rules)
         self._codex_home = overlay
+
+    def _policy_home(self) -> Path:
+        return self.home_dir or Path.home()
+
+    async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
+        """A turn under the policy's profile as the workspace is now. When it ends, what Codex
+        left behind is tidied up: the empty files and folders its sandbox mounts over missing
+        paths to keep them from being created (Codex 0.169 leaves them in the workspace), and a
+        path the policy keeps read-only that did not exist (so the profile could not name it)
+        and that the turn created: removed, and recorded as a denial."""
+        policy = self.settings.permissions
+        unmasked: list[str] = []
+        absent: list[str] = []
+        if policy is not None:
+            self._policy_config, _, unmasked = _compile(policy, Path(self.cwd), self._policy_home())
+            absent = [p for p in dict.fromkeys([*unmasked, *_CODEX_MOUNTS])
+                      if not os.path.lexists(os.path.join(self.cwd, p))]
+        try:
+            async for message in super()._turn(prompt):
+                yield message
+        finally:
+            if absent:
+                self._tidy(absent, set(unmasked))
+
+    def _tidy(self, absent: list[str], unmasked: set[str]) -> None:
+        """Remove what the turn made of the paths that were `absent` when it began (see _turn)."""
+        cwd = os.path.realpath(self.cwd)
+        for rel in absent:
+            target = os.path.normpath(os.path.join(cwd, rel))
+            if not is_within(target, cwd) or not os.path.lexists(target):
+                continue
+            left_by_codex = _empty(target)
+            if not left_by_codex and rel not in unmasked:
+                continue  # not the policy's: the agent's own
+            try:
+                if os.path.isdir(target) and not os.path.islink(target):
+                    shutil.rmtree(target)
+                else:
+                    os.unlink(target)
+            except OSError as exc:
+                if not left_by_codex:
+                    self.deny("write", rel, f"the policy keeps {rel!r} read-only; the agent created it and it "
+                                            f"could not be removed ({exc.strerror})", "safety")
+                continue
+            if not left_by_codex:
+                self.deny("write", rel, f"the policy keeps {rel!r} read-only; the agent created it, so it was "
+                                        "removed when the turn ended", "safety")
 
     async def prepare(self) -> None:
         policy = self.settings.permissions

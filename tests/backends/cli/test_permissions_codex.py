@@ -5,14 +5,16 @@ and a path the user's rule denies: none of it happens, and an allowed edit still
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agenter import CodingRequest
 from agenter._errors import ConfigurationError
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
-from agenter.backends.cli.codex import CodexCliBackend, codex_permissions
+from agenter.backends.cli.codex import CodexCliBackend, codex_permissions, unmasked_paths
 from agenter.permissions import PermissionPolicy
 from agenter.testing import reply, text, tool_call
 
@@ -47,9 +49,15 @@ def test_a_policy_compiles_to_a_permission_profile_and_rules(tmp_path):
     assert config["default_permissions"] == "agenter"
     filesystem = config["permissions.agenter.filesystem"]
     roots = filesystem[":project_roots"]
-    # What does not exist yet is a glob (Codex still keeps it from being created).
-    assert roots["."] == "write" and roots[".git"] == "read" and roots[".claude/**"] == "read"
-    assert roots["secrets/**"] == "read" and roots["gen/**"] == "read" and roots["**/*.sqlite"] == "none"
+    # What does not exist is left out (Codex would mount over it, leaving files behind); the
+    # backend removes what a turn creates there.
+    assert roots["."] == "write" and roots[".git"] == "read" and ".claude" not in str(roots)
+    assert "secrets" not in str(roots) and "gen" not in str(roots) and roots["**/*.sqlite"] == "none"
+    assert {".claude", ".mcp.json", "secrets", "gen"} <= set(unmasked_paths(policy, work, home))
+    assert ".git" not in unmasked_paths(policy, work, home)
+    (work / "secrets").mkdir()
+    assert codex_permissions(policy, work, home)[0]["permissions.agenter.filesystem"][":project_roots"][
+        "secrets"] == "read"
     assert roots["**/.env"] == "none"
     assert filesystem[str(home / ".ssh")] == "none" and filesystem["/srv/data"] == "write"
     assert str(home / ".aws") not in filesystem  # only what exists is masked
@@ -105,6 +113,7 @@ def case() -> CliCase:
 @pytest.mark.agent
 async def test_the_policy_holds_against_the_real_codex(kit, tmp_path):
     work, remote, pushed = repository(tmp_path)
+    (work / "secrets").mkdir()  # an existing folder is masked; a missing one: see the test below
     (kit.home / ".ssh").mkdir()
     (kit.home / ".ssh" / "id_rsa").write_text("PRIVATE-KEY-MATERIAL\n")
     hook = work / ".git" / "hooks" / "pre-commit"
@@ -131,6 +140,29 @@ async def test_the_policy_holds_against_the_real_codex(kit, tmp_path):
     assert "patch rejected" in outputs[4] and "A after.txt" in outputs[5]
     assert not any("PRIVATE-KEY-MATERIAL" in body for body in outputs)
     assert [m.details["path"] for m in messages if m.type is MessageType.FILE_EDIT] == ["after.txt"]
+
+
+@pytest.mark.agent
+async def test_missing_protected_paths_leave_nothing_behind_and_resume_works(kit, tmp_path):
+    """Codex 0.169 keeps a missing read-only path from being created by mounting over it, which
+    left empty files and folders (.mcp.json, .claude, .git, ...) in the workspace and made the
+    next `exec resume` fail. The profile now names only what exists; what a turn creates at a
+    protected path that was missing is removed when the turn ends and recorded as a denial."""
+    work = tmp_path / "w"
+    work.mkdir()
+    server = kit.server([patch(".mcp.json", '{"mcpServers": {}}\n'), patch("after.txt", "went on\n"),
+                         reply(text("done")),
+                         patch(".claude/settings.json", "{}\n"), patch("second.txt", "again\n"), reply(text("done"))])
+    agent = kit.agent(server, permissions=POLICY, validators=[])
+    first = await agent.execute("write after.txt", cwd=work)
+    assert first.status.value == "completed", first.error
+    assert sorted(os.listdir(work)) == ["after.txt"] and sorted(first.files) == ["after.txt"]
+    assert [(d["target"], d["rule"]) for d in first.permission_denials] == [(".mcp.json", "safety")]
+    second = await agent.execute(CodingRequest(prompt="write second.txt", cwd=work, resume=first.session_id))
+    assert second.status.value == "completed", second.error
+    assert sorted(os.listdir(work)) == ["after.txt", "second.txt"] and sorted(second.files) == ["second.txt"]
+    assert [d["target"] for d in second.permission_denials] == [".claude"]
+    assert "went on" in server.model_requests[-1].raw_body.decode()  # the same conversation
 
 
 @pytest.mark.agent
