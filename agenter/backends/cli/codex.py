@@ -18,6 +18,7 @@ directory whose entries link to the real one (login, config, sessions). See docs
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -347,8 +348,8 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
             async for message in super()._turn(prompt):
                 yield message
         finally:
-            if absent:
-                self._tidy(absent, set(unmasked))
+            if absent:  # in a thread: removing a folder the agent filled may take a while
+                await asyncio.to_thread(self._tidy, absent, set(unmasked))
 
     def _tidy(self, absent: list[str], unmasked: set[str]) -> None:
         """Remove what the turn made of the paths that were `absent` when it began (see _turn)."""
