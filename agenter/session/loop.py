@@ -151,7 +151,7 @@ async def _within_time(source: AsyncIterator[Any], tracker: BudgetTracker | Limi
         while True:
             if tracker.remaining_time() <= 0:
                 raise _TimeUp
-            item = queue.get_nowait() if queue.qsize() else await queue.get()
+            item = await queue.get()  # an item already queued is taken without waiting
             if item is _TIME_UP:
                 arm()  # early by the clocks' difference: wait out the rest (the check above)
                 continue

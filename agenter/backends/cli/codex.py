@@ -177,8 +177,8 @@ def _empty(path: str) -> bool:
 
 
 def _entry(path: str, cwd: Path) -> str | None:
-    """A workspace path kept read-only, as the profile can name it: the path itself when it (or,
-    for a glob, the folder before its first wildcard) exists, else None. Codex 0.169 takes only
+    """A workspace path kept read-only, as the profile can name it: the path itself when it (for
+    `folder/**`, the folder) exists or it holds a wildcard, else None. Codex 0.169 takes only
     exact paths and `folder/**` for read-only entries, and mounts over one that is missing, which
     leaves an empty file or folder behind in the workspace and breaks `exec resume`."""
     if path == ".":
