@@ -400,8 +400,8 @@ async def test_sessions_in_one_folder_share_one_watched_tree(tmp_path):
         assert tree.inotify is not None
         second.close()
         assert tree.closed
-        for _ in range(200):  # released in a thread, never on the event loop
-            if tree.inotify is None:
+        for _ in range(200):  # released in a thread, never on the event loop (the watch, then the tables)
+            if tree.inotify is None and not tree.files:
                 break
             await asyncio.sleep(0.01)
         assert tree.inotify is None and not tree.files
