@@ -188,6 +188,11 @@ class CliBackend(BaseBackend[OptionsT]):
     async def prepare(self) -> None:
         """Per-session set-up after the program was found (config files in the scratch dir, ...)."""
 
+    async def answer(self, question: str, turn: TurnState) -> str:
+        """The answer to a question the program asks on stdin (programs whose invocation sets
+        `question`). Headless, the safe answer is "n"."""
+        return "n"
+
     def last_messages(self, turn: TurnState) -> list[BackendMessage]:
         """Messages still pending when the output ended (a streamed message not yet closed)."""
         text = turn.close_text()
@@ -345,6 +350,10 @@ class CliBackend(BaseBackend[OptionsT]):
                 async with contextlib.aclosing(run.lines(idle_timeout=self.options.idle_timeout,
                                                          backend=self.name)) as lines:
                     async for line in lines:
+                        if line.question:
+                            # The program waits for this answer: nothing else is read before it.
+                            await run.answer(await self.answer(line.text, turn))
+                            continue
                         for message in self.parse_event(line, turn):
                             self._count(message)
                             yield message

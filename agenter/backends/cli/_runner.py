@@ -3,7 +3,11 @@
 The program runs through `agenter.host.AgentProcess` (its own session and process group, a process
 mark, a redacted stderr tail read concurrently). The prompt goes through stdin, written by a task
 of its own and then closed, so a 300 KB prompt never meets an argv limit and a program that
-finishes reading before it writes cannot deadlock us. Output is split into lines by hand, without
+finishes reading before it writes cannot deadlock us. A program that asks questions on stdin
+(Aider) gets them answered instead: its invocation names the shape of a question (a `question`
+pattern), stdin stays open, and an unfinished output line of that shape is handed over as a
+question line, which the caller answers with `answer()`. Such a program's stdin is never closed
+while it runs: at the end of its input it would take each question's default. Output is split into lines by hand, without
 StreamReader's line limit: a 5 MB JSON line parses like a short one.
 
 Ending a run is one call, `stop()`: the group gets SIGTERM, then whatever is left is killed. It
@@ -17,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +48,10 @@ class Invocation:
     stdin: bytes | None = None
     #: Temporary files the invocation needs (a prompt file, a schema); removed after the run.
     files: list[Path] = field(default_factory=list)
+    #: The shape of a question the program asks on stdin (matched at the end of an output line
+    #: that has not ended yet). Set: stdin stays open, and each question is a Line with
+    #: `question=True` for the caller to answer with ProgramRun.answer().
+    question: re.Pattern[str] | None = None
 
 
 @dataclass
@@ -51,6 +60,8 @@ class Line:
 
     text: str
     data: dict[str, Any] | None = None
+    #: An unfinished line the program is waiting on: a question to answer (see Invocation.question).
+    question: bool = False
 
 
 class LineSplitter:
@@ -71,6 +82,12 @@ class LineSplitter:
         if tail:
             self._pending.append(tail)
         return parts
+
+    def pending(self) -> bytes:
+        """The line begun but not ended yet (kept)."""
+        if len(self._pending) > 1:
+            self._pending = [b"".join(self._pending)]
+        return self._pending[0] if self._pending else b""
 
     def flush(self) -> bytes | None:
         """The last line when the stream ended without a newline."""
@@ -102,14 +119,15 @@ class ProgramRun:
         self._invocation = invocation
         self._writer: asyncio.Task[None] | None = None
         self._stopping: asyncio.Task[int | None] | None = None
-        if invocation.stdin is not None:
-            self._writer = asyncio.create_task(self._write_stdin(invocation.stdin))
+        if invocation.stdin is not None or invocation.question is not None:
+            self._writer = asyncio.create_task(self._write_stdin(invocation.stdin or b"",
+                                                                 close=invocation.question is None))
 
     @classmethod
     async def start(cls, invocation: Invocation, cwd: str | Path) -> ProgramRun:
         """Raises FileNotFoundError/PermissionError when the program cannot be started."""
         process = await AgentProcess.start(invocation.argv, cwd=cwd, env=invocation.env,
-                                           stdin_pipe=invocation.stdin is not None)
+                                           stdin_pipe=invocation.stdin is not None or invocation.question is not None)
         return cls(process, invocation)
 
     @property
@@ -123,25 +141,44 @@ class ProgramRun:
     def stderr_tail(self) -> str:
         return self.process.stderr_tail()
 
-    async def _write_stdin(self, data: bytes) -> None:
+    async def _write_stdin(self, data: bytes, *, close: bool = True) -> None:
         stdin = self.process.process.stdin
         assert stdin is not None
         # A program that exits (or closes stdin) before reading everything is not our failure:
         # its exit code and output tell what happened.
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            stdin.write(data)
+            if data:
+                stdin.write(data)
+                await stdin.drain()
+        if close:
+            with contextlib.suppress(Exception):
+                stdin.close()
+
+    async def answer(self, text: str) -> None:
+        """Answer the program's question (a line is written to its stdin)."""
+        if self._writer is not None and not self._writer.done():
+            await asyncio.shield(self._writer)  # the initial input goes first
+        stdin = self.process.process.stdin
+        if stdin is None:
+            raise BackendError("the program's stdin is not open for answers", backend="cli")
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            stdin.write(text.encode() + b"\n")
             await stdin.drain()
-        with contextlib.suppress(Exception):
-            stdin.close()
 
     async def lines(self, *, idle_timeout: float | None = None, backend: str = "cli") -> AsyncGenerator[Line, None]:
         """stdout, line by line, as it arrives. With idle_timeout, a program silent for that long
         fails with a BackendError (kind transient)."""
         splitter = LineSplitter()
+        question = self._invocation.question
         async with contextlib.aclosing(self._chunks(idle_timeout, backend)) as chunks:
             async for chunk in chunks:
                 for raw in splitter.feed(chunk):
                     yield parse_line(raw)
+                if question is not None:
+                    asked = splitter.pending().decode("utf-8", "replace")
+                    if asked and question.search(asked):
+                        splitter.flush()
+                        yield Line(asked.rstrip("\r"), question=True)
         rest = splitter.flush()
         if rest is not None:
             yield parse_line(rest)

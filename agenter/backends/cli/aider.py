@@ -1,4 +1,4 @@
-"""aider-cli: Aider, `aider --message-file <prompt> --yes-always`, with any LiteLLM model.
+"""aider-cli: Aider, `aider --message-file <prompt>`, with any LiteLLM model, its questions answered by agenter.
 
 Aider edits files through its edit formats (whole, diff, udiff, ...) and prints plain text, not
 JSON: its reply, "Applied edit to <file>", "Tokens: ... Cost: ..." and LiteLLM errors are read
@@ -9,10 +9,23 @@ never touches git at all (--no-git). Each session's chat history is a file of it
 continues the same conversation, and a later session can resume it by id. Install it apart from your
 project's packages (its pins are strict): `pipx install aider-chat`, or scripts/install-aider.sh.
 
-A permission policy is enforced by what Aider may touch at all: it runs no shell, and with a
-policy it is not run with --yes-always but answers "no" to every question it asks, so it
-creates no file, edits no file outside the chat, adds no file or URL to the chat. The chat's
-files (aider_files) are judged by the gate before the first run: editable when the policy
+Aider is never run with --yes-always: headless, a "yes" to every question let a task's URL make
+Aider scrape the page and then install Playwright and its system packages (apt-get, as root).
+Aider asks each question on stdin and agenter answers it (`answer`), with or without a policy:
+- "Create new file?" and "Allow edits to file that has not been added to the chat?": yes only when
+  the file is inside the workspace, matches allowed_write_paths and the permission gate allows the
+  edit (its safety checks hold in every mode); a no is recorded as a denial.
+- "Add file to the chat?" (a file the task or the reply names): yes only when that file could be
+  edited as above, judged without asking anyone (a file in the chat is editable without a question).
+- Going on with its own edit ("Attempt to fix lint errors?", "Try to proceed anyway?"): yes.
+- Everything else, URLs, installs (pip, Playwright), shell commands, opening a browser: no, and
+  recorded as a denial. URL detection is off as well (--no-detect-urls): a task's URLs never
+  leave the machine.
+A message that begins with "/" or "!" would be an Aider command (`/run`, `/web`): it is sent after
+a line of its own so that it is read as text.
+
+A permission policy is enforced through the same answers and through what Aider is given: the
+chat's files (aider_files) are judged by the gate before the first run: editable when the policy
 allows editing them, read-only (--read) when it allows reading them, left out otherwise. Read
 rules and the credentials check also go into an --aiderignore file outside the workspace (it keeps
 paths out of the repository map with aider_git=True). (Aider 0.86 does not consult its
@@ -31,6 +44,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
+from agenter._errors import PathSecurityError
 from agenter._types import Usage
 from agenter.backends._edits import text_counts
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
@@ -38,6 +52,7 @@ from agenter.backends.cli._base import CliBackend, CliOptions, TurnState
 from agenter.backends.cli._failures import classify
 from agenter.backends.cli._runner import Invocation, Line
 from agenter.permissions import PROTECTED_PATHS, PermissionPolicy, ToolCall
+from agenter.sandbox.paths import PathResolver
 
 __all__ = ["AiderCliBackend", "AiderCliOptions"]
 
@@ -54,6 +69,17 @@ _CHATTER = re.compile(
     r"HTTPSConnectionPool|https://aider\.chat|Use /help|Added .* to the chat|Warning:|Cost estimates|"
     r"Model .* has hit a token limit|Restored previous conversation history|"
     r"The LLM did not conform to the edit format)")
+#: The end of a question Aider asks (io.confirm_ask): "<question> (Y)es/(N)o[/...] [Yes]: ".
+_QUESTION = re.compile(r"\(Y\)es/\(N\)o[^\n]*\[[^\]\n]*\]: ?\Z")
+#: Questions about a file Aider is about to write (its path is the line before the question).
+_EDIT_QUESTIONS = frozenset({"Create new file?", "Allow edits to file that has not been added to the chat?"})
+#: A file named in the task or the reply, offered to the chat (where Aider may edit it unasked).
+_ADD_QUESTION = "Add file to the chat?"
+#: Questions that only let Aider go on with work it was allowed: one more model call.
+_GO_ON = frozenset({"Attempt to fix lint errors?", "Attempt to fix test errors?", "Try to proceed anyway?"})
+#: Questions whose subject (a URL, a command) is printed on the line before them.
+_WITH_SUBJECT = frozenset({"Add URL to the chat?", "Run shell command?", "Run shell commands?", "Run pip install?",
+                           "Open URL for more info?", "Open documentation URL for more info?"})
 #: LiteLLM's exception names, for failures whose text names no HTTP status.
 _EXCEPTION_KINDS = {
     "AuthenticationError": "auth", "PermissionDeniedError": "auth", "RateLimitError": "rate_limit",
@@ -96,20 +122,69 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
         self._editable: list[str] = list(settings.options.aider_files)
         self._readable: list[str] = []
         self._ignore_file: Path | None = None
+        self._root: Path | None = None
+        self._resolver: PathResolver | None = None
+        #: The last non-empty output line: the subject of a question that follows it.
+        self._last_line = ""
         # The text of each file Aider may edit as it was before its edit (None: it did not exist).
         self._before: dict[str, str | None] = {}
 
     async def prepare(self) -> None:
-        policy = self.settings.permissions
-        if policy is None:
-            return
+        # Aider names files relative to its root: the repository's top with aider_git, else cwd.
+        self._root = self.cwd
+        if self.options.aider_git:
+            self._root = await self.in_thread(_git_top, self.cwd)
+        self._resolver = PathResolver(self.cwd, self.spec.allowed_write_paths, sandbox=True)
         self._editable = []
         for name in self.options.aider_files:
-            if (await self.permit(ToolCall.edit(name, name="aider"))).allowed:
+            if await self._may_edit(name, ask=True):
                 self._editable.append(name)
             elif (await self.permit(ToolCall.read(name, name="aider"))).allowed:
                 self._readable.append(name)
-        self._ignore_file = self.scratch_file("aiderignore", aider_ignore(policy))
+        self._ignore_file = self.scratch_file("aiderignore", aider_ignore(self.settings.permissions
+                                                                          or PermissionPolicy()))
+
+    # ------------------------------------------------------------------ Aider's questions
+    async def answer(self, question: str, turn: TurnState) -> str:
+        asked = question.split(" (Y)es/(N)o", 1)[0].strip()
+        subject, self._last_line = self._last_line, ""
+        if subject and self._reply and self._reply[-1].strip() == subject:
+            self._reply.pop()  # the question's subject is Aider's line, not the model's reply
+        while self._reply and not self._reply[-1].strip():
+            self._reply.pop()
+        if asked in _GO_ON:
+            return "y"
+        if asked in _EDIT_QUESTIONS:
+            return "y" if await self._may_edit(subject, ask=True) else "n"
+        if asked == _ADD_QUESTION:
+            return "y" if await self._may_edit(subject, ask=False) else "n"
+        target = f"{asked} {subject}" if asked in _WITH_SUBJECT and subject else asked
+        self.deny("aider", target, "agenter answers no to Aider's questions when it runs headless: only edits "
+                  "the permission gate allows are accepted (no URL, install, shell command or browser)",
+                  rule="aider:headless")
+        return "n"
+
+    async def _may_edit(self, name: str, *, ask: bool) -> bool:
+        """Whether Aider may write `name` (relative to its root): inside the workspace, within
+        allowed_write_paths, and allowed by the gate (`ask`: through permit(), which records a
+        denial and may ask on_permission; else the policy's answer alone, nothing recorded)."""
+        if not name:
+            return False
+        path = os.path.join(self._root or self.cwd, name)
+        if self._resolver is None:
+            self._resolver = PathResolver(self.cwd, self.spec.allowed_write_paths, sandbox=True)
+        try:
+            self._resolver.resolve_write(path)
+        except (PathSecurityError, OSError, ValueError) as exc:
+            if ask:
+                self.deny("aider", name, str(exc), rule="allowed_write_paths"
+                          if self.spec.allowed_write_paths is not None else "workspace")
+            return False
+        call = ToolCall.edit(path, name="aider")
+        if ask:
+            return (await self.permit(call)).allowed
+        gate = self.gate
+        return gate is not None and gate.evaluate(call).behavior == "allow"
 
     # ------------------------------------------------------------------ command
     def command(self, prompt: str) -> Invocation:
@@ -117,11 +192,11 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
         restore = self.resume_id() is not None
         self._session_id = self.resume_id() or uuid.uuid4().hex
         history = self.history_file(self._session_id)
+        if prompt.lstrip()[:1] in ("/", "!"):
+            prompt = "Task:\n" + prompt  # Aider would run it as a command (/run, /web, !cmd)
         message = self.scratch_file(f"message-{self.turns}.md", prompt)
-        policy = self.settings.permissions is not None
-        # With a policy Aider answers every question "no" (stdin), without one "yes".
-        argv = [str(self.executable), "--message-file", str(message), *([] if policy else ["--yes-always"]),
-                "--no-pretty",
+        # Never --yes-always: agenter answers each question (answer()), and URLs are never fetched.
+        argv = [str(self.executable), "--message-file", str(message), "--no-detect-urls", "--no-pretty",
                 "--no-fancy-input", "--no-auto-commits", "--no-dirty-commits", "--no-gitignore",
                 "--no-suggest-shell-commands", "--analytics-disable", "--no-check-update",
                 "--no-show-model-warnings", "--no-show-release-notes", "--encoding", "utf-8",
@@ -129,7 +204,7 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
         if restore:
             argv.append("--restore-chat-history")
         if self._ignore_file is not None:
-            argv += ["--aiderignore", str(self._ignore_file), "--no-detect-urls"]
+            argv += ["--aiderignore", str(self._ignore_file)]
         for name in self._readable:
             argv += ["--read", name]
         if not opts.aider_git:
@@ -151,9 +226,7 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
         # Aider reports an edit by the file's name only; its line counts come from the file's text
         # before and after. The chat's files are read before the program starts.
         self._before = {name: self.read_text(name) for name in self._editable}
-        # Far more answers than questions: at the end of its input Aider would take each default (yes).
-        answers = b"n\n" * 20_000 if policy else None
-        return Invocation(argv=argv, env=self.environment(**variables), files=[message], stdin=answers)
+        return Invocation(argv=argv, env=self.environment(**variables), files=[message], question=_QUESTION)
 
     def task(self, prompt: str) -> str:
         if self.turns > 1 or self.spec.output_type is None:
@@ -177,6 +250,8 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
     # ------------------------------------------------------------------ output lines
     def parse_event(self, line: Line, turn: TurnState) -> Iterable[BackendMessage]:
         text = line.text
+        if text.strip():
+            self._last_line = text.strip()
         tokens = _TOKENS.match(text)
         if tokens:
             self._error_lines = None  # a call that answered after retries
@@ -194,7 +269,7 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
             return [self.edit_message(path, "edit", added=added, removed=removed, raw={"line": text})]
         added_file = _ADDED.match(text)
         if added_file and added_file.group(1).strip() not in self._before:
-            # A file Aider adds to the chat itself (with --yes-always): read before the model's
+            # A file Aider adds to the chat itself (agenter said yes): read before the model's
             # next answer can edit it.
             name = added_file.group(1).strip()
             self._before[name] = self.read_text(name)
@@ -221,7 +296,7 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
     def read_text(self, name: str) -> str | None:
         """A workspace file's text (None when it does not exist or cannot be read)."""
         try:
-            return (Path(self.cwd) / name).read_text(encoding="utf-8", errors="replace")
+            return ((self._root or self.cwd) / name).read_text(encoding="utf-8", errors="replace")
         except OSError:
             return None
 
@@ -262,6 +337,19 @@ def aider_ignore(policy: PermissionPolicy) -> str:
     lines += [f"!.env{suffix}" for suffix in protected.env_templates]  # templates are not credentials
     lines += [rule.pattern for rule in policy.rules if rule.kind == "read" and rule.effect != "allow" and rule.pattern]
     return "\n".join(lines) + "\n"
+
+
+def _git_top(cwd: Path) -> Path:
+    """The top of the git repository holding `cwd` (cwd when there is none): Aider's root with git."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=cwd, capture_output=True, text=True,
+                              timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return cwd
+    top = done.stdout.strip()
+    return Path(os.path.realpath(top)) if done.returncode == 0 and top else cwd
 
 
 def _count(figure: str | None) -> int:

@@ -59,7 +59,7 @@ async def test_http_errors_end_in_their_class(kit, tmp_path):
 
 async def test_time_budget_with_a_hung_model(kit, tmp_path):
     # The facade builds agents in autonomous mode only for backends with a shell; Aider runs none
-    # headless (--yes-always declines shell commands), so the session runs on the backend directly.
+    # headless (agenter answers no to its shell questions), so the session runs on the backend directly.
     await kit.check_time_budget(tmp_path, session_only=True)
 
 
