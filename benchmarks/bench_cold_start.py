@@ -96,8 +96,8 @@ def codex_case(url: str, sandbox: bool) -> Case | None:
     program = _codex_program()
     if program is None:
         return None
-    from agenter.backends import _codex_program as codex_program
-    from agenter.backends.codex import CodexOptions, _setup
+    from agenter.backends._programs import codex as codex_program
+    from agenter.backends.agents.codex import CodexOptions, _setup
 
     scratch = tempfile.mkdtemp(prefix="bench-cold-codex-")
     home, codex_home, tmp, bin_dir = (Path(scratch) / part for part in ("home", "codex-home", "tmp", "bin"))

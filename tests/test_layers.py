@@ -68,19 +68,35 @@ def test_no_upward_imports():
     assert not problems, "\n".join(problems)
 
 
-def test_backends_do_not_import_each_others_private_modules():
+#: Folders of backends/ that hold a family of backends (each member a folder; the family's own
+#: modules, `_x.py`, beside them). backends/cli/ holds one module per program instead.
+FAMILIES = ("agents", "model_api")
+
+
+def _member(parts: tuple[str, ...] | list[str]) -> tuple[str, ...] | None:
+    """The backend a module of backends/ belongs to (its family and name), or None for shared
+    code: the root modules, _programs/, a family's own `_x` modules."""
+    if len(parts) >= 2 and parts[0] in FAMILIES and not parts[1].startswith("_"):
+        return (parts[0], parts[1].removesuffix(".py"))
+    if len(parts) >= 2 and parts[0] == "cli" and not parts[1].startswith("_"):
+        return ("cli", parts[1].removesuffix(".py"))
+    return None
+
+
+def test_backends_do_not_import_each_other():
     problems = []
     backends = PACKAGE / "backends"
     for path in sorted(backends.rglob("*.py")):
         rel = path.relative_to(backends)
-        if len(rel.parts) < 2:
-            continue
-        own = rel.parts[0]
+        own = _member(rel.parts)
         for line, module in _imports(path):
             parts = module.split(".")
-            if parts[:2] == ["agenter", "backends"] and len(parts) > 2:
-                other = parts[2]
-                shared = (backends / f"{other}.py").is_file()  # backends/_prompts.py, base.py, ...
-                if other != own and not shared and not other.startswith("__"):
-                    problems.append(f"backends/{rel}:{line} imports {module}")
+            if parts[:2] != ["agenter", "backends"] or len(parts) < 3:
+                continue
+            other = _member(parts[2:])
+            if other is not None and other != own:
+                problems.append(f"backends/{rel}:{line} imports {module}")
+            if own is not None and len(parts) > 3 and parts[2] in FAMILIES + ("cli",) and other is None \
+                    and parts[2] != own[0]:
+                problems.append(f"backends/{rel}:{line} imports another family's own module {module}")
     assert not problems, "\n".join(problems)

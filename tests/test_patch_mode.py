@@ -469,13 +469,13 @@ async def test_test_commands_never_see_secrets(project: Path, monkeypatch: pytes
 
 
 def test_repo_map_lists_everything_that_fits():
-    from agenter.backends._completion import render_repo_map
+    from agenter.backends.model_api._completion import render_repo_map
 
     assert render_repo_map([("a.py", 3), ("pkg/b.py", None)], 1000) == "a.py (3 lines)\npkg/b.py"
 
 
 def test_repo_map_prefers_shallow_and_shown_files_and_sums_up_the_rest():
-    from agenter.backends._completion import render_repo_map
+    from agenter.backends.model_api._completion import render_repo_map
 
     files = [("README.md", 10)] + [(f"src/deep/m{i}.py", 5) for i in range(200)] + [("src/main.py", 50)]
     text = render_repo_map(files, 400, first=["src/deep/m150.py"])
@@ -487,7 +487,7 @@ def test_repo_map_prefers_shallow_and_shown_files_and_sums_up_the_rest():
 
 
 def test_named_files_are_found_by_path_or_unique_name():
-    from agenter.backends._completion import select_named_files
+    from agenter.backends.model_api._completion import select_named_files
 
     files = ["calc.py", "pkg/util.py", "pkg/a/__init__.py", "pkg/b/__init__.py", "docs/readme.md"]
     assert select_named_files("Fix pkg/util.py and calc.py.", files) == ["pkg/util.py", "calc.py"]
@@ -496,7 +496,7 @@ def test_named_files_are_found_by_path_or_unique_name():
 
 
 def test_retry_delay_honours_the_server_then_backs_off():
-    from agenter.backends._completion import retry_delay
+    from agenter.backends.model_api._completion import retry_delay
 
     assert retry_delay(0, {"retry-after-ms": "250"}, 60) == 0.25
     assert retry_delay(0, {"retry-after": "3"}, 2) == 2

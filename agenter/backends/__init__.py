@@ -25,13 +25,13 @@ from agenter.backends.base import (
 )
 
 _REGISTRY: dict[str, str | type[Any]] = {
-    "anthropic-sdk": "agenter.backends.anthropic_sdk:AnthropicSDKBackend",
-    "claude-code": "agenter.backends.claude_code:ClaudeCodeBackend",
-    "codex": "agenter.backends.codex:CodexBackend",
-    "openhands": "agenter.backends.openhands:OpenHandsBackend",
-    "acp": "agenter.backends.acp:ACPBackend",
-    "openai": "agenter.backends.openai_compat:OpenAICompatBackend",
-    "litellm": "agenter.backends.litellm:LiteLLMBackend",
+    "anthropic-sdk": "agenter.backends.model_api.anthropic_sdk:AnthropicSDKBackend",
+    "claude-code": "agenter.backends.agents.claude_code:ClaudeCodeBackend",
+    "codex": "agenter.backends.agents.codex:CodexBackend",
+    "openhands": "agenter.backends.agents.openhands:OpenHandsBackend",
+    "acp": "agenter.backends.agents.acp:ACPBackend",
+    "openai": "agenter.backends.model_api.openai_compat:OpenAICompatBackend",
+    "litellm": "agenter.backends.model_api.litellm:LiteLLMBackend",
     "claude-cli": "agenter.backends.cli.claude:ClaudeCliBackend",
     "codex-cli": "agenter.backends.cli.codex:CodexCliBackend",
     "gemini-cli": "agenter.backends.cli.gemini:GeminiCliBackend",

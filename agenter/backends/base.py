@@ -52,7 +52,7 @@ from agenter.backends._prompts import (
 )
 from agenter.backends.capabilities import BackendCapabilities
 from agenter.host.redact import Redactor
-from agenter.host.requirements import Requirement, check_requirements
+from agenter.host.requirements import Credentials, Program, Requirement, check_requirements, find_program
 from agenter.permissions import PermissionDecision, PermissionGate, PermissionPolicy, ToolCall
 from agenter.sandbox.paths import relative_to
 from agenter.tools import Tool
@@ -346,6 +346,11 @@ class BaseBackend(Generic[OptionsT]):
     #: facade is built; a policy mode other than bypass needs "edit" (and "shell" where the agent
     #: has a shell).
     permission_kinds: ClassVar[frozenset[str]] = frozenset()
+    #: Where this backend's credentials may be (`agenter backends` and backend="auto" look there,
+    #: by name only). None: it cannot tell (the agent or model configured decides).
+    credentials: ClassVar[Credentials | None] = None
+    #: Its place in backend="auto"'s order (lower first); None: never chosen automatically.
+    auto_rank: ClassVar[int | None] = None
 
     def __init__(self, settings: BackendSettings[OptionsT]):
         self.settings = settings
@@ -375,6 +380,17 @@ class BaseBackend(Generic[OptionsT]):
     def requirements(cls, settings: BackendSettings[Any]) -> Sequence[Requirement]:
         """What this machine must have for these settings (extras, programs, Python version)."""
         return ()
+
+    @classmethod
+    def locate(cls, options: Any) -> str | None:
+        """The agent program this backend runs, where it is found (None: not found, or no program:
+        then `agenter backends` shows the main package's version). Default: the first Program
+        of its requirements."""
+        settings = BackendSettings(model=None, tools=[], sandbox=False, options=options)
+        for requirement in cls.requirements(settings):
+            if isinstance(requirement, Program):
+                return find_program(requirement.name, requirement.path, requirement.env_path)
+        return None
 
     @classmethod
     def validate_settings(cls, settings: BackendSettings[Any]) -> None:

@@ -52,7 +52,7 @@ class AutonomousCodingAgent:
         if isinstance(backend, str) and backend == "auto":
             from agenter.backends.registry import auto_backend
 
-            backend = auto_backend()
+            backend = auto_backend(sandbox=sandbox, model=model, mode=mode)
         self._backend_class: type[BaseBackend[Any]]
         if isinstance(backend, list | tuple):
             # A fallback chain: a backend made of backends (the session is unchanged).

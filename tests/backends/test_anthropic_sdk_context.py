@@ -19,14 +19,15 @@ import pytest
 from agenter import AutonomousCodingAgent, CodingStatus
 from agenter._errors import BackendError
 from agenter._events import CodingEventType
-from agenter.backends.anthropic_sdk import AnthropicSDKBackend, AnthropicSDKOptions
-from agenter.backends.anthropic_sdk._backend import (
+from agenter.backends.base import BackendSettings, MessageType, SessionSpec
+from agenter.backends.model_api.anthropic_sdk import AnthropicSDKBackend, AnthropicSDKOptions
+from agenter.backends.model_api.anthropic_sdk._backend import (
     CONTEXT_NUDGE,
     CUTOFF_NUDGE,
     SUMMARY_MAX_TOKENS,
     SUMMARY_SYSTEM,
 )
-from agenter.backends.anthropic_sdk._conversation import (
+from agenter.backends.model_api.anthropic_sdk._conversation import (
     SUMMARY_MARK,
     StreamAccumulator,
     compact,
@@ -39,8 +40,7 @@ from agenter.backends.anthropic_sdk._conversation import (
     summarized_part,
     tool_result,
 )
-from agenter.backends.anthropic_sdk._retry import is_context_overflow
-from agenter.backends.base import BackendSettings, MessageType, SessionSpec
+from agenter.backends.model_api.anthropic_sdk._retry import is_context_overflow
 from agenter.testing import http_error, reply, text, tool_call
 
 API_KEY = "sk-test-CONTEXT-0123456789abcdef"

@@ -50,7 +50,7 @@ class Answer(BaseModel):
 
 
 def _litellm_backend() -> Any:
-    from agenter.backends.litellm import LiteLLMBackend
+    from agenter.backends.model_api.litellm import LiteLLMBackend
 
     return LiteLLMBackend
 
@@ -200,7 +200,7 @@ class _Harness:
 
 
 def _mode_backend(mode: str, server: ScriptedModelServer, options: dict[str, Any]) -> Any:
-    from agenter.backends.litellm import LiteLLMBackend, LiteLLMOptions
+    from agenter.backends.model_api.litellm import LiteLLMBackend, LiteLLMOptions
 
     class ModeBackend(LiteLLMBackend):
         # The suite connects in autonomous mode, which a completion backend refuses.

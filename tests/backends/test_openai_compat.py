@@ -17,7 +17,7 @@ from agenter import AutonomousCodingAgent, CodingStatus
 from agenter._errors import BackendError, ConfigurationError
 from agenter.backends import load_backend
 from agenter.backends.base import BackendSettings, SessionSpec
-from agenter.backends.openai_compat import OpenAICompatBackend, OpenAIOptions
+from agenter.backends.model_api.openai_compat import OpenAICompatBackend, OpenAIOptions
 from agenter.testing import ScriptedModelServer, conformance, disconnect, hang, http_error, reply, text, thinking
 
 

@@ -51,6 +51,7 @@ from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSe
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState
 from agenter.backends.cli._failures import classify
 from agenter.backends.cli._runner import Invocation, Line
+from agenter.host.requirements import MODEL_PROVIDER_KEYS, Credentials
 from agenter.permissions import PROTECTED_PATHS, PermissionPolicy, ToolCall
 from agenter.sandbox.paths import PathResolver
 
@@ -103,6 +104,8 @@ class AiderCliOptions(CliOptions):
 
 class AiderCliBackend(CliBackend[AiderCliOptions]):
     name: ClassVar[str] = "aider-cli"
+    credentials: ClassVar[Credentials | None] = Credentials(env=MODEL_PROVIDER_KEYS)
+    auto_rank: ClassVar[int | None] = 70
     program: ClassVar[str] = "aider"
     install: ClassVar[str] = "pipx install aider-chat (or: python -m venv ~/.aider-venv && ~/.aider-venv/bin/pip install aider-chat)"
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(

@@ -25,7 +25,8 @@ from pydantic import Field
 
 from agenter._errors import ConfigurationError
 from agenter._types import Usage
-from agenter.backends._claude_events import (
+from agenter.backends._programs.claude import CREDENTIALS as CLAUDE_CREDENTIALS
+from agenter.backends._programs.claude import (
     FILE_WRITE_TOOLS,
     SHELL_TOOL,
     DeltaBuffer,
@@ -37,6 +38,7 @@ from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSe
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, search_path, table
 from agenter.backends.cli._runner import Invocation, Line
 from agenter.host import Program, Requirement, find_program
+from agenter.host.requirements import Credentials
 from agenter.permissions import PermissionPolicy, PermissionRule
 
 __all__ = ["ClaudeCliBackend", "ClaudeCliOptions"]
@@ -98,6 +100,8 @@ class ClaudeCliOptions(CliOptions):
 
 class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
     name: ClassVar[str] = "claude-cli"
+    credentials: ClassVar[Credentials | None] = CLAUDE_CREDENTIALS
+    auto_rank: ClassVar[int | None] = 30
     program: ClassVar[str] = "claude"
     install: ClassVar[str] = "npm install -g @anthropic-ai/claude-code"
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(

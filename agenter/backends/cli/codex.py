@@ -34,12 +34,14 @@ from pydantic import Field
 
 from agenter._errors import BackendError, ConfigurationError
 from agenter._types import Usage
-from agenter.backends._codex_program import check_sandbox, prepare_sandbox_bin
 from agenter.backends._edits import diff_counts, line_count
+from agenter.backends._programs.codex import CREDENTIALS as CODEX_CREDENTIALS
+from agenter.backends._programs.codex import check_sandbox, prepare_sandbox_bin
 from agenter.backends._prompts import strict_schema
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, table
 from agenter.backends.cli._runner import Invocation, Line
+from agenter.host.requirements import Credentials
 from agenter.permissions import PROTECTED_PATHS, PermissionPolicy, PermissionRule
 from agenter.sandbox.paths import is_within
 from agenter.usage import RunningTotal
@@ -261,6 +263,8 @@ class CodexCliOptions(CliOptions):
 
 class CodexCliBackend(CliBackend[CodexCliOptions]):
     name: ClassVar[str] = "codex-cli"
+    credentials: ClassVar[Credentials | None] = CODEX_CREDENTIALS
+    auto_rank: ClassVar[int | None] = 40
     program: ClassVar[str] = "codex"
     install: ClassVar[str] = "npm install -g @openai/codex"
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(

@@ -44,6 +44,7 @@ from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSe
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, table
 from agenter.backends.cli._runner import Invocation, Line
 from agenter.host import Requirement
+from agenter.host.requirements import Credentials
 from agenter.permissions import PROTECTED_PATHS, PermissionPolicy, PermissionRule
 
 __all__ = ["GeminiCliBackend", "GeminiCliOptions"]
@@ -218,6 +219,9 @@ class _ContainerSandbox(Requirement):
 
 class GeminiCliBackend(CliBackend[GeminiCliOptions]):
     name: ClassVar[str] = "gemini-cli"
+    credentials: ClassVar[Credentials | None] = Credentials(env=("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_APPLICATION_CREDENTIALS"),
+        files=("$GEMINI_CLI_HOME/.gemini/oauth_creds.json", "~/.gemini/oauth_creds.json"))
+    auto_rank: ClassVar[int | None] = 50
     program: ClassVar[str] = "gemini"
     install: ClassVar[str] = "npm install -g @google/gemini-cli"
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(

@@ -27,6 +27,7 @@ from agenter.backends._edits import diff_counts, line_count
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, table
 from agenter.backends.cli._runner import Invocation, Line
+from agenter.host.requirements import MODEL_PROVIDER_KEYS, Credentials
 from agenter.permissions import PermissionPolicy, PermissionRule
 
 __all__ = ["OpenCodeCliBackend", "OpenCodeCliOptions"]
@@ -105,6 +106,9 @@ class OpenCodeCliOptions(CliOptions):
 
 class OpenCodeCliBackend(CliBackend[OpenCodeCliOptions]):
     name: ClassVar[str] = "opencode-cli"
+    credentials: ClassVar[Credentials | None] = Credentials(
+        env=MODEL_PROVIDER_KEYS, files=("$XDG_DATA_HOME/opencode/auth.json", "~/.local/share/opencode/auth.json"))
+    auto_rank: ClassVar[int | None] = 60
     program: ClassVar[str] = "opencode"
     install: ClassVar[str] = "npm install -g opencode-ai"
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(

@@ -1,0 +1,7 @@
+"""The openai backend: any OpenAI-compatible API (OpenAI, llama.cpp, vLLM, Ollama, OpenRouter, ...)
+through the `openai` client, in patch and analysis modes. See docs/backends/openai.md."""
+
+from agenter.backends.model_api.openai_compat._backend import OpenAICompatBackend
+from agenter.backends.model_api.openai_compat._options import OpenAIOptions
+
+__all__ = ["OpenAICompatBackend", "OpenAIOptions"]
