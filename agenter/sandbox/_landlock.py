@@ -208,8 +208,8 @@ class _Ruleset:
 
 def build(spec: dict, version: int) -> _Ruleset:
     """The ruleset of one command (see the module docstring). A hidden path inside the workspace
-    (the workspace is the home) is left out of the workspace's rules too, so the workspace is then
-    granted entry by entry: new entries at its top level cannot be made."""
+    (the workspace is the home) or a readable or writable root is left out of its rules too, so
+    that root is then granted entry by entry: new entries at its top level cannot be made."""
     ruleset = _Ruleset(version, bool(spec.get("network")))
     everything = ruleset.fs
     private = private_paths(spec)
@@ -217,9 +217,10 @@ def build(spec: dict, version: int) -> _Ruleset:
     for path in grants(private):
         ruleset.allow(path, READ)
     read_only = bool(spec.get("read_only"))
-    for path in spec.get("readable", ()):
-        ruleset.allow(path, READ | READ_DIR)
     hidden = private_paths({"hidden": spec.get("hidden", ())})
+    for root in spec.get("readable", ()):
+        for path in grants(hidden, root):
+            ruleset.allow(path, READ | READ_DIR)
     if not os.path.isdir(spec["cwd"]):
         raise OSError(f"the workspace {spec['cwd']} is not a directory")
     for path in grants(hidden, spec["cwd"]):
