@@ -191,6 +191,21 @@ def test_children_die_with_the_command(mechanism: str, place: dict[str, Path]) -
             os.kill(pid, 9)
 
 
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root has capabilities to lose")
+def test_root_has_no_capabilities_inside(mechanism: str, place: dict[str, Path]) -> None:
+    """Run as root, a command keeps no capability: it cannot remount the read-only filesystem
+    writable (bubblewrap without --cap-drop ALL let it) and write outside the workspace."""
+    probe = Path(f"/var/tmp/agenter-remount-probe-{uuid.uuid4().hex}")
+    try:
+        result = run(f"grep CapEff /proc/self/status; mount -o remount,bind,rw / && touch {probe} && echo WROTE",
+                     confinement(mechanism, place))
+        assert "CapEff:\t0000000000000000" in result.text and "WROTE" not in result.text, result.text
+        assert not probe.exists()
+    finally:
+        probe.unlink(missing_ok=True)
+
+
 # ---------------------------------------------------------------------------- Landlock's own
 landlock_only = pytest.mark.skipif(not HAVE_LANDLOCK, reason="no Landlock ABI 3+ here")
 

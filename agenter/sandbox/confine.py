@@ -108,8 +108,10 @@ class Confinement:
         """bubblewrap: binds only paths that exist; hidden paths last, so no bind above (the
         workspace may be the home itself) uncovers them."""
         cwd = str(self.cwd)
+        # --cap-drop ALL: run by root, bwrap would leave the command every capability, and with
+        # CAP_SYS_ADMIN `mount -o remount,bind,rw /` makes the whole read-only bind writable.
         args = [self.program, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
-                "--unshare-uts"]
+                "--unshare-uts", "--cap-drop", "ALL"]
         if not self.network:
             args.append("--unshare-net")
         args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
