@@ -150,10 +150,10 @@ def landlock_abi() -> int:
 
 
 def _landlock_problem() -> str | None:
-    from agenter.sandbox._landlock import MIN_ABI
-
     if not sys.platform.startswith("linux"):
         return "Landlock is Linux only"
+    from agenter.sandbox._landlock import MIN_ABI
+
     version = landlock_abi()
     if version == 0:
         return (f"this kernel has no Landlock for {os.uname().machine} (Linux 6.2+ with Landlock enabled "
