@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agenter.backends.anthropic_sdk._shell import run_shell, shell_env  # noqa: E402
-from agenter.sandbox._landlock import MIN_ABI  # noqa: E402
-from agenter.sandbox.confine import Confinement, landlock_abi  # noqa: E402
+from agenter.backends.anthropic_sdk._shell import run_shell, shell_env
+from agenter.sandbox._landlock import MIN_ABI
+from agenter.sandbox.confine import Confinement, landlock_abi
 
 RUNS = int(os.environ.get("BENCH_SHELL_RUNS", "30"))
 

@@ -3,9 +3,11 @@
 Landlock is the Linux kernel's own unprivileged sandbox (5.13+): a process restricts itself, and
 everything it starts, to an allow-list of file hierarchies, TCP ports (ABI 4+) and IPC scopes
 (ABI 6+). It needs no package, no setuid helper and no user namespace. The restriction must be
-made by the process that will exec the command, so agenter starts this file as a tiny launcher,
-`python -I -S _landlock.py --cwd DIR --tmpdir DIR ... -- bash -c COMMAND`: only the standard library is imported here
-(no agenter, no site-packages), so it starts in ~15 ms and works from any environment.
+made by the process that will exec the command, so agenter starts this module as a tiny launcher
+(`python -I -S -c "...import _landlock; _landlock.main(...)" DIR --cwd DIR --tmpdir DIR ... --
+bash -c COMMAND`, see `confine.LANDLOCK_LAUNCHER`; `python -I -S _landlock.py ARGS` works too):
+only the standard library is imported here (no agenter, no site-packages), so it starts in
+about 15 ms and works from any environment.
 
 The launcher stays as the command's parent, marked a child subreaper: a grandchild that calls
 setsid() and drops agenter's process mark is re-parented to it, not to init, and is killed when

@@ -35,8 +35,11 @@ __all__ = ["MECHANISMS", "Confinement", "Mechanism", "ShellSandboxAvailable", "c
 Mechanism = Literal["landlock", "bubblewrap", "seatbelt"]
 #: In order of choice; "auto" takes the first this machine has.
 MECHANISMS: tuple[Mechanism, ...] = ("landlock", "bubblewrap", "seatbelt")
-#: The file run as the Landlock launcher (standard library only, so `python -I -S` can run it).
-LANDLOCK_LAUNCHER = str(Path(__file__).with_name("_landlock.py"))
+#: The Landlock launcher (standard library only, so `python -I -S` can run it), imported rather
+#: than run as a script so that its compiled bytecode is used (compiling it costs 5-15 ms).
+LANDLOCK_LAUNCHER = ("import sys; sys.path.append(sys.argv.pop(1)); import _landlock; "
+                     "_landlock.main(sys.argv[1:])")
+_LAUNCHER_DIR = str(Path(__file__).parent)
 #: What to do when no mechanism is there (one line, the end of every such message).
 _WHAT_TO_DO = ("install bubblewrap (apt-get install bubblewrap; Fedora: dnf install bubblewrap), or pass "
                "sandbox=False (commands run unconfined), or anthropic_shell=False (no bash tool)")
@@ -102,7 +105,8 @@ class Confinement:
                 "private": self.private_paths(), "readable": [p for p in self.readable if os.path.isdir(p)],
                 "writable": [p for p in self.writable if os.path.isdir(p)], "network": self.network,
                 "read_only": self.read_only}
-        return [sys.executable, "-I", "-S", LANDLOCK_LAUNCHER, *command_line(spec, ["bash", "-c", command])]
+        return [sys.executable, "-I", "-S", "-c", LANDLOCK_LAUNCHER, _LAUNCHER_DIR,
+                *command_line(spec, ["bash", "-c", command])]
 
     def _bubblewrap_argv(self, command: str) -> list[str]:
         """bubblewrap: binds only paths that exist; hidden paths last, so no bind above (the
