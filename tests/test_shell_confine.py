@@ -222,6 +222,24 @@ def test_landlock_keeps_agenter_out_of_reach(place: dict[str, Path], monkeypatch
     assert "signalled" not in result.text and "PATH=" not in result.text and "err" in result.text
 
 
+@pytest.mark.skipif(landlock_abi() < 6, reason="abstract Unix sockets are scoped from Landlock ABI 6")
+def test_landlock_abstract_unix_sockets_outside_are_out_of_reach(place: dict[str, Path]) -> None:
+    name = f"agenter-test-{uuid.uuid4().hex}"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind("\0" + name)
+    server.listen()
+    try:
+        probe = f"import socket; socket.socket(socket.AF_UNIX).connect(chr(0) + {name!r}); print('CONNECTED')"
+        python = os.path.realpath(sys.executable)
+        unconfined = asyncio.run(run_shell(f'{python} -I -c "{probe}"', cwd=place["ws"], timeout=30, sandbox=None,
+                                           env=shell_env()))
+        assert "CONNECTED" in unconfined.text  # the control: the probe works
+        result = run(f'{python} -I -c "{probe}"', confinement("landlock", place, network=True))
+        assert "CONNECTED" not in result.text and "PermissionError" in result.text, result.text
+    finally:
+        server.close()
+
+
 @landlock_only
 def test_landlock_workspace_that_is_the_home(place: dict[str, Path]) -> None:
     """Landlock cannot deny a sub-path of a granted tree: a workspace holding a hidden path is
