@@ -83,6 +83,8 @@ _EACCES = 13
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
+# prctl's arguments 2-5 are unsigned longs: the kernel reads whole registers (and wants 0s).
+_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 
 
 def machine_supported() -> bool:
@@ -272,7 +274,7 @@ def _install_seccomp() -> None:
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
 
     prog = Prog(len(program) // 8, program)
-    _check(_libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp filter")
+    _check(_libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0), "seccomp filter")
 
 
 def _drop_capabilities() -> None:
