@@ -22,6 +22,7 @@ from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.backends.model_api.anthropic_sdk import AnthropicSDKBackend, AnthropicSDKOptions
 from agenter.backends.model_api.anthropic_sdk._shell import ShellSandbox, run_shell, shell_env
 from agenter.permissions import PermissionAnswer, PermissionPolicy
+from agenter.sandbox.confine import ShellSandboxAvailable
 from agenter.testing import reply, text, tool_call
 from agenter.tools import tool
 from agenter.tools.spec import ToolSpec
@@ -537,11 +538,12 @@ def test_requirements_and_settings():
         return BackendSettings(model=None, tools=[], sandbox=sandbox, options=AnthropicSDKOptions(**options),
                                permissions=None if permissions is None else PermissionPolicy.coerce(permissions))
 
-    names = [getattr(r, "name", None) for r in AnthropicSDKBackend.requirements(settings(True))]
-    assert "bwrap" in names
-    assert "bwrap" not in [getattr(r, "name", None) for r in AnthropicSDKBackend.requirements(settings(False))]
-    assert "bwrap" not in [getattr(r, "name", None)
-                           for r in AnthropicSDKBackend.requirements(settings(True, anthropic_shell=False))]
+    def shell_sandbox(s: BackendSettings) -> list[Any]:
+        return [r for r in AnthropicSDKBackend.requirements(s) if isinstance(r, ShellSandboxAvailable)]
+
+    assert [r.prefer for r in shell_sandbox(settings(True))] == ["auto"]
+    assert [r.prefer for r in shell_sandbox(settings(True, anthropic_shell_sandbox="bubblewrap"))] == ["bubblewrap"]
+    assert shell_sandbox(settings(False)) == [] and shell_sandbox(settings(True, anthropic_shell=False)) == []
     # Host rules cannot be enforced on a shell without the sandbox.
     with pytest.raises(ConfigurationError, match="need sandbox=True"):
         AnthropicSDKBackend.check_settings(settings(False, ["deny network"]))

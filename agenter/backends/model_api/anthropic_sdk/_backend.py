@@ -15,7 +15,6 @@ import logging
 import os
 import shutil
 import ssl
-import sys
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -77,7 +76,6 @@ from agenter.backends.model_api.anthropic_sdk._shell import (
     RESULT_CHARS,
     ShellSandbox,
     bash_tool_definition,
-    bwrap_path,
     hidden_home_paths,
     network_allowed,
     probe_sandbox,
@@ -96,7 +94,8 @@ from agenter.backends.model_api.anthropic_sdk._tools import (
     shell_spec,
     text_editor_spec,
 )
-from agenter.host.requirements import Credentials, Program, PythonPackage, Requirement
+from agenter.host.requirements import Credentials, PythonPackage, Requirement
+from agenter.sandbox.confine import ShellSandboxAvailable, choose_mechanism, unavailable_reason
 from agenter.tools.executor import ToolResult, ToolUse
 from agenter.tools.spec import ToolSpec
 
@@ -195,7 +194,7 @@ def _truncate(text: str, limit: int) -> str:
 
 class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
     """The default backend: Claude through the Anthropic SDK with agenter's sandboxed file tools
-    and a bash tool (under bubblewrap with sandbox=True)."""
+    and a bash tool (confined by Landlock, bubblewrap or Seatbelt with sandbox=True)."""
 
     name: ClassVar[str] = "anthropic-sdk"
     credentials: ClassVar[Credentials | None] = Credentials(
@@ -252,8 +251,7 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
             needs += [PythonPackage(module="boto3", distribution="boto3", install=bedrock),
                       PythonPackage(module="botocore", distribution="botocore", install=bedrock)]
         if settings.sandbox and _has_shell(settings):
-            needs.append(Program("bwrap", "apt-get install bubblewrap (Fedora: dnf install bubblewrap); or pass "
-                                          "anthropic_shell=False for no bash tool, or sandbox=False"))
+            needs.append(ShellSandboxAvailable(getattr(settings.options, "anthropic_shell_sandbox", "auto")))
         return needs
 
     @classmethod
@@ -264,7 +262,7 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
         if any(rule.kind == "network" and not (rule.effect == "allow" and rule.matches_all) for rule in policy.rules):
             raise ConfigurationError(
                 "network rules other than 'allow network' need sandbox=True with the anthropic-sdk backend: the "
-                "bash tool's network is cut by bubblewrap, and without the sandbox a command can reach any host "
+                "bash tool's network is cut by its sandbox, and without the sandbox a command can reach any host "
                 "(or pass anthropic_shell=False)", parameter="permissions")
 
     @property
@@ -330,11 +328,11 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
         self._shell_env = shell_env()
         if not self.settings.sandbox:
             return
-        program = bwrap_path()
-        if program is None:
-            raise BackendError("the bash tool needs bubblewrap (bwrap) with sandbox=True: apt-get install "
-                               "bubblewrap, or pass anthropic_shell=False or sandbox=False",
-                               backend=self.name, kind="missing_program")
+        # The shell sandbox's mechanism (agenter.sandbox.confine): Landlock, bubblewrap or Seatbelt.
+        mechanism = choose_mechanism(self.options.anthropic_shell_sandbox)
+        if mechanism is None:
+            raise BackendError(unavailable_reason(self.options.anthropic_shell_sandbox), backend=self.name,
+                               kind="missing_program")
         gate = self.gate
         assert gate is not None and self._results_dir is not None
         workspace = gate.workspace
@@ -349,8 +347,15 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
             cwd=self.cwd, network=self.shell_network, read_only=self.read_only_session,
             writable=tuple(workspace.extra_roots), readable=tuple(dict.fromkeys(workspace.read_roots)),
             hidden=tuple(hidden),
-            program=program)
+            program=shutil.which("bwrap") or "bwrap", mechanism=mechanism, tmpdir=await self._shell_tmpdir())
         await probe_sandbox(self._shell_sandbox, self._shell_env, self.name)
+
+    async def _shell_tmpdir(self) -> str:
+        """The commands' TMPDIR, private to the session (0700, in the run's folder, removed with it)."""
+        assert self._run_dir is not None
+        tmpdir = self._run_dir / "tmp"
+        await asyncio.to_thread(tmpdir.mkdir, 0o700, False, True)
+        return str(tmpdir)
 
     async def _disconnect(self) -> None:
         client, self._client = self._client, None
@@ -876,8 +881,7 @@ def _shared_ssl_context() -> ssl.SSLContext:
 
 
 def _has_shell(settings: BackendSettings[Any]) -> bool:
-    """The bash tool is offered when anthropic_shell is on and it can be confined as asked: with
-    sandbox=True only on Linux (bubblewrap); elsewhere the model gets the file tools only."""
-    if not getattr(settings.options, "anthropic_shell", True):
-        return False
-    return not settings.sandbox or sys.platform.startswith("linux")
+    """The bash tool is offered when anthropic_shell is on. With sandbox=True it must be confined
+    (Landlock, bubblewrap, Seatbelt): where none is, the requirement check fails with what to do
+    rather than quietly leaving the tool out."""
+    return bool(getattr(settings.options, "anthropic_shell", True))

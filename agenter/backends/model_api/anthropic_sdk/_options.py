@@ -61,7 +61,11 @@ class AnthropicSDKOptions(BackendOptions):
         50, gt=0, description="Model responses per execute() call before the tool loop stops.")
     anthropic_prompt_caching: bool = Field(True, description="Mark the stable prefix and the latest message cacheable.")
     anthropic_shell: bool = Field(
-        True, description="Give the model the bash tool (under bubblewrap with sandbox=True; needs the bwrap program).")
+        True, description="Give the model the bash tool (confined with sandbox=True: see anthropic_shell_sandbox).")
+    anthropic_shell_sandbox: Literal["auto", "landlock", "bubblewrap", "seatbelt"] = Field(
+        "auto", description=(
+            "How the bash tool is confined with sandbox=True: 'auto' takes Landlock (Linux 6.2+), else bubblewrap "
+            "(Linux), else Seatbelt (macOS); naming one forces it (a RequirementError when it is not there)."))
     anthropic_shell_timeout: float = Field(
         120.0, gt=0, le=3600, description="Seconds a bash command may run unless the model asks for another limit.")
 

@@ -1,10 +1,10 @@
 """The bash tool: one command per call, in its own session, bounded in time and output.
 
-With sandbox=True the command runs under bubblewrap: the workspace is the only place it can
-write (read-only in plan mode), the rest of the filesystem is read-only, /tmp is private, the
-credential files of the home directory are hidden, there is no network unless the policy allows
-it, and the whole process tree dies with the command (its own PID namespace). With sandbox=False
-it runs directly. Either way the permission gate has judged the command before it runs; the OS
+With sandbox=True the command runs confined (`agenter.sandbox.confine`: Landlock, else
+bubblewrap on Linux; Seatbelt on macOS): the workspace is the only place it can write (read-only
+in plan mode) besides a private TMPDIR, the credential files of the home directory cannot be
+read, there is no network unless the policy allows it, and the process tree dies with the
+command. With sandbox=False it runs directly. Either way the permission gate has judged the command before it runs; the OS
 sandbox is what holds for the programs the gate cannot see into (`python x.py`, `make`).
 """
 
@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agenter._errors import BackendError
 from agenter.host.process import run_process
+from agenter.sandbox.confine import Confinement as ShellSandbox
+from agenter.sandbox.confine import unusable_hint
 from agenter.sandbox.paths import is_within
 
 if TYPE_CHECKING:
@@ -48,8 +49,8 @@ def bash_tool_definition(*, sandbox: bool, network: bool, read_only: bool, timeo
     limits = [f"Times out after {timeout:g} s unless you pass a larger timeout (at most {MAX_TIMEOUT:g} s)."]
     if sandbox:
         where = ("Nothing can be written (read-only session)." if read_only else
-                 "Only the working directory is writable; the rest of the filesystem is read-only and /tmp is "
-                 "private to the command.")
+                 "Only the working directory and $TMPDIR (private) are writable; the rest of "
+                 "the filesystem is read-only. Write temporary files under $TMPDIR, not /tmp.")
         limits.append(where)
         limits.append("The network is available." if network else "There is no network access.")
     return {
@@ -69,50 +70,6 @@ def bash_tool_definition(*, sandbox: bool, network: bool, read_only: bool, timeo
             "required": ["command"],
         },
     }
-
-
-@dataclass(frozen=True)
-class ShellSandbox:
-    """Where a sandboxed command may write and read, and whether it has the network.
-
-    cwd: the workspace (bound read-write, or read-only when read_only).
-    writable: further directories bound read-write (the policy's extra roots).
-    readable: directories bound read-only over the private /tmp (the tool-results folder, the
-        policy's read roots), so they stay visible.
-    hidden: files and folders replaced by empty ones (credentials and shell histories in the
-        home), mounted last.
-    """
-
-    cwd: Path
-    network: bool = False
-    read_only: bool = False
-    writable: tuple[str, ...] = ()
-    readable: tuple[str, ...] = ()
-    hidden: tuple[str, ...] = field(default=())
-    program: str = "bwrap"
-
-    def argv(self, command: str) -> list[str]:
-        """The bubblewrap command line that runs `bash -c command` (binds only paths that exist)."""
-        cwd = str(self.cwd)
-        args = [self.program, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
-                "--unshare-uts"]
-        if not self.network:
-            args.append("--unshare-net")
-        args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-        for path in self.readable:
-            if os.path.isdir(path):
-                args += ["--ro-bind", path, path]
-        args += ["--ro-bind" if self.read_only else "--bind", cwd, cwd]
-        for path in self.writable:
-            if os.path.isdir(path) and not self.read_only:
-                args += ["--bind", path, path]
-        # Hidden last, so no bind above (the workspace may be the home itself) uncovers them.
-        for path in self.hidden:
-            if is_within(cwd, path) or not os.path.exists(path):
-                continue  # never hide the workspace; a dangling link has nothing to hide
-            args += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
-        args += ["--setenv", "TMPDIR", "/tmp", "--chdir", cwd, "--", "bash", "-c", command]
-        return args
 
 
 def hidden_home_paths(home: str, is_credential: Any, *, keep: Iterable[str] = (), limit: int = 5000) -> list[str]:
@@ -208,21 +165,21 @@ def network_allowed(policy: PermissionPolicy | None) -> bool:
     return any(r.effect == "allow" and r.matches_all for r in rules) and all(r.effect == "allow" for r in rules)
 
 
-_probed: set[tuple[str, bool, bool]] = set()
+_probed: set[tuple[str, str, bool, bool]] = set()
 
 
 async def probe_sandbox(sandbox: ShellSandbox, env: Mapping[str, str], backend: str) -> None:
-    """Run `true` in the sandbox once per process and shape, so a machine where bubblewrap
-    cannot create namespaces fails at connect with what to do, not on every command."""
-    key = (sandbox.program, sandbox.network, sandbox.read_only)
+    """Run `true` in the sandbox once per process and shape, so a machine where the mechanism
+    cannot confine (bubblewrap without user namespaces) fails at connect with what to do, not on
+    every command."""
+    key = (sandbox.mechanism, sandbox.program, sandbox.network, sandbox.read_only)
     if key in _probed:
         return
     result = await run_shell("true", cwd=sandbox.cwd, timeout=30, sandbox=sandbox, env=env)
     if result.is_error:
         raise BackendError(
-            f"bubblewrap cannot create the bash tool's sandbox on this machine: {result.text.strip()[:500]}. "
-            "Allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1), or pass "
-            "anthropic_shell=False (no bash tool) or sandbox=False.", backend=backend, kind="config")
+            f"{sandbox.mechanism} cannot create the bash tool's sandbox on this machine: "
+            f"{result.text.strip()[:500]}. {unusable_hint(sandbox.mechanism)}", backend=backend, kind="config")
     _probed.add(key)
 
 
@@ -238,6 +195,3 @@ def _is_history(path: str) -> bool:
     name = os.path.basename(path)
     return name.startswith(".") and (name.endswith("_history") or name in _HISTORY_FILES)
 
-
-def bwrap_path() -> str | None:
-    return shutil.which("bwrap")
