@@ -12,6 +12,7 @@ from agenter._errors import ConfigurationError
 from agenter._types import ModifiedFiles
 from agenter.backends.base import (
     BackendCapabilities,
+    BackendClass,
     BackendMessage,
     BackendOptions,
     BackendSettings,
@@ -22,6 +23,7 @@ from agenter.backends.base import (
     Refusal,
     SessionSpec,
     ToolReply,
+    TurnReport,
 )
 
 _REGISTRY: dict[str, str | type[Any]] = {
@@ -70,7 +72,7 @@ def load_backend(name: str) -> type[BaseBackend[Any]]:
 
 
 __all__ = [
-    "BackendCapabilities", "BackendMessage", "BackendOptions", "BackendSettings", "BaseBackend",
-    "CodingBackend", "Denial", "MessageType", "ModifiedFiles", "Refusal", "SessionSpec", "ToolReply",
+    "BackendCapabilities", "BackendClass", "BackendMessage", "BackendOptions", "BackendSettings", "BaseBackend",
+    "CodingBackend", "Denial", "MessageType", "ModifiedFiles", "Refusal", "SessionSpec", "ToolReply", "TurnReport",
     "backend_names", "load_backend", "register_backend", "unregister_backend",
 ]

@@ -66,7 +66,10 @@ def compose_instructions(*, cwd: str, sandbox: bool, allowed_write_paths: list[s
         parts.append("If you must decline the task, reply with one line starting with 'REFUSED:' "
                      "and the reason.")
     if sandbox:
-        parts.append(f"Work only inside the working directory {cwd}; never write inside .git/. "
+        # Not the directory's absolute path: it says nothing the agent needs, sends a local path
+        # to the provider, and makes the prompt (and a cached or seeded answer) depend on where
+        # the repository lies.
+        parts.append("Work only inside the working directory; never write inside .git/. "
                      "A refused path or command comes back to you as an error.")
     if allowed_write_paths is not None:
         allowed = ", ".join(allowed_write_paths) or "(none: do not change any file)"

@@ -53,7 +53,7 @@ class AutonomousCodingAgent:
             from agenter.backends.registry import auto_backend
 
             backend = auto_backend(sandbox=sandbox, model=model, mode=mode)
-        self._backend_class: type[BaseBackend[Any]]
+        self._backend_class: type[Any]
         if isinstance(backend, list | tuple):
             # A fallback chain: a backend made of backends (the session is unchanged).
             from agenter.backends.fallback import fallback_chain
@@ -67,7 +67,7 @@ class AutonomousCodingAgent:
             self.backend_name = backend
         elif isinstance(backend, type) and hasattr(backend, "options_model") and hasattr(backend, "capabilities"):
             self._backend_class = backend
-            self.backend_name = str(getattr(backend, "name", backend.__name__))
+            self.backend_name = str(backend.name) if hasattr(backend, "name") else backend.__name__
         else:
             raise ConfigurationError("backend must be a backend name or a backend class", parameter="backend")
         if not isinstance(sandbox, bool):
@@ -85,13 +85,15 @@ class AutonomousCodingAgent:
         if self.tools and not self.capabilities.custom_tools:
             raise ConfigurationError(f"backend {self.backend_name!r} cannot run custom tools", parameter="tools")
         policy = None
+        self._write_policy = None  # patch mode: what judges the files agenter writes for the agent
         if permissions is not None:
             from agenter.permissions import PermissionPolicy
 
             policy = PermissionPolicy.coerce(permissions)
-            if mode == "analysis":
-                policy = policy.with_mode("plan")
-        elif mode == "analysis":
+            self._write_policy = policy
+            if mode in ("analysis", "patch"):
+                policy = policy.with_mode("plan")  # the agent itself only reads
+        elif mode in ("analysis", "patch"):
             from agenter.permissions import PermissionPolicy
 
             policy = PermissionPolicy(mode="plan")
@@ -225,11 +227,13 @@ class AutonomousCodingAgent:
         tracer = tracer_for(self.tracer_provider)
         if tracer is not None:
             trace = RunTrace(tracer, backend=self.backend_name, model=model,
-                             provider=getattr(backend, "price_provider", None), mode=self.mode,
+                             provider=backend.price_provider, mode=self.mode,
                              usage=backend.usage, session_id=lambda: backend.session_id)
         return CodingSession(backend, request, budget=budget, validators=self._validators,
                              backend_name=self.backend_name, mode=self.mode, model=model,
-                             redactor=redact, transcript=transcript, trace=trace)
+                             redactor=redact, transcript=transcript, trace=trace,
+                             write_policy=self._write_policy, on_permission=self._settings.on_permission,
+                             permission_timeout=self._settings.permission_timeout)
 
     @staticmethod
     def _finish(session: CodingSession) -> None:

@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, Any
 from agenter._errors import BudgetExceededError, ConfigurationError
 from agenter._events import CodingEvent, CodingEventType
 from agenter._types import Budget, CodingRequest, CodingResult, Usage
-from agenter.backends.base import BaseBackend, SessionSpec
+from agenter.backends.base import SessionSpec
 from agenter.session.budget import TIME, BudgetTracker, Limits
 from agenter.session.loop import CANCEL_GRACE_SECONDS, CodingSession
+from agenter.session.modes import output_type_for
 from agenter.session.telemetry import RunTrace, SessionTrace, tracer_for
 from agenter.session.transcript import TranscriptWriter
 
@@ -57,7 +58,7 @@ class AgentSession:
         self._resumed_from = resumed_from
         self._log_dir = log_dir
         self._state = "new"
-        self._backend: BaseBackend[Any] | None = None
+        self._backend: Any = None
         self._lock = asyncio.Lock()
         self._current: CodingSession | None = None
         self._runner: asyncio.Task[Any] | None = None
@@ -135,14 +136,14 @@ class AgentSession:
         tracer = tracer_for(agent.tracer_provider)
         if tracer is not None:
             self._trace = SessionTrace(tracer, backend=agent.backend_name, model=model,
-                                       provider=getattr(backend, "price_provider", None), mode=agent.mode)
+                                       provider=backend.price_provider, mode=agent.mode)
         if self._log_dir is not None:
             self._transcript = TranscriptWriter.create(
                 self._log_dir, backend=agent.backend_name, model=model, mode=agent.mode, cwd=self.cwd,
                 redact=self._redact, versions=agent._versions(), resumed_from=self._resumed_from)
         template = self._template
         spec = SessionSpec(cwd=self.cwd, allowed_write_paths=template.allowed_write_paths,
-                           system_prompt=template.system_prompt, output_type=template.output_type,
+                           system_prompt=template.system_prompt, output_type=output_type_for(agent.mode, template.output_type),
                            resume_session_id=str(template.resume) if template.resume else None, mode=agent.mode)
         limit = (self.budget or agent.budget).max_time_seconds
         current = self._trace.current() if self._trace is not None else contextlib.nullcontext()
@@ -291,7 +292,7 @@ class AgentSession:
         trace = None
         if self._trace is not None:
             trace = RunTrace(self._trace.tracer, backend=agent.backend_name, model=model,
-                             provider=getattr(backend, "price_provider", None), mode=agent.mode,
+                             provider=backend.price_provider, mode=agent.mode,
                              usage=backend.usage, session_id=lambda: self.session_id, parent=self._trace,
                              request_index=index)
         if self._transcript is not None:
@@ -299,7 +300,9 @@ class AgentSession:
         return CodingSession(backend, request, budget=budget, validators=agent._validators,
                              backend_name=agent.backend_name, mode=agent.mode, model=model,
                              connected=True, limits=limits, transcript=self._transcript, trace=trace,
-                             request_index=index, redactor=self._redact)
+                             request_index=index, redactor=self._redact, write_policy=agent._write_policy,
+                             on_permission=agent._settings.on_permission,
+                             permission_timeout=agent._settings.permission_timeout)
 
     def _finished(self, result: CodingResult) -> None:
         self.results.append(result)

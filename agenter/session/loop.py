@@ -24,10 +24,11 @@ from typing import Any
 from agenter._errors import AgenterError
 from agenter._events import CodingEvent, CodingEventType
 from agenter._types import Budget, CodingRequest, CodingResult, CodingStatus, ModifiedFiles, Usage
-from agenter.backends.base import BackendMessage, CodingBackend, Denial, MessageType, SessionSpec
+from agenter.backends.base import BackendMessage, CodingBackend, Denial, MessageType, SessionSpec, TurnReport
 from agenter.host.redact import Redactor, strip_ansi
 from agenter.sandbox.paths import read_text_capped
 from agenter.session.budget import ITERATIONS, TIME, BudgetTracker, Limits
+from agenter.session.modes import PatchMode, output_type_for
 from agenter.session.telemetry import RunTrace
 from agenter.session.transcript import TranscriptWriter, resolve_resume
 from agenter.validators import ValidationResult, ValidatorChain
@@ -224,7 +225,8 @@ class CodingSession:
                  secrets: list[str] | None = None, mode: str = "autonomous", connected: bool = False,
                  limits: Limits | None = None, transcript: TranscriptWriter | None = None,
                  trace: RunTrace | None = None, request_index: int | None = None,
-                 redactor: Redactor | None = None):
+                 redactor: Redactor | None = None, write_policy: Any = None,
+                 on_permission: Any = None, permission_timeout: float | None = 60.0):
         self.backend = backend
         self.request = request
         self.budget = budget
@@ -244,8 +246,19 @@ class CodingSession:
         self._trace = trace
         self._stops: list[asyncio.Queue[Any]] = []
         self._stopped: str | None = None
-        self._earlier_denials = 0
-        self._earlier_diff: Any = None
+        #: What the latest turn did, as the backend reported it (backend.last_turn()).
+        self._report = TurnReport()
+        #: Every member a wrapper backend tried, as of its latest report.
+        self._attempts_seen: tuple[Any, ...] = ()
+        #: Patch mode: agenter applies the model's proposals (None in the other modes).
+        self._patch: PatchMode | None = None
+        self._patch_problem = ""
+        #: Patch mode: what judges agenter's own writes of a proposal. The agent runs read-only
+        #: (the policy's plan mode); the user's policy (None: every safety check, nothing else)
+        #: decides the files agenter writes for it, asking on_permission as the agent's gate would.
+        self._write_policy = write_policy
+        self._on_permission = on_permission
+        self._permission_timeout = permission_timeout
 
     # ------------------------------------------------------------------ control
     def stop(self, reason: str = "cancelled by the caller") -> None:
@@ -294,11 +307,18 @@ class CodingSession:
     async def _run(self) -> AsyncGenerator[CodingEvent, None]:
         if self._given_limits is None:
             self._limits = Limits(self.budget, base=self.backend.usage())
-        if self._connected:
-            with contextlib.suppress(Exception):
-                self._earlier_denials = len(self.backend.denials())
-            self._earlier_diff = getattr(self.backend, "applied_diff", None)
         state = _RunState(self.request.prompt)
+        if self.mode == "patch":
+            # Proposals are confined to the workspace whatever the sandbox setting: their paths
+            # are the repository's.
+            from agenter.permissions import PermissionGate, PermissionPolicy
+
+            gate = PermissionGate(self._write_policy or PermissionPolicy(mode="bypass"), self.request.cwd,
+                                  on_permission=self._on_permission, ask_timeout=self._permission_timeout)
+            self._patch = PatchMode(cwd=self.request.cwd, allowed_write_paths=self.request.allowed_write_paths,
+                                    sandbox=True, permit=gate.decide,
+                                    shows_files=not self.backend.capabilities.filesystem_read)
+            state.prompt = self._patch.task(self.request.prompt)
         outcome: _Outcome | None = None
         start: dict[str, Any] = dict(cwd=str(self.request.cwd), model=self.model, backend=self.backend_name,
                                      max_iterations=self.budget.max_iterations, budget=self.budget.model_dump())
@@ -363,6 +383,7 @@ class CodingSession:
                 yield event
         if turn.last_text:
             state.summary = turn.last_text
+        self._report = self._read_report()
         changes = self._collect_changes()
         self._changed = self._changed | changes
         self._collect_denials()
@@ -370,6 +391,17 @@ class CodingSession:
         if ending is not None:
             yield self._iteration_end(iteration, False, changes)
             raise ending
+        if self._patch is not None:
+            applied = ModifiedFiles()
+            async with contextlib.aclosing(self._apply_proposal(state, turn, iteration, applied)) as steps:
+                async for event in steps:
+                    yield event
+            changes = changes | applied
+            if state.validation_errors and not applied:
+                # Not applied: back to the model with what to correct (an iteration, as a failed
+                # validation is), without running the validators on an unchanged workspace.
+                yield self._iteration_end(iteration, False, changes)
+                return
 
         results: list[ValidationResult] = []
         try:
@@ -392,7 +424,40 @@ class CodingSession:
             raise self._completed()
         # Retry with the errors, not the whole transcript; the budget is checked before it is sent.
         state.validation_errors = problems
-        state.prompt = self._retry_prompt(problems)
+        if self._patch is not None:
+            state.prompt = self._patch.retry(problems, applied=True, task=self._task_again())
+        else:
+            state.prompt = self._retry_prompt(problems)
+
+    async def _apply_proposal(self, state: _RunState, turn: _TurnOutcome, iteration: int,
+                              applied: ModifiedFiles) -> AsyncGenerator[CodingEvent, None]:
+        """Patch mode: apply the turn's proposal (its events as the backend's would be); on a
+        problem, the next prompt asks for a corrected proposal."""
+        assert self._patch is not None
+        step = await self._patch.apply(self._report.output)
+        self._collect_denials(step.denials)
+        for message in step.messages:
+            event = self._message_event(message, turn, iteration)
+            if event is not None:
+                yield event
+        applied.written.update(step.written)
+        applied.deleted.update(step.deleted)
+        self._changed = self._changed | applied
+        summary = step.summary.strip()
+        if step.problem is None:
+            # What this proposal did, with its diff (result.diff holds every applied proposal's).
+            applied_text = step.messages[-1].content if step.messages else ""
+            state.summary = (summary + "\n\n" if summary else "") + applied_text + f"\n\n```diff\n{step.diff}```"
+            state.validation_errors = []
+            return
+        self._patch_problem = step.problem
+        state.summary = (summary + "\n\n" if summary else "") + f"The proposal was not applied: {step.problem}"
+        state.validation_errors = [f"[patch] {step.problem}"]
+        state.prompt = self._patch.retry([step.problem], applied=False, task=self._task_again())
+
+    def _task_again(self) -> str | None:
+        """The task, for a backend that starts each turn afresh (None when it remembers)."""
+        return None if self.backend.capabilities.resume else self.request.prompt
 
     # ------------------------------------------------------------------ steps
     async def _connect(self) -> None:
@@ -402,7 +467,7 @@ class CodingSession:
         spec = SessionSpec(cwd=Path(self.request.cwd),
                            allowed_write_paths=self.request.allowed_write_paths,
                            system_prompt=self.request.system_prompt,
-                           output_type=self.request.output_type,
+                           output_type=output_type_for(self.mode, self.request.output_type),
                            resume_session_id=resume, mode=self.mode)
         current = self._trace.current() if self._trace is not None else contextlib.nullcontext()
         try:
@@ -435,9 +500,9 @@ class CodingSession:
         allowed paths, refusal, a budget crossed mid-turn, a stop."""
         if turn.error is not None:
             return _Outcome(CodingStatus.ERROR, self._describe_error(turn.error), kind=_error_kind(turn.error))
-        if self.mode == "analysis" and changes:
-            return _Outcome(CodingStatus.FAILED, "analysis mode allows no changes, but the agent changed: "
-                            + ", ".join(changes.all))
+        if self.mode in ("analysis", "patch") and changes:
+            return _Outcome(CodingStatus.FAILED, f"{self.mode} mode allows the agent no changes of its own, but "
+                            "it changed: " + ", ".join(changes.all))
         outside = self._outside_allowed_paths(changes)
         if outside:
             # Backends prevent what they can; whatever got through (a shell command, an agent
@@ -445,7 +510,7 @@ class CodingSession:
             return _Outcome(CodingStatus.FAILED, (
                 "the agent changed files outside allowed_write_paths ("
                 f"{', '.join(self.request.allowed_write_paths or []) or 'none'}): " + ", ".join(outside)))
-        state.refusal = self.backend.refusal()
+        state.refusal = self._report.refusal
         if state.refusal is not None:
             return _Outcome(CodingStatus.REFUSED)
         if self._stopped is not None:
@@ -483,7 +548,7 @@ class CodingSession:
     def _verdict(self, results: list[ValidationResult], state: _RunState) -> list[str]:
         """The problems that fail this iteration (empty: it passed)."""
         problems = [f"[{r.validator}] {e}" for r in results if r.blocks for e in (r.errors or ["failed"])]
-        state.output = self.backend.structured_output() if self.request.output_type else None
+        state.output = self._report.output if self.request.output_type else None
         if self.request.output_type is not None and state.output is None:
             problems.append(
                 f"No structured output matching {self.request.output_type.__name__} was "
@@ -502,6 +567,9 @@ class CodingSession:
 
     def _not_passed_reason(self) -> str:
         n = self.budget.max_iterations
+        if self._patch is not None and not self._changed:
+            last = self._patch_problem
+            return f"no proposal could be applied in {n} iteration(s)" + (f"; the last problem: {last}" if last else "")
         if not self._changed and self.request.require_changes:
             if self._denials:
                 refused = ", ".join(sorted({d.target for d in self._denials})[:10])
@@ -513,7 +581,7 @@ class CodingSession:
         return f"validation did not pass within {n} iterations"
 
     def _unfinished_note(self) -> str:
-        unfinished: list[str] = getattr(self.backend, "unfinished_tools", list)()
+        unfinished = self._report.unfinished_tools
         if not unfinished:
             return ""
         return (f"; tool call(s) still running when the run ended, which may change files after it: "
@@ -577,12 +645,19 @@ class CodingSession:
         return self._event(CodingEventType.BACKEND_MESSAGE, iteration=iteration, **data)
 
     # ------------------------------------------------------------------ decisions
-    def _collect_changes(self) -> ModifiedFiles:
+    def _read_report(self) -> TurnReport:
+        """The turn's outcome, read once from the backend (after the turn, also a cancelled one)."""
         try:
-            changes = self.backend.modified_files()
-        except Exception as exc:  # noqa: BLE001
-            log.warning("backend could not report modified files: %s", exc)
-            return ModifiedFiles()
+            report = self.backend.last_turn()
+        except Exception as exc:  # noqa: BLE001 - a backend bug must not hide the run's outcome
+            log.warning("backend could not report its turn: %s", exc)
+            return TurnReport()
+        if report.attempts:
+            self._attempts_seen = report.attempts
+        return report
+
+    def _collect_changes(self) -> ModifiedFiles:
+        changes = self._report.files
         ours = self._own_files()
         return ModifiedFiles(written=set(changes.written) - ours, deleted=set(changes.deleted) - ours)
 
@@ -596,13 +671,10 @@ class CodingSession:
             return set()
         return {Path(os.path.relpath(path, cwd)).as_posix()}
 
-    def _collect_denials(self) -> None:
-        denials = getattr(self.backend, "denials", None)
-        if callable(denials):
-            with contextlib.suppress(Exception):
-                for denial in denials()[self._earlier_denials:]:
-                    if denial not in self._denials:
-                        self._denials.append(denial)
+    def _collect_denials(self, denials: Any = None) -> None:
+        for denial in self._report.denials if denials is None else denials:
+            if denial not in self._denials:
+                self._denials.append(denial)
 
     def _outside_allowed_paths(self, changes: ModifiedFiles) -> list[str]:
         if self.request.allowed_write_paths is None or not changes:
@@ -667,9 +739,7 @@ class CodingSession:
         session_id = None
         with contextlib.suppress(Exception):
             session_id = self.backend.session_id
-        diff = getattr(self.backend, "applied_diff", None) or None
-        if self._connected and diff is not None and diff == self._earlier_diff:
-            diff = None  # an earlier request's
+        diff = (self._patch.diff or None) if self._patch is not None else None
         summary = state.summary or self._default_summary(outcome.status, state)
         refusal = state.refusal
         return CodingResult(
@@ -687,11 +757,8 @@ class CodingSession:
 
     def _attempts(self) -> list[dict[str, Any]]:
         """Every backend a fallback chain tried (empty for a single backend)."""
-        attempts = getattr(self.backend, "attempts", None)
-        if not callable(attempts):
-            return []
         try:
-            return [a.as_dict() if hasattr(a, "as_dict") else dict(a) for a in attempts()]
+            return [a.as_dict() if hasattr(a, "as_dict") else dict(a) for a in self._attempts_seen]
         except Exception:  # noqa: BLE001 - bookkeeping must never fail a result
             return []
 
@@ -716,7 +783,7 @@ class CodingSession:
             return self._event(CodingEventType.COMPLETED, status=result.status.value,
                                exceeded_limit=result.exceeded_limit, **common)
         if result.status is CodingStatus.REFUSED:
-            refusal = self.backend.refusal()
+            refusal = self._report.refusal
             return self._event(CodingEventType.REFUSED, reason=result.refusal_reason,
                                category=refusal.category if refusal else None, **common)
         return self._event(CodingEventType.FAILED, status=result.status.value, error=result.error,

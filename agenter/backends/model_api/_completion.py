@@ -7,18 +7,14 @@ autonomous mode (the facade refuses it when the agent is built). They run:
 - analysis mode: the model reads the repository context agenter gives it and answers with text,
   or with structured output (JSON-schema response format where the server takes it; otherwise the
   schema in the prompt, and a reply that does not validate goes back to the model with the errors).
-- patch mode: the model proposes a PatchProposal (agenter.tools.patch); agenter checks every path,
-  asks the permission gate, applies all files or none, runs the proposed test commands only when
-  `allowed_commands` and the gate allow them, and sends any error back for a corrected proposal,
-  up to `max_attempts` replies per turn. The session's validators run after the turn, as on every
-  backend.
+- patch mode: a turn like analysis mode's, whose structured output is the session's proposal
+  (agenter.session.modes.PatchMode asks for it, applies it through the gate, validates it and
+  sends problems back: the same on every backend).
 
 The model sees a compact map of the repository (paths and line counts, within `repo_map_tokens`)
-and the files it needs (files the task names, files changed earlier in the session, or the whole
-repository when it fits `context_tokens`); when the map lists more than is shown it may first
-ask for files in a read step. Small local models need one worked example to make sensible edits
-(measured on Qwen2.5-Coder-1.5B: whole-file content edits 0/26 without one, 14/15 with), so the
-proposal prompt carries one, and whole-file content is offered beside search/replace and diffs.
+and the files it needs (files the task names, or the whole repository when it fits `context_tokens`);
+when the map lists more than is shown it may first ask for files in a read step. The model sees
+paths relative to the repository, never where it lies on this machine.
 
 A backend subclass writes only its wire: `_open_client`, `_close_client`, `_stream_completion`
 (one request, streamed or not, yielding text pieces and then one Completion) and
@@ -28,7 +24,6 @@ A backend subclass writes only its wire: `_open_client`, `_close_client`, `_stre
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import os
 import re
@@ -59,7 +54,7 @@ from agenter.usage import is_known_model
 
 __all__ = [
     "Completion", "CompletionBackend", "CompletionOptions", "Failure", "OutputFormat", "Piece", "ReadRequest",
-    "StreamIncomplete", "command_env", "find_json", "list_files", "openai_failure", "render_repo_map",
+    "StreamIncomplete", "find_json", "list_files", "openai_failure", "render_repo_map",
     "chat_usage", "retry_delay", "select_named_files",
 ]
 
@@ -102,12 +97,11 @@ class CompletionOptions(BackendOptions):
                             "only. 'auto' starts with json_schema and steps down when the server refuses it. "
                             "Every reply is validated either way; a bad one goes back to the model.")
     allowed_commands: list[str] = Field(
-        default_factory=list, description="Command prefixes (permission-rule syntax: word prefixes, * wildcards) "
-                                          "of test commands a proposal may run, e.g. ['pytest', 'npm test']. "
-                                          "Others are reported, not run. Empty: none run.")
-    command_timeout: float = Field(300.0, gt=0, description="Seconds one proposed test command may run.")
-    max_attempts: int = Field(3, ge=1, le=20, description="Model replies per turn: a proposal or an answer that "
-                                                          "fails its checks goes back with the errors until then.")
+        default_factory=list, description="Removed: proposals carry no test commands any more; pass "
+                                          "validators=['command:pytest -q'] (a non-empty list is refused).")
+    max_attempts: int = Field(3, ge=1, le=20, description="Model replies per turn for structured output: a reply "
+                                                          "that does not match the schema goes back with the errors "
+                                                          "until then.")
     repo_map_tokens: int = Field(2000, ge=0, description="Token budget of the repository map (paths, line counts).")
     context_tokens: int = Field(16000, ge=0, description="Token budget of the file contents shown to the model.")
     read_step: bool = Field(True, description="Let the model ask for files before it answers, when the map "
@@ -178,58 +172,18 @@ class ReadRequest(BaseModel):
 
 # ---------------------------------------------------------------------- prompts
 
-PATCH_GUIDANCE = """\
-You are a coding assistant working on the repository at {cwd}. You cannot run tools or edit files \
-yourself. You propose the change as one JSON object; agenter checks it, applies it (all files or \
-none) and tells you if something must be corrected.
-
-Reply with exactly one JSON object and nothing else. Its fields:
-- "summary": what the change does, in one or two sentences.
-- "files": one entry per changed file, each with:
-  - "path": the file's path relative to the repository root;
-  - "operation": "create" (a new file), "modify" (an existing file), "delete", or "rename" (give "new_path");
-  - the change, given ONE way (set the other two to null):
-    - "content": the whole new text of the file, every unchanged line included. Use it for new \
-files and for files under about 300 lines.
-    - "search_replace": a list of {{"search": ..., "replace": ...}}; each search text is copied \
-exactly from the current file and occurs in it only once. Use it for small edits to large files.
-    - "diff": a unified diff of that one file, with @@ hunks whose context lines are copied exactly.
-- "test_commands": shell commands that check the change, e.g. ["pytest -q tests/test_calc.py"]; \
-they run only if permitted. [] if none.
-- "risks": what could go wrong; [] if nothing.
-
-Change only what the task needs, keep the existing style, and never guess the content of a file \
-you were not shown.
-
-Example. Task: "Add a function multiply(a, b) to calc.py." The file shown was:
-===== calc.py =====
-def add(a, b):
-    return a + b
-===== end of calc.py =====
-A correct reply:
-{example}"""
-
-_EXAMPLE = {
-    "summary": "Add multiply(a, b) to calc.py.",
-    "files": [{"path": "calc.py", "operation": "modify", "new_path": None, "diff": None, "search_replace": None,
-               "content": "def add(a, b):\n    return a + b\n\n\ndef multiply(a, b):\n    return a * b\n"}],
-    "test_commands": [],
-    "risks": [],
-}
-
 ANALYSIS_GUIDANCE = """\
-You are analysing the repository at {cwd} to answer a task. You cannot change files or run \
-commands: answer from the repository map and the files shown."""
+You are working on a task in a repository. You cannot change files or run commands yourself: \
+answer from the repository map and the files shown."""
 
 READ_GUIDANCE = """\
-You are about to work on a task in the repository at {cwd}. Some files are shown in full; the \
+You are about to work on a task in a repository. Some files are shown in full; the \
 others are only listed in the repository map. Reply with exactly one JSON object \
 {{"read_files": [...]}} naming the files from the map (at most {limit}) whose content you need \
 for the task; {{"read_files": []}} if the files shown are enough."""
 
-PROPOSAL_AGAIN = "Reply with the corrected, complete proposal as one JSON object."
-CUT_OFF = ("Your reply was cut off at the output token limit before it was complete. Make it shorter: "
-           "for large files use search_replace blocks instead of the whole content.")
+CUT_OFF = ("Your reply was cut off at the output token limit before it was complete. Make it shorter "
+           "(in a proposal: search_replace blocks instead of a large file's whole content).")
 
 
 def json_instructions(schema: dict[str, Any]) -> str:
@@ -258,10 +212,17 @@ class CompletionBackend(BaseBackend[OptionsT]):
         self.model: str = settings.model or ""
         self._format_mode = "json_schema" if self.options.structured_output == "auto" else self.options.structured_output
         self._resolver: Any = None
-        self._command_gate: Any = None
-        self._session_changed: list[str] = []
-        self._applied_diff = ""
         self._estimated_note = False
+
+    @classmethod
+    def validate_settings(cls, settings: Any) -> None:
+        if settings.options.allowed_commands:
+            from agenter._errors import ConfigurationError
+
+            raise ConfigurationError(
+                "allowed_commands was removed: a patch proposal no longer carries test commands (models filled "
+                "them with guesses). Pass validators=['command:pytest -q'] instead: the validators run after "
+                "every applied proposal and their failures go back to the model.", parameter="allowed_commands")
 
     # ------------------------------------------------------------------ for subclasses
     async def _open_client(self) -> None:
@@ -281,16 +242,10 @@ class CompletionBackend(BaseBackend[OptionsT]):
 
     # ------------------------------------------------------------------ lifecycle
     async def _connect(self, spec: SessionSpec) -> None:
-        from agenter.permissions import PermissionGate, PermissionPolicy, PermissionRule
         from agenter.sandbox.paths import PathResolver
 
         check_mode(spec.mode, self.capabilities, self.name)
         self._resolver = PathResolver(spec.cwd, spec.allowed_write_paths, sandbox=self.settings.sandbox)
-        # allowed_commands, judged like permission rules: each simple command of a line must be
-        # covered by a prefix (or be read-only), so "pytest; rm -rf x" is not "pytest".
-        rules = tuple(PermissionRule("allow", "shell", prefix.strip())
-                      for prefix in self.options.allowed_commands if prefix.strip())
-        self._command_gate = PermissionGate(PermissionPolicy(rules=rules, mode="default"), self.cwd) if rules else None
         # The price table's first load takes a while: off the event loop, before any response.
         await asyncio.to_thread(is_known_model, self.ledger.model, self.ledger.provider)
         await self._open_client()
@@ -302,19 +257,12 @@ class CompletionBackend(BaseBackend[OptionsT]):
         except Exception:  # noqa: BLE001 - closing must never mask the session's outcome
             pass
 
-    @property
-    def applied_diff(self) -> str:
-        """The unified diff of every proposal applied in this session (patch mode)."""
-        return self._applied_diff
-
     # ------------------------------------------------------------------ one turn
     async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
-        if self.spec.mode == "patch":
-            async for message in self._patch_turn(prompt):
-                yield message
-        else:
-            async for message in self._analysis_turn(prompt):
-                yield message
+        # Analysis and patch mode alike: the repository as context, one answer (patch mode's is
+        # the session's proposal, asked for as structured output).
+        async for message in self._analysis_turn(prompt):
+            yield message
 
     # ------------------------------------------------------------------ context
     async def _context(self, prompt: str) -> AsyncIterator[BackendMessage | _Context]:
@@ -334,8 +282,7 @@ class CompletionBackend(BaseBackend[OptionsT]):
         files = list_files(root)
         budget = self.options.context_tokens * CHARS_PER_TOKEN
         readable = self._readable
-        wanted = [p for p in self._session_changed if p in set(files)]
-        wanted += [p for p in select_named_files(prompt, files) if p not in wanted]
+        wanted = select_named_files(prompt, files)
         shown: dict[str, str] = {}
         truncated: set[str] = set()
         total = 0
@@ -396,7 +343,7 @@ class CompletionBackend(BaseBackend[OptionsT]):
         limit = self.options.max_read_files
         shown = ", ".join(context.shown) or "(none)"
         messages = [
-            {"role": "system", "content": READ_GUIDANCE.format(cwd=self.cwd, limit=limit)},
+            {"role": "system", "content": READ_GUIDANCE.format(limit=limit)},
             {"role": "user", "content": f"{context.map_text()}\nFiles shown in full: {shown}\n\nTask:\n{prompt}"},
         ]
         request: ReadRequest | None = None
@@ -449,7 +396,7 @@ class CompletionBackend(BaseBackend[OptionsT]):
             yield BackendMessage(MessageType.TEXT, content=refusal.reason)
             return
         output_type = self.spec.output_type
-        system = ANALYSIS_GUIDANCE.format(cwd=self.cwd) + "\n\n" + self.instructions(
+        system = ANALYSIS_GUIDANCE + "\n\n" + self.instructions(
             refusal_tool=None, output_channel="native", contract=False)
         if output_type is not None:
             system += "\n\n" + json_instructions(_strict(output_type.model_json_schema()))
@@ -478,206 +425,6 @@ class CompletionBackend(BaseBackend[OptionsT]):
         if result is not None:
             self.accept_output(result.model_dump())
             yield BackendMessage(MessageType.TEXT, content=result.model_dump_json())
-
-    # ------------------------------------------------------------------ patch mode
-    async def _patch_turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
-        from agenter.tools.patch import PatchError, PatchProposal, apply_proposal, check_proposal, parse_proposal
-
-        context: _Context | None = None
-        async for item in self._context(prompt):
-            if isinstance(item, _Context):
-                context = item
-            else:
-                yield item
-        assert context is not None
-        refusal = self.refusal()
-        if refusal is not None:  # declined already in the read step
-            yield BackendMessage(MessageType.TEXT, content=refusal.reason)
-            return
-        example = json.dumps(_EXAMPLE)
-        system = PATCH_GUIDANCE.format(cwd=self.cwd, example=example) + "\n\n" + self.instructions(
-            refusal_tool=None, output_channel="native", contract=False)
-        messages = [{"role": "system", "content": system},
-                    {"role": "user", "content": context.prompt_text(prompt)}]
-        schema = _proposal_schema(PatchProposal)
-        applied: list[Any] = []
-        summaries: list[str] = []
-        last_problem = ""
-        attempts = self.options.max_attempts
-        for attempt in range(1, attempts + 1):
-            if attempt > 1:
-                yield BackendMessage(MessageType.STATUS, content=f"asking for proposal {attempt} of at most {attempts}")
-            completion: Completion | None = None
-            async for piece in self._ask(messages, OutputFormat(self._format_mode, "patch_proposal", schema)):
-                if isinstance(piece, Completion):
-                    completion = piece
-                else:
-                    yield piece
-            assert completion is not None
-            if self._refused(completion):
-                yield BackendMessage(MessageType.TEXT, content=self.refusal().reason)  # type: ignore[union-attr]
-                return
-            messages.append({"role": "assistant", "content": completion.text})
-            try:
-                if completion.finish_reason == "length":
-                    raise _Feedback(CUT_OFF)
-                try:
-                    proposal = parse_proposal(completion.text)
-                except PatchError as exc:
-                    # Small models often wrap the JSON in prose: take the object when it is valid.
-                    found = find_json(completion.text, PatchProposal)
-                    if not isinstance(found, PatchProposal):
-                        raise _Feedback(exc.for_model() + "\n" + PROPOSAL_AGAIN) from None
-                    proposal = found
-                yield _plan_message(proposal)
-                if not proposal.files:
-                    summaries.append(proposal.summary)
-                    last_problem = "the proposal changes no file"
-                    break
-                yield BackendMessage(MessageType.TOOL_CALL, tool_name="apply_patch",
-                                     tool_input={"files": [_change_summary(c) for c in proposal.files]})
-                try:
-                    await self.in_thread(check_proposal, proposal, self._resolver)
-                except PatchError as exc:
-                    yield BackendMessage(MessageType.TOOL_RESULT, tool_name="apply_patch",
-                                         content=_truncate(exc.for_model(), EVENT_TEXT_LIMIT), is_error=True)
-                    raise _Feedback(exc.for_model() + "\n" + PROPOSAL_AGAIN) from None
-                refused = await self._permit_changes(proposal)
-                if refused:
-                    text = ("The patch was not applied; no file was changed. These changes were refused:\n"
-                            + "\n".join(f"- {line}" for line in refused)
-                            + "\nLeave those files alone (or choose allowed paths). " + PROPOSAL_AGAIN)
-                    yield BackendMessage(MessageType.TOOL_RESULT, tool_name="apply_patch", content=text, is_error=True)
-                    raise _Feedback(text)
-                try:
-                    result = await self.in_thread(apply_proposal, proposal, self._resolver)
-                except PatchError as exc:
-                    if exc.partial:
-                        self.track(written=[e.path for e in exc.errors if e.path])
-                    yield BackendMessage(MessageType.TOOL_RESULT, tool_name="apply_patch",
-                                         content=_truncate(exc.for_model(), EVENT_TEXT_LIMIT), is_error=True)
-                    raise _Feedback(exc.for_model() + "\n" + PROPOSAL_AGAIN) from None
-                self.track(written=sorted(result.written), deleted=sorted(result.deleted))
-                self._remember_changed(result.written, result.deleted)
-                self._applied_diff += result.diff
-                applied.append(result)
-                summaries.append(proposal.summary)
-                yield BackendMessage(MessageType.TOOL_RESULT, tool_name="apply_patch",
-                                     content=_applied_text(result.written, result.deleted),
-                                     tool_input={"written": sorted(result.written), "deleted": sorted(result.deleted)})
-                failures: list[str] = []
-                async for message in self._run_tests(proposal.test_commands, failures):
-                    yield message
-                if failures and attempt < attempts:
-                    current = await self.in_thread(self._current_text, sorted(result.written))
-                    raise _Feedback(
-                        "The patch was applied, but a test command failed:\n" + "\n\n".join(failures)
-                        + "\n\nThe changed files now read:\n" + current
-                        + "\n\nPropose a further change, against the files as they are now, that makes the "
-                          "tests pass, as one JSON object.")
-                last_problem = ("a test command still failed: " + failures[-1].splitlines()[0]) if failures else ""
-                break
-            except _Feedback as feedback:
-                last_problem = feedback.text
-                messages.append({"role": "user", "content": feedback.text})
-                if attempt < attempts:
-                    yield BackendMessage(MessageType.STATUS, content=_truncate(
-                        f"proposal {attempt} was not applied; sending the errors back", EVENT_TEXT_LIMIT))
-        yield BackendMessage(MessageType.TEXT, content=self._final_text(applied, summaries, last_problem, attempt))
-
-    async def _permit_changes(self, proposal: Any) -> list[str]:
-        refused = []
-        for change in proposal.files:
-            paths = [change.path] + ([change.new_path] if change.new_path else [])
-            decision = await self.permit(ToolCall.edit(*paths, name="apply_patch"))
-            if not decision.allowed:
-                refused.append(f"{change.path}: {decision.reason}")
-        return refused
-
-    async def _run_tests(self, commands: Sequence[str], failures: list[str]) -> AsyncIterator[BackendMessage]:
-        from agenter.host.process import run_process
-
-        for command in commands:
-            command = command.strip()
-            if not command:
-                continue
-            yield BackendMessage(MessageType.TOOL_CALL, tool_name="run_command", tool_input={"command": command})
-            reason = self._command_refusal(command)
-            if reason is None:
-                decision = await self.permit(ToolCall.shell(command, name="run_command"))
-                if not decision.allowed:
-                    reason = decision.reason
-            else:
-                self.deny("run_command", command, reason, rule="allowed_commands")
-            if reason is not None:
-                yield BackendMessage(MessageType.TOOL_RESULT, tool_name="run_command", is_error=True,
-                                     content=_truncate(f"not run: {reason}", EVENT_TEXT_LIMIT))
-                continue
-            try:
-                outcome = await run_process(["/bin/sh", "-c", command], cwd=self.cwd, env=command_env(),
-                                            timeout=self.options.command_timeout, merge_stderr=True,
-                                            stdout_limit=64 * 1024)
-            except OSError as exc:
-                failures.append(f"$ {command}\n(could not start: {exc})")
-                yield BackendMessage(MessageType.TOOL_RESULT, tool_name="run_command", is_error=True,
-                                     content=f"could not start: {exc}")
-                continue
-            output = self.redact(outcome.stdout)
-            status = "timed out" if outcome.timed_out else f"exit code {outcome.returncode}"
-            failed = outcome.timed_out or outcome.returncode != 0
-            if failed:
-                failures.append(f"$ {command}\n({status})\n{_tail(output, COMMAND_OUTPUT_CHARS)}")
-            yield BackendMessage(MessageType.TOOL_RESULT, tool_name="run_command", is_error=failed,
-                                 content=f"{status}\n{_tail(output, EVENT_TEXT_LIMIT)}".rstrip(),
-                                 tool_input={"command": command, "exit_code": outcome.returncode,
-                                             "timed_out": outcome.timed_out})
-
-    def _command_refusal(self, command: str) -> str | None:
-        gate = self._command_gate
-        if gate is None:
-            return ("no test commands are allowed on this agent (allowed_commands is empty); the validators "
-                    "check the change instead")
-        verdict = gate.evaluate(ToolCall.shell(command, name="run_command"))
-        if verdict.behavior != "allow":
-            allowed = ", ".join(self.options.allowed_commands)
-            return f"not covered by allowed_commands ({allowed})"
-        return None
-
-    def _remember_changed(self, written: set[str], deleted: set[str]) -> None:
-        for path in sorted(written):
-            if path not in self._session_changed:
-                self._session_changed.append(path)
-        self._session_changed = [p for p in self._session_changed if p not in deleted]
-
-    def _current_text(self, paths: list[str]) -> str:
-        budget = self.options.context_tokens * CHARS_PER_TOKEN
-        parts = []
-        for path in paths:
-            text = _read_text(self._resolver, path)
-            if text is None:
-                continue
-            if len(text) > budget:
-                text = text[:budget]
-            budget -= len(text)
-            parts.append(_file_block(path, text))
-            if budget <= 0:
-                break
-        return "\n".join(parts)
-
-    def _final_text(self, applied: list[Any], summaries: list[str], problem: str, replies: int) -> str:
-        summary = " ".join(s.strip() for s in summaries if s.strip())
-        if not applied:
-            head = summary or "No change was proposed."
-            if problem:
-                head += f"\n\nNo change was applied ({replies} proposal(s)); the last problem:\n{problem}"
-            return head
-        diff = "".join(result.diff for result in applied)
-        written = sorted(set().union(*(r.written for r in applied)))
-        deleted = sorted(set().union(*(r.deleted for r in applied)))
-        text = summary + "\n\n" + _applied_text(set(written), set(deleted))
-        if problem:
-            text += f"\nNote: {problem}"
-        return text + "\n\n```diff\n" + diff + "```"
 
     # ------------------------------------------------------------------ structured replies
     async def _ask_json(self, messages: list[dict[str, str]], model: type[BaseModel], name: str,
@@ -856,14 +603,6 @@ class _Context:
         return "\n".join(parts)
 
 
-class _Feedback(Exception):
-    """A proposal failed; `text` goes back to the model."""
-
-    def __init__(self, text: str):
-        super().__init__(text)
-        self.text = text
-
-
 def list_files(root: Path) -> list[str]:
     """The repository's files, relative POSIX paths, sorted: git's view (tracked and untracked,
     ignored files left out) in a git work tree, else a walk that skips SKIP_DIRS."""
@@ -939,16 +678,6 @@ def select_named_files(prompt: str, files: Sequence[str]) -> list[str]:
         if name in prompt and re.search(_WORD_EDGE.format(re.escape(name)), prompt):
             named.extend(p for p in paths if p not in named)
     return named
-
-
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
-
-
-def command_env() -> dict[str, str]:
-    """The environment of a proposed test command: ours without anything that looks secret (a
-    model-written command must not reach the API key) nor agenter's own variables."""
-    return {name: value for name, value in os.environ.items()
-            if not _SECRET_NAME.search(name) and not name.startswith("AGENTER_")}
 
 
 def _read_text(resolver: Any, path: str) -> str | None:
@@ -1028,10 +757,6 @@ def _strict(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _proposal_schema(model: type[BaseModel]) -> dict[str, Any]:
-    return _strict(copy.deepcopy(model.model_json_schema()))
-
-
 def _schema_name(model: type[BaseModel]) -> str:
     return re.sub(r"[^a-zA-Z0-9_-]", "_", model.__name__)[:64] or "result"
 
@@ -1089,39 +814,8 @@ def _first_lines(text: str) -> str:
     return "" if stripped.startswith(("{", "```")) else text
 
 
-def _plan_message(proposal: Any) -> BackendMessage:
-    data = {"summary": proposal.summary, "files": [_change_summary(c) for c in proposal.files],
-            "test_commands": list(proposal.test_commands), "risks": list(proposal.risks)}
-    lines = [proposal.summary] + [f"- {c.operation} {c.path}" + (f" -> {c.new_path}" if c.new_path else "")
-                                  for c in proposal.files]
-    return BackendMessage(MessageType.PLAN, content="\n".join(lines), tool_name="patch_proposal", tool_input=data)
-
-
-def _change_summary(change: Any) -> dict[str, Any]:
-    how = next((name for name in ("content", "search_replace", "diff") if getattr(change, name) is not None), None)
-    data: dict[str, Any] = {"path": change.path, "operation": change.operation}
-    if change.new_path:
-        data["new_path"] = change.new_path
-    if how:
-        data["as"] = how
-    return data
-
-
-def _applied_text(written: set[str], deleted: set[str]) -> str:
-    parts = []
-    if written:
-        parts.append(f"written: {', '.join(sorted(written))}")
-    if deleted:
-        parts.append(f"deleted: {', '.join(sorted(deleted))}")
-    return "Applied. " + ("; ".join(parts) if parts else "Nothing changed.")
-
-
 def _truncate(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more characters]"
-
-
-def _tail(text: str, limit: int) -> str:
-    return text if len(text) <= limit else f"[... {len(text) - limit} characters before]\n" + text[-limit:]
 
 
 def _short(text: str, limit: int = 200) -> str:

@@ -279,7 +279,7 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
     def read_only_session(self) -> bool:
         """Analysis mode or a plan-mode policy: no tool that writes is offered."""
         gate = self.gate
-        return self.spec.mode == "analysis" or (gate is not None and gate.mode == "plan")
+        return self.spec.mode in ("analysis", "patch") or (gate is not None and gate.mode == "plan")
 
     @property
     def shell_network(self) -> bool:

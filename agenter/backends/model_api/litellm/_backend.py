@@ -57,6 +57,7 @@ class LiteLLMBackend(CompletionBackend[LiteLLMOptions]):
 
     @classmethod
     def validate_settings(cls, settings: BackendSettings[Any]) -> None:
+        super().validate_settings(settings)
         options: LiteLLMOptions = settings.options
         if not settings.model:
             raise ConfigurationError("the litellm backend needs model=... (a LiteLLM model string such as "

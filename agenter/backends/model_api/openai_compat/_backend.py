@@ -56,6 +56,7 @@ class OpenAICompatBackend(CompletionBackend[OpenAIOptions]):
 
     @classmethod
     def validate_settings(cls, settings: BackendSettings[Any]) -> None:
+        super().validate_settings(settings)
         options: OpenAIOptions = settings.options
         if not settings.model:
             raise ConfigurationError("the openai backend needs model=... (the model name the server knows)",
