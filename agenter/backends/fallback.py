@@ -38,6 +38,7 @@ from pydantic import Field, ValidationError, field_validator
 from agenter._errors import BackendError, ConfigurationError, RequirementError
 from agenter._types import ModifiedFiles, Usage
 from agenter.backends import load_backend
+from agenter.backends._failures import ANOTHER_BACKEND_MAY_FIX, ERROR_KINDS
 from agenter.backends.base import (
     BackendCapabilities,
     BackendMessage,
@@ -52,13 +53,12 @@ from agenter.host.requirements import missing_requirements
 
 __all__ = ["DEFAULT_FALLBACK_ON", "Attempt", "FallbackBackend", "FallbackOptions", "fallback_chain"]
 
-#: Failure classes another backend can fix. Never by default: "config" (a bad request is
-#: likely to fail anywhere), "unknown", and the outcomes "refusal" and "validation".
-DEFAULT_FALLBACK_ON: tuple[str, ...] = (
-    "missing_program", "auth", "quota", "rate_limit", "transient", "context_length", "agent_crash")
+#: Failure classes another backend can fix (the shared classifier's, agenter.backends._failures,
+#: which gives every backend's failures these kinds). Never by default: "config" (a bad request
+#: is likely to fail anywhere), "unknown", and the outcomes "refusal" and "validation".
+DEFAULT_FALLBACK_ON: tuple[str, ...] = ANOTHER_BACKEND_MAY_FIX
 #: What `fallback_on` may name: BackendError kinds and two outcomes.
-FALLBACK_REASONS = ("missing_program", "auth", "quota", "rate_limit", "transient", "context_length",
-                    "agent_crash", "config", "unknown", "refusal", "validation")
+FALLBACK_REASONS = (*ERROR_KINDS, "refusal", "validation")
 #: A failed attempt's changes are put back from copies taken before it; files larger than this,
 #: or beyond the total, are not copied (and then reported as kept).
 BACKUP_FILE_LIMIT = 16 * 1024 * 1024

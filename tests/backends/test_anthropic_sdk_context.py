@@ -40,7 +40,6 @@ from agenter.backends.model_api.anthropic_sdk._conversation import (
     summarized_part,
     tool_result,
 )
-from agenter.backends.model_api.anthropic_sdk._retry import is_context_overflow
 from agenter.testing import http_error, reply, text, tool_call
 
 API_KEY = "sk-test-CONTEXT-0123456789abcdef"
@@ -455,12 +454,3 @@ def test_transcript_is_clipped_per_block_and_in_all():
     assert "RESULT of read_file: " in transcript and "more characters]" in transcript
     assert len(transcript) < 5_100 and transcript.startswith("[... the oldest part is left out]")
     assert message_chars(messages) > 500_000
-
-
-def test_context_overflow_wording():
-    assert is_context_overflow(400, "prompt is too long: 210000 tokens > 200000 maximum")
-    assert is_context_overflow(400, "Prompt is too long")
-    assert is_context_overflow(400, "input length and `max_tokens` exceed context limit: 199000 + 21333 > 200000, "
-                                    "decrease input length or `max_tokens` and try again")
-    assert not is_context_overflow(400, "messages.1.content: tool_use ids must be unique")
-    assert not is_context_overflow(500, "prompt is too long")

@@ -18,7 +18,8 @@ paths relative to the repository, never where it lies on this machine.
 
 A backend subclass writes only its wire: `_open_client`, `_close_client`, `_stream_completion`
 (one request, streamed or not, yielding text pieces and then one Completion) and
-`_classify_failure` (which exceptions are API failures, and of what kind).
+`_classify_failure` (which exceptions are API failures: a Failure, whose kind and retry the
+shared classifier in agenter.backends._failures decides).
 """
 
 from __future__ import annotations
@@ -37,6 +38,16 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from agenter._errors import BackendError, PathSecurityError
 from agenter._types import Usage
+from agenter.backends._failures import (  # the shared failure classifier
+    KIND_ORDER,
+    Failure,
+    StreamIncomplete,
+    classify_failure,
+    error_message,
+    error_type,
+    is_transport_error,
+    kind_of_type,
+)
 from agenter.backends._prompts import parse_structured_output, strict_schema, validation_problems
 from agenter.backends.base import (
     BackendCapabilities,
@@ -62,9 +73,6 @@ OptionsT = TypeVar("OptionsT", bound="CompletionOptions")
 
 #: Characters per token for estimates (budgets, and usage a server did not report).
 CHARS_PER_TOKEN = 4
-#: Statuses worth another attempt (besides any 5xx and dropped connections).
-RETRYABLE_STATUS = frozenset({408, 409, 429})
-#: Exponential backoff without a retry-after header: 0.5 s, 1 s, 2 s, ... up to this.
 #: A file larger than this is never read for the model (it is listed in the map only).
 MAX_FILE_BYTES = 512 * 1024
 #: Output of a test command sent back to the model (the end of it, where failures are).
@@ -145,20 +153,6 @@ class Completion:
     model: str | None = None
 
 
-@dataclass(frozen=True)
-class Failure:
-    """An API failure as the retry policy sees it."""
-
-    message: str
-    status: int | None = None
-    headers: Mapping[str, str] | None = None
-    connection: bool = False  # dropped, refused, timed out: no HTTP status
-
-
-class StreamIncomplete(Exception):
-    """The response stream ended before the server said it was finished."""
-
-
 # ---------------------------------------------------------------------- the read step's schema
 
 
@@ -237,7 +231,8 @@ class CompletionBackend(BaseBackend[OptionsT]):
         raise NotImplementedError
 
     def _classify_failure(self, exc: BaseException) -> Failure | None:
-        """An API failure, or None for any other exception (re-raised)."""
+        """An API failure (status, error type, message; agenter.backends._failures classifies it),
+        or None for any other exception (re-raised)."""
         return None
 
     # ------------------------------------------------------------------ lifecycle
@@ -513,24 +508,23 @@ class CompletionBackend(BaseBackend[OptionsT]):
         return True
 
     def _retry_delay(self, failure: Failure, attempt: int) -> float:
-        """Seconds before the next attempt; raises BackendError when there is none."""
+        """Seconds before the next attempt; raises BackendError when there is none (the kind and
+        whether to retry: the shared classifier, agenter.backends._failures)."""
+        verdict = classify_failure(failure)
+        delay = verdict.wait(attempt, self.options.max_retries, self.options.max_retry_wait)
+        if delay is not None:
+            return delay
         status = failure.status
         message = self.redact(failure.message) or "no detail"
         api = self.api_label
-        if status in (401, 403):
+        tried = f" after {attempt + 1} attempts" if verdict.retry else ""
+        if failure.connection:
+            raise BackendError(f"{api} unreachable{tried}: {message}", backend=self.name, kind=verdict.kind)
+        if verdict.kind == "auth":
             raise BackendError(f"{api} authentication failed ({status}): {message}. Check api_key.",
                                backend=self.name, status_code=status, kind="auth")
-        retryable = failure.connection or (status is not None and (status in RETRYABLE_STATUS or status >= 500))
-        headers = failure.headers
-        if headers is not None and str(headers.get("x-should-retry", "")).lower() == "false":
-            retryable = False
-        if not retryable or attempt >= self.options.max_retries:
-            tried = f" after {attempt + 1} attempts" if retryable else ""
-            if failure.connection:
-                raise BackendError(f"{api} unreachable{tried}: {message}", backend=self.name, kind="transient")
-            raise BackendError(f"{api} error {status}{tried}: {message}", backend=self.name, status_code=status,
-                               kind=_error_kind(status, message))
-        return retry_delay(attempt, headers, self.options.max_retry_wait)
+        raise BackendError(f"{api} error {status}{tried}: {message}", backend=self.name, status_code=status,
+                           kind=verdict.kind)
 
     async def _respond(self, messages: list[dict[str, str]],
                        output: OutputFormat | None) -> AsyncIterator[BackendMessage | Completion]:
@@ -823,53 +817,31 @@ def _short(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _error_kind(status: int | None, message: str) -> str | None:
-    text = message.lower()
-    if status in (400, 413) and ("context length" in text or "context_length" in text or "context window" in text
-                                 or "too many tokens" in text or "maximum context" in text):
-        return "context_length"
-    if status == 429 and ("quota" in text or "billing" in text or "insufficient" in text):
-        return "quota"
-    return None
+# ---------------------------------------------------------------------- the openai client's failures
 
 
 def openai_failure(exc: BaseException) -> Failure | None:
-    """Failures of the openai client and of LiteLLM (whose exceptions subclass openai's)."""
+    """Failures of the openai client and of LiteLLM (whose exceptions subclass openai's; their
+    class name is LiteLLM's reading of the provider's answer: of it and the body's type, the
+    more specific one is the error type, e.g. insufficient_quota before RateLimitError)."""
     import openai
 
     if isinstance(exc, openai.APIStatusError):
         headers = exc.response.headers if exc.response is not None else None
-        return Failure(_api_message(exc), status=exc.status_code, headers=headers)
-    if isinstance(exc, openai.APIConnectionError):
-        return Failure(str(exc) or type(exc).__name__, connection=True)
-    if _is_transport_error(exc):
+        names = [error_type(exc.body)]
+        if type(exc).__module__.startswith("litellm"):
+            names.append(type(exc).__name__)
+        name = min(names, key=_specificity)
+        return Failure(error_message(exc), status=exc.status_code, headers=headers, error_type=name)
+    if isinstance(exc, openai.APIConnectionError) or is_transport_error(exc):
         return Failure(str(exc) or type(exc).__name__, connection=True)
     return None
 
 
-def _api_message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
-        if isinstance(error, str):
-            return error
-    return str(getattr(exc, "message", None) or exc)
-
-
-def _is_transport_error(exc: BaseException) -> bool:
-    """httpx/aiohttp transport failures that a client lets through while a stream is read."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        module = type(current).__module__ or ""
-        if module.startswith(("httpx", "httpcore", "h11", "aiohttp")) or isinstance(
-                current, ConnectionError | EOFError | TimeoutError):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+def _specificity(name: str | None) -> int:
+    """Where an error type's kind stands in KIND_ORDER (types it does not know: last)."""
+    kind = kind_of_type(name)
+    return KIND_ORDER.index(kind) if kind is not None else len(KIND_ORDER)
 
 
 def chat_usage(usage: Any) -> Usage | None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agenter._errors import BackendError
+from agenter.backends._failures import classify
 from agenter.backends._programs.claude import CREDENTIALS as CLAUDE_CREDENTIALS
 from agenter.backends._prompts import REFUSAL_TOOL_NAME, output_schema
 from agenter.backends.agents.claude_code import _setup
@@ -300,6 +301,7 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
     # ------------------------------------------------------------------ errors
     def _error(self, message: str, *, status_code: int | None = None, kind: str | None = None) -> BackendError:
         tail = self.redact(strip_ansi("\n".join(self._stderr))).strip() or None
+        kind = kind or classify(message, status_code)[0]  # "Credit balance is too low": quota
         return BackendError(self.redact(message), backend=self.name, stderr_tail=tail,
                             status_code=status_code, kind=kind)
 

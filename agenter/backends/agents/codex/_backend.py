@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from agenter._errors import BackendError, ConfigurationError
 from agenter._version import __version__
+from agenter.backends._failures import classify
 from agenter.backends._programs import codex as _codex_program
 from agenter.backends._programs.codex import CREDENTIALS as CODEX_CREDENTIALS
 from agenter.backends._prompts import REFUSAL_TOOL_NAME, output_schema, strict_schema
@@ -303,8 +304,9 @@ class CodexBackend(BaseBackend[CodexOptions]):
                 self.refuse({"reason": failure.message, "category": "policy"})
             return
         if failure is not None:
+            kind = failure.kind or classify(failure.message, failure.status_code)[0]
             raise BackendError(self.redact(failure.message), backend=self.name, stderr_tail=self._stderr_tail(),
-                               status_code=failure.status_code, kind=failure.kind)
+                               status_code=failure.status_code, kind=kind)
         self.refuse_from_text(final_text)
         if final_text:
             self.parse_output(final_text)

@@ -16,26 +16,28 @@ from typing import Any
 
 from agenter._types import Usage
 from agenter.backends._deltas import DeltaBuffer
+from agenter.backends._failures import kind_of_type
 from agenter.backends.base import BackendMessage, MessageType
 
 #: Codex turn errors that mean the model declined for policy reasons (a refusal, not a failure).
 POLICY_REFUSALS = frozenset({"cyberPolicy", "misalignmentPolicyViolation", "inferenceHookDenied"})
 
-#: codexErrorInfo in its string form: (HTTP status, BackendError kind, what it means). Codex sends
-#: the object form ({"httpConnectionFailed": {"httpStatusCode": 503}}) for most HTTP errors, but
-#: a bare name for some, e.g. "internalServerError" for a 500.
-_ERROR_NAMES: dict[str, tuple[int | None, str | None, str]] = {
-    "internalServerError": (500, "transient", "internal server error"),
-    "serverOverloaded": (503, "transient", "server overloaded"),
-    "modelNotFound": (404, "config", "model not found"),
-    "badRequest": (400, "config", "bad request"),
-    "unauthorized": (401, "auth", "unauthorized"),
-    "rateLimitExceeded": (429, "rate_limit", "rate limit exceeded"),
-    "usageLimitExceeded": (None, "quota", "usage limit exceeded"),
-    "sessionBudgetExceeded": (None, "quota", "session budget exceeded"),
-    "contextWindowExceeded": (None, "context_length", "context window exceeded"),
-    "flexUnavailable": (None, "transient", "flex processing unavailable"),
-    "policyCapacityUnavailable": (None, "transient", "capacity unavailable"),
+#: codexErrorInfo in its string form: (HTTP status, what it means). Codex sends the object form
+#: ({"httpConnectionFailed": {"httpStatusCode": 503}}) for most HTTP errors, but a bare name for
+#: some, e.g. "internalServerError" for a 500. The kind each name stands for is in the shared
+#: classifier's table (agenter.backends._failures.KNOWN_FAILURES).
+_ERROR_NAMES: dict[str, tuple[int | None, str]] = {
+    "internalServerError": (500, "internal server error"),
+    "serverOverloaded": (503, "server overloaded"),
+    "modelNotFound": (404, "model not found"),
+    "badRequest": (400, "bad request"),
+    "unauthorized": (401, "unauthorized"),
+    "rateLimitExceeded": (429, "rate limit exceeded"),
+    "usageLimitExceeded": (None, "usage limit exceeded"),
+    "sessionBudgetExceeded": (None, "session budget exceeded"),
+    "contextWindowExceeded": (None, "context window exceeded"),
+    "flexUnavailable": (None, "flex processing unavailable"),
+    "policyCapacityUnavailable": (None, "capacity unavailable"),
 }
 #: "unexpected status 401 Unauthorized: ..." / "exceeded retry limit, last status: 429 ..."
 _STATUS_IN_TEXT = re.compile(r"\b(?:unexpected status|last status:?)\s+(\d{3})\b")
@@ -62,7 +64,7 @@ def turn_failure(turn: dict[str, Any], server: str) -> TurnFailure:
         return TurnFailure(message, refusal=True)
     status_code, kind, meaning = None, None, ""
     if isinstance(info, str) and info in _ERROR_NAMES:
-        status_code, kind, meaning = _ERROR_NAMES[info]
+        (status_code, meaning), kind = _ERROR_NAMES[info], kind_of_type(info)
     elif isinstance(info, dict):
         for detail in info.values():
             if isinstance(detail, dict) and detail.get("httpStatusCode"):

@@ -1,5 +1,6 @@
-"""Retry policy for Messages API requests: which failures are worth another attempt, how long to
-wait before it, and the BackendError for those that are not.
+"""Retry policy for Messages API requests: an attempt that failed is classified by the shared
+classifier (agenter.backends._failures: kind, retry or not) and waits as agenter.host.retry
+says; this module only reads the anthropic exceptions and words the BackendError.
 
 The SDK's own retries are off (the client is built with max_retries=0) so that every retry is a
 STATUS message the caller sees, and so that a stream dropped mid-response is retried too.
@@ -9,18 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from agenter._errors import BackendError
+from agenter.backends._failures import (
+    Failure,
+    StreamIncomplete,
+    Verdict,
+    classify_failure,
+    error_message,
+    error_type,
+    is_transport_error,
+)
 from agenter.host.retry import retry_delay
 
-RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
-RETRYABLE_ERROR_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
-#: Exponential backoff without a retry-after header: 0.5 s, 1 s, 2 s, ... up to this.
-
-
-class StreamIncomplete(Exception):
-    """The response stream ended before message_stop (the connection dropped)."""
+__all__ = ["Retry", "RetryPolicy", "StreamIncomplete", "error_message", "error_type", "is_transport_error",
+           "retry_delay"]
 
 
 @dataclass(frozen=True)
@@ -45,84 +49,40 @@ class RetryPolicy:
     def decide(self, exc: BaseException, attempt: int) -> Retry | None:
         """A Retry for attempt number `attempt` (0-based) that failed with `exc`; raises
         BackendError when it is final; None when `exc` is no API failure (the caller re-raises)."""
-        import anthropic
-
-        if isinstance(exc, anthropic.APIStatusError):
-            return self._status_error(exc, attempt)
-        if isinstance(exc, anthropic.APIConnectionError | StreamIncomplete):
+        failure = _failure(exc)
+        if failure is None:
+            return None
+        verdict = classify_failure(failure)
+        delay = verdict.wait(attempt, self.max_retries, self.max_wait)
+        if delay is None:
+            raise self._error(exc, failure, verdict, attempt) from None
+        if failure.connection:
             summary = "a dropped connection" if isinstance(exc, StreamIncomplete) else "a connection error"
-            if attempt >= self.max_retries:
-                raise BackendError(f"Anthropic API unreachable after {attempt + 1} attempts "
-                                   f"({self.redact(str(exc)) or type(exc).__name__})",
-                                   backend=self.backend, kind="transient") from None
-            return Retry(summary, retry_delay(attempt, None, self.max_wait))
-        return None
+        else:
+            summary = f"{failure.status} {failure.error_type or ''}".strip()
+        return Retry(summary, delay)
 
-    def _status_error(self, exc: Any, attempt: int) -> Retry:
-        status: int = exc.status_code
-        if status in (401, 403):
-            raise BackendError(f"authentication failed ({status}): {self.auth_hint}",
-                               backend=self.backend, status_code=status) from None
-        kind = error_type(exc.body)
+    def _error(self, exc: BaseException, failure: Failure, verdict: Verdict, attempt: int) -> BackendError:
+        status = failure.status
+        tried = f" after {attempt + 1} attempts" if verdict.retry else ""
+        if failure.connection:
+            return BackendError(f"Anthropic API unreachable{tried} ({self.redact(str(exc)) or type(exc).__name__})",
+                                backend=self.backend, kind=verdict.kind)
+        if verdict.kind == "auth":
+            return BackendError(f"authentication failed ({status}): {self.auth_hint}", backend=self.backend,
+                                status_code=status, kind="auth")
+        summary = f"{status} {failure.error_type or ''}".strip()
+        return BackendError(f"Anthropic API error {summary}{tried}: {self.redact(failure.message)}",
+                            backend=self.backend, status_code=status, kind=verdict.kind)
+
+
+def _failure(exc: BaseException) -> Failure | None:
+    """The Failure an anthropic exception stands for (None: not an API failure)."""
+    import anthropic
+
+    if isinstance(exc, anthropic.APIStatusError):
         headers = exc.response.headers if exc.response is not None else None
-        retryable = status in RETRYABLE_STATUS or status >= 500 or kind in RETRYABLE_ERROR_TYPES
-        if headers is not None and headers.get("x-should-retry") == "false":
-            retryable = False
-        summary = f"{status} {kind or ''}".strip()
-        if not retryable or attempt >= self.max_retries:
-            detail = self.redact(error_message(exc))
-            tried = f" after {attempt + 1} attempts" if retryable else ""
-            raise BackendError(f"Anthropic API error {summary}{tried}: {detail}", backend=self.backend,
-                               status_code=status, kind=_kind(status, kind, detail)) from None
-        return Retry(summary, retry_delay(attempt, headers, self.max_wait))
-
-
-def error_type(body: Any) -> str | None:
-    """The API's error type ("overloaded_error", ...) from an error body."""
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict):
-            return error.get("type")
-        return body.get("type") if body.get("type") != "error" else None
-    return None
-
-
-def error_message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict) and isinstance(body.get("error"), dict) and body["error"].get("message"):
-        return str(body["error"]["message"])
-    return str(getattr(exc, "message", None) or exc)
-
-
-def is_transport_error(exc: BaseException) -> bool:
-    """httpx transport failures (a dropped stream) that the SDK lets through while iterating."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        module = type(current).__module__ or ""
-        if module.startswith(("httpx", "httpcore", "h11")) or isinstance(current, ConnectionError | EOFError):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
-
-
-#: How the API says a request does not fit the context window (400 invalid_request_error):
-#: "prompt is too long: 210000 tokens > 200000 maximum", and on models that count the output
-#: limit in, "input length and `max_tokens` exceed context limit: 199000 + 21333 > 200000, ...".
-CONTEXT_OVERFLOW_MESSAGES = ("prompt is too long", "exceed context limit")
-
-
-def is_context_overflow(status: int, detail: str) -> bool:
-    """An API error that says the conversation no longer fits (compaction may help)."""
-    lowered = detail.lower()
-    return status in (400, 413) and any(text in lowered for text in CONTEXT_OVERFLOW_MESSAGES)
-
-
-def _kind(status: int, error_kind: str | None, detail: str) -> str | None:
-    """Failure classes the status code alone does not tell (None: derive from the status)."""
-    if error_kind == "billing_error":
-        return "quota"
-    if is_context_overflow(status, detail):
-        return "context_length"
+        return Failure(error_message(exc), exc.status_code, headers, error_type=error_type(exc.body))
+    if isinstance(exc, anthropic.APIConnectionError | StreamIncomplete):
+        return Failure(str(exc) or type(exc).__name__, connection=True)
     return None

@@ -88,7 +88,7 @@ class OpenAICompatBackend(CompletionBackend[OpenAIOptions]):
 
     def _classify_failure(self, exc: BaseException) -> Failure | None:
         if isinstance(exc, ResponseFailed):  # the Responses stream reports failures as events
-            return Failure(str(exc), status=_failed_status(exc.code))
+            return Failure(str(exc), status=_failed_status(exc.code), error_type=exc.code or None)
         return openai_failure(exc)
 
     def _official(self) -> bool:
