@@ -34,7 +34,7 @@ KEY = "sk-bench-0123456789abcdef"
 
 
 def _bundled_claude() -> str | None:
-    from agenter.backends.cli.claude import bundled_cli
+    from agenter.backends._programs.claude import bundled_cli
 
     return bundled_cli()
 

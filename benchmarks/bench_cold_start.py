@@ -107,9 +107,9 @@ def codex_case(url: str, sandbox: bool) -> Case | None:
     config = _setup.codex_config(options, model="gpt-5.5", sandbox=sandbox, tools_url=None)
     (codex_home / "config.toml").write_text(_setup.render_toml(config))
     env = {**os.environ, "HOME": str(home), "CODEX_HOME": str(codex_home), "TMPDIR": str(tmp),
-           _setup.API_KEY_ENV_VAR: KEY}
+           codex_program.API_KEY_ENV_VAR: KEY}
     if sandbox:  # what agenter does for Codex's Linux sandbox: the codex-linux-sandbox link
-        if codex_program.prepare_sandbox_bin(program, bin_dir, env) is None and bin_dir.is_dir():
+        if codex_program.sandbox_bin(program, bin_dir, env, backend="codex") is not None:
             env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     argv = [program, "exec", "--skip-git-repo-check", PROMPT]
     agent = {"backend": "codex", "model": "gpt-5.5", "sandbox": sandbox, "program_path": program,

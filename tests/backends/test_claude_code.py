@@ -20,8 +20,9 @@ from pydantic import BaseModel, ValidationError
 from agenter import AutonomousCodingAgent, Budget, CodingStatus
 from agenter._errors import BackendError, ConfigurationError, RequirementError
 from agenter._types import Usage
+from agenter.backends._programs.claude import exit_code, line_changes, result_text, usage_from
 from agenter.backends.agents.claude_code import ClaudeCodeBackend, ClaudeCodeOptions
-from agenter.backends.agents.claude_code._events import TurnTranslator, exit_code, line_changes, result_text, usage_from
+from agenter.backends.agents.claude_code._events import TurnTranslator
 from agenter.backends.agents.claude_code._options import DEFAULT_ALLOWED_TOOLS
 from agenter.backends.agents.claude_code._permissions import Permissions
 from agenter.backends.agents.claude_code._setup import mcp_tool_name

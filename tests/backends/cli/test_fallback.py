@@ -13,8 +13,9 @@ import pytest
 from agenter import AutonomousCodingAgent, CodingStatus
 from agenter._errors import BackendError, ConfigurationError, RequirementError
 from agenter._events import CodingEventType
+from agenter.backends._programs.claude import bundled_cli
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
-from agenter.backends.cli.claude import ClaudeCliBackend, bundled_cli
+from agenter.backends.cli.claude import ClaudeCliBackend
 from agenter.backends.cli.codex import CodexCliBackend
 from agenter.backends.fallback import FallbackOptions, fallback_chain
 from agenter.testing import FunctionBackend, TurnContext, http_error, reply, text, tool_call

@@ -23,14 +23,10 @@ from typing import Any, ClassVar
 from agenter._errors import BackendError
 from agenter.backends._failures import classify
 from agenter.backends._programs.claude import CREDENTIALS as CLAUDE_CREDENTIALS
+from agenter.backends._programs.claude import usage_from
 from agenter.backends._prompts import REFUSAL_TOOL_NAME, output_schema
 from agenter.backends.agents.claude_code import _setup
-from agenter.backends.agents.claude_code._events import (
-    TurnTranslator,
-    describe_result_error,
-    describe_sdk_error,
-    usage_from,
-)
+from agenter.backends.agents.claude_code._events import TurnTranslator, describe_result_error, describe_sdk_error
 from agenter.backends.agents.claude_code._options import ClaudeCodeOptions
 from agenter.backends.agents.claude_code._permissions import ENFORCED_KINDS, Permissions
 from agenter.backends.base import (

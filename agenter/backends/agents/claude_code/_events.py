@@ -12,35 +12,17 @@ from agenter._types import Usage
 from agenter.backends._programs.claude import (
     FILE_WRITE_TOOLS,
     SHELL_TOOL,
-    DeltaBuffer,
+    StreamedBlocks,
     compacted,
     exit_code,
     line_changes,
     result_text,
+    sandbox_hint,
+    usage_from,
 )
 from agenter.backends.base import BackendMessage, MessageType
 
-__all__ = ["FILE_WRITE_TOOLS", "SHELL_TOOL", "DeltaBuffer", "TurnTranslator", "describe_result_error",
-           "describe_sdk_error", "exit_code", "line_changes", "result_text", "usage_from"]
-
-_SANDBOX_HINT = (" — Claude Code's sandbox needs bubblewrap and socat on Linux (apt-get install "
-                 "bubblewrap socat); pass sandbox=False to run without it.")
-
-
-def usage_from(raw: dict[str, Any] | None) -> Usage:
-    """Usage from the Messages API's usage object (as the CLI forwards it)."""
-    raw = raw or {}
-
-    def number(key: str) -> int:
-        value = raw.get(key)
-        return int(value) if isinstance(value, int | float) else 0
-
-    return Usage(
-        input_tokens=number("input_tokens"),
-        output_tokens=number("output_tokens"),
-        cache_read_tokens=number("cache_read_input_tokens"),
-        cache_write_tokens=number("cache_creation_input_tokens"),
-    )
+__all__ = ["TurnTranslator", "describe_result_error", "describe_sdk_error"]
 
 
 class TurnTranslator:
@@ -65,9 +47,7 @@ class TurnTranslator:
         self._calls: dict[str, tuple[str, dict[str, Any]]] = {}
         self._usage: dict[str, Usage] = {}
         self._written: list[str] = []
-        # Streamed blocks of the current API message by index: their kind and unsent rest.
-        self._streaming: dict[int, tuple[MessageType, DeltaBuffer]] = {}
-        self._open_text = False  # TEXT_DELTAs went out that no whole TEXT has closed yet
+        self._blocks = StreamedBlocks(redact)
 
     def usage(self) -> Usage:
         """The turn's API messages so far; streamed copies of one message count once."""
@@ -81,61 +61,16 @@ class TurnTranslator:
         from claude_agent_sdk import AssistantMessage, StreamEvent, SystemMessage, UserMessage
 
         if isinstance(message, StreamEvent):
-            return self._stream_event(message.event) if message.parent_tool_use_id is None else []
+            return self._blocks.event(message.event) if message.parent_tool_use_id is None else []
         if isinstance(message, AssistantMessage):
             # Whatever of a block is still held back goes out before the block whole.
-            pending = self._flush() if message.parent_tool_use_id is None else []
+            pending = self._blocks.flush() if message.parent_tool_use_id is None else []
             return pending + self._assistant(message)
         if isinstance(message, UserMessage) and isinstance(message.content, list):
             return self._tool_results(message.content, message.tool_use_result)
         if isinstance(message, SystemMessage):
             return self._system(message.subtype, message.data)
         return []
-
-    def _stream_event(self, event: dict[str, Any]) -> list[BackendMessage]:
-        """One raw Anthropic stream event: deltas of text and thinking blocks; the rest is ignored
-        (tool calls, usage and the stop reason arrive in the whole messages)."""
-        kind = event.get("type")
-        index = event.get("index")
-        if kind == "message_start":
-            return self._flush()
-        if not isinstance(index, int):
-            return []
-        if kind == "content_block_start":
-            block_type = (event.get("content_block") or {}).get("type")
-            if block_type in ("text", "thinking"):
-                delta_type = MessageType.TEXT_DELTA if block_type == "text" else MessageType.THINKING_DELTA
-                self._streaming[index] = (delta_type, DeltaBuffer(self._redact))
-            return []
-        if kind == "content_block_stop":
-            return self._flush(index)
-        streamed = self._streaming.get(index)
-        if kind != "content_block_delta" or streamed is None:
-            return []
-        delta_type, buffer = streamed
-        delta = event.get("delta") or {}
-        piece = delta.get("text") if delta.get("type") == "text_delta" else (
-            delta.get("thinking") if delta.get("type") == "thinking_delta" else None)
-        if not isinstance(piece, str) or not piece:
-            return []
-        return self._delta(delta_type, buffer.feed(piece))
-
-    def _flush(self, index: int | None = None) -> list[BackendMessage]:
-        """The held-back rest of one streamed block (all blocks when `index` is None), ending them."""
-        indexes = list(self._streaming) if index is None else [index]
-        out: list[BackendMessage] = []
-        for i in indexes:
-            streamed = self._streaming.pop(i, None)
-            if streamed is not None:
-                out += self._delta(streamed[0], streamed[1].flush())
-        return out
-
-    def _delta(self, kind: MessageType, text: str) -> list[BackendMessage]:
-        if not text:
-            return []
-        if kind is MessageType.TEXT_DELTA:
-            self._open_text = True
-        return [BackendMessage(kind, text)]
 
     def _assistant(self, message: Any) -> list[BackendMessage]:
         from claude_agent_sdk import TextBlock, ThinkingBlock, ToolUseBlock
@@ -152,10 +87,10 @@ class TurnTranslator:
                     self.last_text = block.text.strip()
                 text = self._redact(block.text)
                 if message.parent_tool_use_id is None:
-                    if message.error and self._open_text:
+                    if message.error and self._blocks.open_text:
                         # Streamed, then flagged as an error: the whole text still closes the deltas.
                         out.append(BackendMessage(MessageType.TEXT, text))
-                    self._open_text = False
+                    self._blocks.open_text = False
                 kind = MessageType.ERROR if message.error else MessageType.TEXT
                 out.append(BackendMessage(kind, text, is_error=bool(message.error)))
             elif isinstance(block, ThinkingBlock):
@@ -243,9 +178,7 @@ def describe_result_error(result: Any) -> tuple[str, int | None]:
         message = f"Claude Code stopped with {subtype}: {detail}"
     else:
         message = f"Claude Code failed: {detail}"
-    if "sandbox" in message.lower() and "unavailable" in message.lower():
-        message += _SANDBOX_HINT
-    return message, status if isinstance(status, int) else None
+    return sandbox_hint(message), status if isinstance(status, int) else None
 
 
 def describe_sdk_error(exc: BaseException, what: str) -> tuple[str, int | None, str | None]:

@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from agenter._errors import PathSecurityError
+from agenter.backends._programs.claude import FILE_WRITE_TOOLS
 from agenter.backends._prompts import REFUSAL_TOOL_NAME
-from agenter.backends.agents.claude_code._events import FILE_WRITE_TOOLS
 from agenter.permissions import PermissionDecision, ToolCall
 from agenter.sandbox.paths import PathResolver
 from agenter.tools import Tool

@@ -5,11 +5,11 @@ and sandbox, our in-process MCP server, and the ClaudeAgentOptions that bind the
 from __future__ import annotations
 
 import os
-import sys
 import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from agenter.backends._programs.claude import QUIET_ENV, SANDBOX_SETTINGS, sandbox_requirements
 from agenter.backends._prompts import REFUSAL_TOOL_DESCRIPTION, REFUSAL_TOOL_NAME, REFUSAL_TOOL_SCHEMA
 from agenter.backends.agents.claude_code._options import ClaudeCodeOptions
 from agenter.backends.agents.claude_code._permissions import Permissions
@@ -22,8 +22,6 @@ __all__ = ["MCP_SERVER_NAME", "agent_options", "cli_env", "find_cli_pid", "mcp_r
 
 #: Name of the in-process MCP server that carries custom tools and the refusal tool.
 MCP_SERVER_NAME = "agenter"
-_SANDBOX_INSTALL = ("apt-get install bubblewrap socat (Fedora: dnf install bubblewrap socat), or pass "
-                    "sandbox=False to run Claude Code without its OS sandbox")
 
 McpHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -43,19 +41,12 @@ def requirements(settings: BackendSettings[ClaudeCodeOptions]) -> list[Requireme
         needed.append(Program(name="claude", path=options.program_path, env_path=search_path,
                               install="pass program_path= a `claude` executable, or leave it out to "
                                       "use the CLI bundled with claude-agent-sdk"))
-    if settings.sandbox and sys.platform.startswith("linux"):
-        needed += [Program(name=name, install=_SANDBOX_INSTALL, env_path=search_path)
-                   for name in ("bwrap", "socat")]
-    return needed
+    return needed + sandbox_requirements(settings.sandbox, search_path)
 
 
 def cli_env(options: ClaudeCodeOptions) -> dict[str, str]:
     """Variables for the CLI on top of ours: API endpoint and key, quiet headless defaults."""
-    env = {
-        # No telemetry, auto-update or other side traffic from a pipeline run.
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_AUTOUPDATER": "1",
-    }
+    env = dict(QUIET_ENV)
     if options.base_url:
         env["ANTHROPIC_BASE_URL"] = options.base_url
     if options.api_key is not None:
@@ -132,12 +123,7 @@ def agent_options(settings: BackendSettings[ClaudeCodeOptions], *, cwd: str, env
     if output_schema is not None:
         kwargs["output_format"] = {"type": "json_schema", "schema": output_schema}
     if settings.sandbox:
-        kwargs["sandbox"] = {
-            "enabled": True,
-            "failIfUnavailable": True,  # never fall back to an unsandboxed shell
-            "autoAllowBashIfSandboxed": True,
-            "allowUnsandboxedCommands": False,  # no dangerouslyDisableSandbox escape
-        }
+        kwargs["sandbox"] = dict(SANDBOX_SETTINGS)
     hooks = permissions.hooks()
     if hooks is not None:
         kwargs["hooks"] = hooks

@@ -123,19 +123,14 @@ class CodexBackend(BaseBackend[CodexOptions]):
         # Sandboxed commands may write here and in cwd only: /tmp itself stays read-only.
         env["TMPDIR"] = str(private_tmp)
         if api_key:
-            env[_setup.API_KEY_ENV_VAR] = api_key
+            env[_codex_program.API_KEY_ENV_VAR] = api_key
             self.redact.add(api_key)
         codex = _setup.find_codex(options.program_path, self.cwd, env, backend=self.name)
         codex = _codex_program.direct_program(codex, env)
 
         probe: asyncio.Future[None] | None = None
         if self.settings.sandbox:
-            problem = _codex_program.prepare_sandbox_bin(codex, bin_dir, env)
-            if problem:
-                raise BackendError(f"Codex's sandbox cannot run: {problem}. Pass program_path pointing "
-                                   "at a standard npm install of @openai/codex, or sandbox=False.",
-                                   backend=self.name, kind="config")
-            if bin_dir.is_dir():
+            if _codex_program.sandbox_bin(codex, bin_dir, env, backend=self.name) is not None:
                 env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
             # The sandbox check runs while the app server starts (a process of its own, with an
             # empty private CODEX_HOME: the app server's config.toml is being written meanwhile);

@@ -17,6 +17,7 @@ from typing import Any
 from agenter._types import Usage
 from agenter.backends._deltas import DeltaBuffer
 from agenter.backends._failures import kind_of_type
+from agenter.backends._programs.codex import change_lines, token_usage
 from agenter.backends.base import BackendMessage, MessageType
 
 #: Codex turn errors that mean the model declined for policy reasons (a refusal, not a failure).
@@ -83,18 +84,9 @@ def turn_failure(turn: dict[str, Any], server: str) -> TurnFailure:
 
 
 def thread_total(data: dict[str, Any]) -> Usage | None:
-    """The thread's cumulative usage from thread/tokenUsage/updated (cached input apart)."""
+    """The thread's cumulative usage from thread/tokenUsage/updated (None when it has none)."""
     total = (data.get("tokenUsage") or {}).get("total")
-    if not isinstance(total, dict):
-        return None
-    cached = int(total.get("cachedInputTokens") or 0)
-    cache_write = int(total.get("cacheWriteInputTokens") or 0)
-    return Usage(
-        input_tokens=max(int(total.get("inputTokens") or 0) - cached - cache_write, 0),
-        output_tokens=int(total.get("outputTokens") or 0),
-        cache_read_tokens=cached,
-        cache_write_tokens=cache_write,
-    )
+    return token_usage(total) if isinstance(total, dict) else None
 
 
 def usage_note(usage: Usage) -> str:
@@ -125,20 +117,9 @@ def changed_paths(item: dict[str, Any]) -> tuple[list[str], list[str]]:
 
 
 def line_changes(change: dict[str, Any]) -> tuple[int, int]:
-    """Lines added and removed by one change of a fileChange item: Codex sends an update as a
-    unified diff, an added file as its content and a deleted one as what it held."""
-    diff = change.get("diff")
-    if not isinstance(diff, str):
-        return 0, 0
-    lines = diff.splitlines()
-    kind = (change.get("kind") or {}).get("type")
-    if kind == "add":
-        return len(lines), 0
-    if kind == "delete":
-        return 0, len(lines)
-    added = sum(1 for line in lines if line.startswith("+") and not line.startswith("+++"))
-    removed = sum(1 for line in lines if line.startswith("-") and not line.startswith("---"))
-    return added, removed
+    """Lines added and removed by one change of a fileChange item (its `diff` holds an added
+    file's text, a deleted one's, or an update's unified diff)."""
+    return change_lines((change.get("kind") or {}).get("type"), change.get("diff"))
 
 
 def pending_paths(item: dict[str, Any]) -> list[str]:

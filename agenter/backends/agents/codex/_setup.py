@@ -10,7 +10,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -18,9 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from agenter._errors import BackendError
-from agenter.backends._programs.codex import (  # shared with the codex-cli backend; re-exported
+from agenter.backends._programs.codex import (
+    API_KEY_ENV_VAR,
+    INSTALL,
+    PROVIDER_NAME,
+    env_api_key,
     is_native,
     native_codex_binary,
+    provider_entry,
+    sandbox_config,
+    toml_key,
+    toml_value,
 )
 from agenter.backends.agents.codex._options import CodexOptions
 from agenter.backends.agents.codex._tools_server import SERVER_NAME, TOKEN_ENV_VAR
@@ -29,18 +36,12 @@ from agenter.host import AgentProcess, Program, PythonPackage, Requirement
 
 log = logging.getLogger("agenter.backends.agents.codex")
 
-INSTALL = "npm install -g @openai/codex"
 INSTALL_HINT = (f"Install it with `{INSTALL}` (or add @openai/codex to your project's package.json), "
                 "or pass program_path=...")
 TOOLS_EXTRA = "pip install 'agenter-sdk[codex]'"
 
-#: Name of agenter's provider entry in Codex's config, and the variable that carries its key.
-PROVIDER_NAME = "agenter"
-API_KEY_ENV_VAR = "AGENTER_CODEX_API_KEY"
 #: Where agenter's provider entry points unless base_url says otherwise.
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-#: The variables a key is taken from when api_key is not given (Codex's own names).
-KEY_VARIABLES = ("CODEX_API_KEY", "OPENAI_API_KEY")
 MISSING_KEY = ("the codex backend has no API key for the model provider: set OPENAI_API_KEY (or "
                "CODEX_API_KEY) or pass api_key=... (any value for a server that needs none); to use "
                "your own Codex login instead, pass codex_home=")
@@ -115,7 +116,7 @@ def api_key(options: CodexOptions, env: Mapping[str, str]) -> str | None:
     """api_key, else CODEX_API_KEY or OPENAI_API_KEY from env."""
     if options.api_key is not None:
         return options.api_key.get_secret_value()
-    return next((env[name] for name in KEY_VARIABLES if env.get(name)), None)
+    return env_api_key(env)
 
 
 def model_server(options: CodexOptions) -> str:
@@ -251,28 +252,6 @@ async def _build_template(codex: str, template: Path, env: Mapping[str, str]) ->
 
 
 # ---------------------------------------------------------------------------------- config.toml
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-
-
-def _toml_key(key: str) -> str:
-    return key if _BARE_KEY.match(key) else json.dumps(key)
-
-
-def toml_value(value: Any) -> str:
-    """One TOML value (strings as JSON strings, which TOML basic strings accept)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(toml_value(item) for item in value) + "]"
-    if isinstance(value, Mapping):
-        return "{ " + ", ".join(f"{_toml_key(str(k))} = {toml_value(v)}" for k, v in value.items()) + " }"
-    raise TypeError(f"cannot write {type(value).__name__} to TOML")
-
-
 def render_toml(config: Mapping[str, Any]) -> str:
     """A config dict as a TOML document: scalars first, then one [table] per nested mapping."""
     lines: list[str] = []
@@ -285,9 +264,9 @@ def _render_table(table: Mapping[str, Any], path: list[str], lines: list[str]) -
     tables = {k: v for k, v in table.items() if isinstance(v, Mapping)}
     if path and (scalars or not tables):
         lines.append("")
-        lines.append("[" + ".".join(_toml_key(p) for p in path) + "]")
+        lines.append("[" + ".".join(toml_key(p) for p in path) + "]")
     for key, value in scalars.items():
-        lines.append(f"{_toml_key(key)} = {toml_value(value)}")
+        lines.append(f"{toml_key(key)} = {toml_value(value)}")
     for key, value in tables.items():
         _render_table(value, [*path, key], lines)
 
@@ -296,7 +275,7 @@ def config_overrides(config: Mapping[str, Any], prefix: str = "") -> list[str]:
     """The same settings as `-c dotted.key=value` arguments (used with the user's own CODEX_HOME)."""
     args: list[str] = []
     for key, value in config.items():
-        dotted = f"{prefix}.{_toml_key(key)}" if prefix else _toml_key(key)
+        dotted = f"{prefix}.{toml_key(key)}" if prefix else toml_key(key)
         if isinstance(value, Mapping) and value:
             args.extend(config_overrides(value, dotted))
         else:
@@ -325,15 +304,9 @@ def codex_config(options: CodexOptions, *, model: str | None, sandbox: bool, too
     overrides with the user's own codex_home)."""
     # approval_policy goes with thread/start: Codex's config file no longer accepts "untrusted".
     config: dict[str, Any] = {
-        "sandbox_mode": "workspace-write" if sandbox else "danger-full-access",
+        **sandbox_config(sandbox, options.codex_network_access),
         "check_for_update_on_startup": False,
         "web_search": "disabled",
-        "sandbox_workspace_write": {
-            # Writes go to cwd and the private TMPDIR only, not to all of /tmp.
-            "exclude_slash_tmp": True,
-            "exclude_tmpdir_env_var": False,
-            "network_access": options.codex_network_access,
-        },
         # Commands the model runs must not see API keys or the tools server's token.
         "shell_environment_policy": {
             "inherit": "all",
@@ -355,15 +328,8 @@ def codex_config(options: CodexOptions, *, model: str | None, sandbox: bool, too
     if options.codex_model_provider:
         config["model_provider"] = options.codex_model_provider
     elif uses_own_provider(options):
-        provider: dict[str, Any] = {
-            "name": PROVIDER_NAME,
-            "base_url": options.base_url or DEFAULT_BASE_URL,
-            "wire_api": options.codex_wire_api,
-            "env_key": API_KEY_ENV_VAR,
-        }
-        if options.max_retries is not None:
-            provider["request_max_retries"] = options.max_retries
-            provider["stream_max_retries"] = options.max_retries
+        provider = provider_entry(options.base_url or DEFAULT_BASE_URL, options.codex_wire_api,
+                                  max_retries=options.max_retries)
         if options.codex_stream_idle_timeout is not None:
             provider["stream_idle_timeout_ms"] = int(options.codex_stream_idle_timeout * 1000)
         config["model_provider"] = PROVIDER_NAME
