@@ -302,3 +302,32 @@ async def test_writes_outside_allowed_paths_fail_whatever_the_backend(tmp_path):
     allowed = await agent(write("src/ok.py", "x = 1\n")).execute(
         CodingRequest(prompt="p", cwd=tmp_path, allowed_write_paths=["src/"]))
     assert allowed.status is CodingStatus.COMPLETED
+
+
+class _WillNotStart(FunctionBackend):
+    async def _connect(self, spec):
+        raise BackendError("the agent would not start", backend="function", kind="auth")
+
+
+async def test_a_one_shot_run_is_a_session_of_one_request(tmp_path):
+    """execute() opens a session, runs the request and closes it, and its events are those of a
+    one-shot run: the backend starts after SESSION_START (a backend that cannot start is an
+    ERROR result with its events), SESSION_START carries no request number, and the backend is
+    disconnected before the outcome is reported."""
+    seen: list[str] = []
+    a = AutonomousCodingAgent(backend=_WillNotStart, turn=[], on_disconnect=lambda: seen.append("disconnect"))
+    async for event in a.stream_execute(CodingRequest(prompt="p", cwd=tmp_path)):
+        seen.append(event.type.value)
+        if event.type is CodingEventType.SESSION_START:
+            assert "request" not in event.data
+    assert seen == ["session_start", "disconnect", "failed", "session_end"]
+    result = await a.execute(CodingRequest(prompt="p", cwd=tmp_path))
+    assert result.status is CodingStatus.ERROR and result.error_kind == "auth"
+    assert result.error == "the agent would not start" and result.iterations == 0
+
+    seen.clear()
+    ok = AutonomousCodingAgent(backend=FunctionBackend, turn=write("a.py", "a = 1\n"),
+                               on_disconnect=lambda: seen.append("disconnect"))
+    kinds = [e.type.value async for e in ok.stream_execute(CodingRequest(prompt="p", cwd=tmp_path))]
+    assert kinds[-2:] == ["completed", "session_end"] and seen == ["disconnect"]
+
