@@ -331,3 +331,23 @@ async def test_a_one_shot_run_is_a_session_of_one_request(tmp_path):
     kinds = [e.type.value async for e in ok.stream_execute(CodingRequest(prompt="p", cwd=tmp_path))]
     assert kinds[-2:] == ["completed", "session_end"] and seen == ["disconnect"]
 
+
+async def test_coding_session_is_the_earlier_name_of_a_run_that_connects_itself(tmp_path):
+    import agenter
+    from agenter.backends import BackendSettings
+    from agenter.session.loop import CodingRun
+    from agenter.testing import FunctionOptions
+    from agenter.validators import ValidatorChain
+
+    assert agenter.CodingSession is agenter.session.loop.CodingSession
+    assert issubclass(agenter.CodingSession, CodingRun) and agenter.CodingRun is CodingRun
+    disconnects: list[bool] = []
+    options = FunctionOptions(turn=write("a.py", "a = 1\n"), on_disconnect=lambda: disconnects.append(True))
+    backend = FunctionBackend(BackendSettings(model=None, tools=[], sandbox=False, options=options))
+    with pytest.warns(DeprecationWarning, match="CodingRun"):
+        run = agenter.CodingSession(backend, CodingRequest(prompt="p", cwd=tmp_path), budget=Budget(),
+                                    validators=ValidatorChain([]), backend_name="function")
+    kinds = [e.type async for e in run.run()]
+    assert kinds[0] is CodingEventType.SESSION_START and kinds[-1] is CodingEventType.SESSION_END
+    assert run.result is not None and run.result.status is CodingStatus.COMPLETED
+    assert run.result.files == {"a.py": "a = 1\n"} and disconnects == [True]
