@@ -12,6 +12,7 @@ from agenter._version import __version__
 
 _EXPORTS: dict[str, str] = {
     "AutonomousCodingAgent": "agenter.facade.agent",
+    "AgentSession": "agenter.facade.session",
     "CodingRequest": "agenter._types",
     "CodingResult": "agenter._types",
     "CodingStatus": "agenter._types",
@@ -34,12 +35,13 @@ _EXPORTS: dict[str, str] = {
     "SyntaxValidator": "agenter.validators",
     "SecurityValidator": "agenter.validators",
     "CommandValidator": "agenter.validators",
-    "CodingSession": "agenter.session.loop",
+    "CodingRun": "agenter.session.loop",
+    "CodingSession": "agenter.session.loop",  # CodingRun's earlier name, kept working
 }
 
 __all__ = [
-    "AgenterError", "AutonomousCodingAgent", "BackendError", "Budget", "BudgetExceededError",
-    "CodingEvent", "CodingEventType", "CodingRequest", "CodingResult", "CodingSession", "CodingStatus",
+    "AgentSession", "AgenterError", "AutonomousCodingAgent", "BackendError", "Budget", "BudgetExceededError",
+    "CodingEvent", "CodingEventType", "CodingRequest", "CodingResult", "CodingRun", "CodingSession", "CodingStatus",
     "CommandValidator", "ConfigurationError", "PathSecurityError", "RequirementError",
     "SecurityValidator", "SyntaxValidator", "Tool", "Usage", "ValidationResult", "Validator",
     "ValidatorChain", "__version__", "configure_logging", "tool",
@@ -88,6 +90,8 @@ if TYPE_CHECKING:
     from agenter._types import CodingStatus as CodingStatus
     from agenter._types import Usage as Usage
     from agenter.facade.agent import AutonomousCodingAgent as AutonomousCodingAgent
+    from agenter.facade.session import AgentSession as AgentSession
+    from agenter.session.loop import CodingRun as CodingRun
     from agenter.session.loop import CodingSession as CodingSession
     from agenter.tools import Tool as Tool
     from agenter.tools import tool as tool

@@ -68,6 +68,44 @@ def test_no_upward_imports():
     assert not problems, "\n".join(problems)
 
 
+#: Parts whose modules import each other in one direction only (no circle, even through an
+#: import inside a function or under TYPE_CHECKING): a reader can take them bottom up.
+WITHOUT_CIRCLES = ("facade", "session")
+
+
+def _module(path: Path) -> str:
+    return ".".join(("agenter", *path.relative_to(PACKAGE).with_suffix("").parts))
+
+
+def test_no_import_circle_inside_facade_and_session():
+    modules = {_module(p): p for part in WITHOUT_CIRCLES for p in (PACKAGE / part).glob("*.py")
+               if p.name != "__init__.py"}  # a package's re-exports are not a module's dependency
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        found = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+        graph[name] = {m for m in found if m in modules and m != name}
+
+    def circle_from(start: str) -> list[str] | None:
+        stack = [(start, [start])]
+        while stack:
+            node, path = stack.pop()
+            for nxt in graph[node]:
+                if nxt == start:
+                    return path + [start]
+                if nxt not in path:
+                    stack.append((nxt, path + [nxt]))
+        return None
+
+    circles = {" -> ".join(c) for name in sorted(graph) if (c := circle_from(name))}
+    assert not circles, "\n".join(sorted(circles))
+
+
 #: Folders of backends/ that hold a family of backends (each member a folder; the family's own
 #: modules, `_x.py`, beside them). backends/cli/ holds one module per program instead.
 FAMILIES = ("agents", "model_api")

@@ -100,6 +100,8 @@ def test_patch_mode_with_output_type_is_refused_clearly(tmp_path):
     class Out(BaseModel):
         x: int
 
+    from agenter import ConfigurationError
+
     agent = AutonomousCodingAgent(backend=FunctionBackend, turn=_proposing, mode="patch")
-    result = asyncio.run(agent.execute("Do it", cwd=tmp_path, output_type=Out))
-    assert result.status is CodingStatus.ERROR and "patch mode returns the applied change" in (result.error or "")
+    with pytest.raises(ConfigurationError, match="patch mode returns the applied change"):
+        asyncio.run(agent.execute("Do it", cwd=tmp_path, output_type=Out))

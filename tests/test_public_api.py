@@ -7,8 +7,8 @@ import agenter.backends
 import agenter.backends.base
 
 AGENTER_ALL = {
-    "AgenterError", "AutonomousCodingAgent", "BackendError", "Budget", "BudgetExceededError",
-    "CodingEvent", "CodingEventType", "CodingRequest", "CodingResult", "CodingSession", "CodingStatus",
+    "AgentSession", "AgenterError", "AutonomousCodingAgent", "BackendError", "Budget", "BudgetExceededError",
+    "CodingEvent", "CodingEventType", "CodingRequest", "CodingResult", "CodingRun", "CodingSession", "CodingStatus",
     "CommandValidator", "ConfigurationError", "PathSecurityError", "RequirementError",
     "SecurityValidator", "SyntaxValidator", "Tool", "ValidationResult", "Validator", "ValidatorChain",
     "Usage", "__version__", "configure_logging", "tool",

@@ -12,17 +12,16 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from agenter._errors import BudgetExceededError, ConfigurationError
+from agenter._errors import ConfigurationError
 from agenter._events import CodingEvent, CodingEventType
-from agenter._types import Budget, CodingRequest, CodingResult, CodingStatus, Usage
+from agenter._types import Budget, CodingRequest, CodingResult
 from agenter.backends import BackendCapabilities, BackendSettings, BaseBackend, load_backend
 from agenter.backends.capabilities import Mode, check_mode
-from agenter.host.redact import Redactor
+from agenter.facade._config import AgentConfig
 from agenter.tools import Tool, as_tool
 
 if TYPE_CHECKING:
     from agenter.facade.session import AgentSession
-    from agenter.session.loop import CodingSession
 
 
 class AutonomousCodingAgent:
@@ -134,17 +133,14 @@ class AutonomousCodingAgent:
 
     # ------------------------------------------------------------------ execution
     async def execute(self, request: CodingRequest | str, **request_fields: Any) -> CodingResult:
-        """Run the request to the end and return its result."""
-        session = self._session(request, request_fields)
-        try:
-            async with contextlib.aclosing(session.run()) as events:
-                async for _ in events:
-                    pass
-        finally:
-            self._finish(session)
-        assert session.result is not None
-        self._raise_if_budget_exceeded(session.result)
-        return session.result
+        """Run the request to the end and return its result (a session of one request)."""
+        result: CodingResult | None = None
+        async with contextlib.aclosing(self._one_request(request, request_fields)) as events:
+            async for event in events:
+                if event.type is CodingEventType.SESSION_END:
+                    result = event.result
+        assert result is not None  # SESSION_END is always last
+        return result
 
     async def stream_execute(self, request: CodingRequest | str,
                              **request_fields: Any) -> AsyncGenerator[CodingEvent, None]:
@@ -153,16 +149,9 @@ class AutonomousCodingAgent:
         Stopping early (break, cancellation) ends the session and its backend when this
         generator is closed; use `contextlib.aclosing` to make that immediate.
         """
-        session = self._session(request, request_fields)
-        try:
-            async with contextlib.aclosing(session.run()) as events:
-                async for event in events:
-                    yield event
-                    if event.type is CodingEventType.SESSION_END and session.result is not None:
-                        self._raise_if_budget_exceeded(session.result)
-                        return
-        finally:
-            self._finish(session)
+        async with contextlib.aclosing(self._one_request(request, request_fields)) as events:
+            async for event in events:
+                yield event
 
     def open_session(self, cwd: str | os.PathLike[str], **options: Any) -> AgentSession:
         """agenter 0.1.7's name for `session()`: `async with agent.open_session(cwd) as s:`."""
@@ -184,11 +173,12 @@ class AutonomousCodingAgent:
 
         if budget is not None and not isinstance(budget, Budget):
             raise ConfigurationError("budget must be a Budget", parameter="budget")
-        template, origin = self._checked(CodingRequest(
+        config = self._config()
+        template, origin = config.check_request(CodingRequest(
             prompt="(session)", cwd=Path(cwd), system_prompt=system_prompt,
             allowed_write_paths=allowed_write_paths, output_type=output_type,
             resume=Path(resume) if isinstance(resume, os.PathLike) else resume), {})
-        return AgentSession(self, template, budget=budget, resumed_from=origin,
+        return AgentSession(config, template, budget=budget, resumed_from=origin,
                             log_dir=Path(log_dir) if log_dir is not None else self.log_dir)
 
     def execute_sync(self, request: CodingRequest | str, **request_fields: Any) -> CodingResult:
@@ -202,117 +192,26 @@ class AutonomousCodingAgent:
             return pool.submit(asyncio.run, coroutine).result()
 
     # ------------------------------------------------------------------ internals
-    def _raise_if_budget_exceeded(self, result: CodingResult) -> None:
-        if self.raise_on_budget_exceeded and result.status is CodingStatus.BUDGET_EXCEEDED:
-            raise BudgetExceededError(result.error or "budget exceeded",
-                                      limit=result.exceeded_limit or "", result=result)
+    def _config(self) -> AgentConfig:
+        """What a session of this agent runs with, as the agent is now (the planner gives a copy
+        of the agent other validators)."""
+        return AgentConfig(backend_class=self._backend_class, backend_name=self.backend_name,
+                           settings=self._settings, model=self.model, validators=self._validators,
+                           budget=self.budget, mode=self.mode,
+                           raise_on_budget_exceeded=self.raise_on_budget_exceeded,
+                           log_dir=self.log_dir, tracer_provider=self.tracer_provider,
+                           write_policy=self._write_policy)
 
-    def _session(self, request: CodingRequest | str, request_fields: dict[str, Any]) -> CodingSession:
-        from agenter.session.loop import CodingSession
-        from agenter.session.telemetry import RunTrace, tracer_for
-        from agenter.session.transcript import TranscriptWriter
+    async def _one_request(self, request: CodingRequest | str,
+                           fields: dict[str, Any]) -> AsyncGenerator[CodingEvent, None]:
+        """The request, checked, run as a session of its own (facade/session.py)."""
+        from agenter.facade.session import one_request
 
-        request, origin = self._checked(request, request_fields)
-        budget = request.budget or self.budget
-        backend = self._backend_class(self._settings)
-        model = self.model or backend.default_model
-        redact = self._redactor()
-        transcript = None
-        if self.log_dir is not None:
-            transcript = TranscriptWriter.create(self.log_dir, backend=self.backend_name, model=model,
-                                                 mode=self.mode, cwd=Path(request.cwd), redact=redact,
-                                                 versions=self._versions(), resumed_from=origin)
-            transcript.request(1, request)
-        trace = None
-        tracer = tracer_for(self.tracer_provider)
-        if tracer is not None:
-            trace = RunTrace(tracer, backend=self.backend_name, model=model,
-                             provider=backend.price_provider, mode=self.mode,
-                             usage=backend.usage, session_id=lambda: backend.session_id)
-        return CodingSession(backend, request, budget=budget, validators=self._validators,
-                             backend_name=self.backend_name, mode=self.mode, model=model,
-                             redactor=redact, transcript=transcript, trace=trace,
-                             write_policy=self._write_policy, on_permission=self._settings.on_permission,
-                             permission_timeout=self._settings.permission_timeout)
-
-    @staticmethod
-    def _finish(session: CodingSession) -> None:
-        """End the one-shot run's transcript (its last line says how much the run used)."""
-        transcript = session._transcript
-        if transcript is None:
-            return
-        result = session.result
-        usage = Usage()
-        if result is not None:
-            usage = Usage(input_tokens=result.input_tokens, output_tokens=result.output_tokens,
-                          cache_read_tokens=result.cache_read_tokens, cache_write_tokens=result.cache_write_tokens,
-                          cost_usd=result.total_cost_usd)
-        with contextlib.suppress(Exception):
-            transcript.end(requests=1, usage=usage, session_id=result.session_id if result else None)
-
-    def _redactor(self) -> Redactor:
-        return Redactor(extra=self.options.secrets())
-
-    def _versions(self) -> dict[str, str]:
-        """agenter's version and those of the backend's Python packages, for transcripts."""
-        from agenter._version import __version__
-        from agenter.host.requirements import PythonPackage, distribution_version
-
-        versions = {"agenter": __version__}
-        try:
-            requirements = list(self._backend_class.requirements(self._settings))
-        except Exception:  # noqa: BLE001 - versions are informative only
-            requirements = []
-        for requirement in requirements:
-            if isinstance(requirement, PythonPackage):
-                name = requirement.distribution or requirement.module
-                version = distribution_version(name)
-                if version:
-                    versions[name] = version
-        return versions
-
-    def _check_request(self, request: CodingRequest | str, fields: dict[str, Any]) -> CodingRequest:
-        return self._checked(request, fields)[0]
-
-    def _checked(self, request: CodingRequest | str,
-                 fields: dict[str, Any]) -> tuple[CodingRequest, dict[str, Any] | None]:
-        """The request checked, its resume resolved to the agent's session id, and where that
-        id came from (a transcript or the caller)."""
-        if isinstance(request, str):
-            data: dict[str, Any] = {"prompt": request, **fields}
-        elif isinstance(request, CodingRequest):
-            data = {name: getattr(request, name) for name in CodingRequest.model_fields}
-            data.update(fields)
-        else:
-            raise ConfigurationError("request must be a CodingRequest or a prompt string", parameter="request")
-        if "cwd" not in data:
-            raise ConfigurationError("the request needs cwd: the repository the agent works in", parameter="cwd")
-        if isinstance(data.get("budget"), dict):
-            data["budget"] = Budget(**data["budget"])
-        checked = CodingRequest(**data)
-        cwd = Path(checked.cwd)
-        if not cwd.is_dir():
-            raise ConfigurationError(f"cwd {str(cwd)!r} is not a directory", parameter="cwd")
-        if not os.access(cwd, os.W_OK | os.X_OK):
-            raise ConfigurationError(f"cwd {str(cwd)!r} is not writable by this process, so the agent could "
-                                     "not change any file", parameter="cwd")
-        checked = checked.model_copy(update={"cwd": cwd.resolve()})
-        if checked.output_type is not None:
-            if not (isinstance(checked.output_type, type) and issubclass(checked.output_type, BaseModel)):
-                raise ConfigurationError("output_type must be a pydantic model class", parameter="output_type")
-            if not self.capabilities.structured_output:
-                raise ConfigurationError(f"backend {self.backend_name!r} cannot return structured output",
-                                         parameter="output_type")
-        if checked.resume is not None:
-            if not self.capabilities.resume:
-                raise ConfigurationError(f"backend {self.backend_name!r} cannot resume an earlier session",
-                                         parameter="resume")
-            from agenter.session.transcript import resolve_resume
-
-            # A transcript is read now: one that cannot be resumed fails here, not in the run.
-            session_id, origin = resolve_resume(checked.resume, self.backend_name)
-            return checked.model_copy(update={"resume": session_id}), origin
-        return checked, None
+        config = self._config()
+        checked, origin = config.check_request(request, fields)
+        async with contextlib.aclosing(one_request(config, checked, resumed_from=origin)) as events:
+            async for event in events:
+                yield event
 
     def _parse_options(self, options: dict[str, Any]) -> Any:
         model_cls = self._backend_class.options_model

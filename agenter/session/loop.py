@@ -1,12 +1,14 @@
-"""CodingSession: the loop that turns backend turns into a verified result.
+"""CodingRun: the loop that turns backend turns into a verified result.
 
 Per iteration: check budget → run a backend turn (streamed, with the time, token and cost budgets
 enforced while it runs) → collect modified files → run validators → completed, or retry with the
 errors in the prompt. Knows backends only through the CodingBackend protocol and capabilities.
 
-A CodingSession is one request. Alone it connects the backend and disconnects it at the end; in
-a multi-request session (agenter.facade.session) it gets a connected backend, leaves it
-connected, and counts usage, files and denials from where the request started.
+A CodingRun is one request on a backend its session (agenter.facade.session) owns: it counts
+usage, files, denials and the applied diff from where the request started and leaves the backend
+connected. A session of one request (`execute()`) hands the run its connect and disconnect, so
+that they happen inside the run's events and time budget. `CodingSession` (at the end) is the
+earlier name, kept working: a run that connects its backend itself.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import contextvars
 import logging
 import os
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+import warnings
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -210,23 +213,26 @@ class _RunState:
         self.started_turn = False
 
 
-class CodingSession:
-    """One run of one request on one backend. Use `run()` to stream events; `result` holds the
-    CodingResult once SESSION_END has been emitted.
+class CodingRun:
+    """One run of one request on a connected backend. Use `run()` to stream events; `result`
+    holds the CodingResult once SESSION_END has been emitted.
 
-    With `connected=True` the backend is already connected (a multi-request session owns it):
-    the run neither connects nor disconnects it, and counts usage, files, denials and the
-    applied diff from where the request started. `limits` adds the session's budget to the
-    request's; `transcript` and `trace` record the run.
+    `limits` adds the session's budget to the request's; `transcript` and `trace` record the run.
+    `connect` and `disconnect` are the session's own when the session lasts this one run: the
+    backend is connected after SESSION_START, within the run's time and span (a backend that
+    cannot start ends the run with ERROR, or BUDGET_EXCEEDED, and its events), and disconnected
+    before the result is read, so nothing it started outlives SESSION_END.
     """
 
     def __init__(self, backend: CodingBackend, request: CodingRequest, *, budget: Budget,
                  validators: ValidatorChain, backend_name: str, model: str | None = None,
-                 secrets: list[str] | None = None, mode: str = "autonomous", connected: bool = False,
+                 secrets: list[str] | None = None, mode: str = "autonomous",
                  limits: Limits | None = None, transcript: TranscriptWriter | None = None,
                  trace: RunTrace | None = None, request_index: int | None = None,
                  redactor: Redactor | None = None, write_policy: Any = None,
-                 on_permission: Any = None, permission_timeout: float | None = 60.0):
+                 on_permission: Any = None, permission_timeout: float | None = 60.0,
+                 connect: Callable[[], Awaitable[None]] | None = None,
+                 disconnect: Callable[[], Awaitable[None]] | None = None):
         self.backend = backend
         self.request = request
         self.budget = budget
@@ -236,7 +242,8 @@ class CodingSession:
         self.mode = mode
         self.result: CodingResult | None = None
         self.request_index = request_index
-        self._connected = connected
+        self._connect_backend = connect
+        self._disconnect_backend = disconnect
         self._redact = redactor or Redactor(extra=secrets)
         self._changed = ModifiedFiles()
         self._denials: list[Denial] = []
@@ -326,7 +333,7 @@ class CodingSession:
             start["request"] = self.request_index
         yield self._event(CodingEventType.SESSION_START, **start)
         try:
-            if not self._connected:
+            if self._connect_backend is not None:
                 await self._connect()
             while True:
                 self._check_budget_before_iteration(state)
@@ -344,10 +351,10 @@ class CodingSession:
             log.exception("coding session failed")
             outcome = _Outcome(CodingStatus.ERROR, self._describe_error(exc), kind="unknown")
         finally:
-            if not self._connected:
+            if self._disconnect_backend is not None:
                 with contextlib.suppress(Exception, asyncio.CancelledError):
                     # Always disconnect: a backend may have spawned a process before connect() failed.
-                    await asyncio.wait_for(self.backend.disconnect(), CANCEL_GRACE_SECONDS * 2)
+                    await asyncio.wait_for(self._disconnect_backend(), CANCEL_GRACE_SECONDS * 2)
             final = outcome or _Outcome(CodingStatus.ERROR, "session ended unexpectedly")
             files: dict[str, str | None] = {}
             with contextlib.suppress(Exception, asyncio.CancelledError):
@@ -461,18 +468,13 @@ class CodingSession:
 
     # ------------------------------------------------------------------ steps
     async def _connect(self) -> None:
-        """Connect the backend within the time budget (the run's span current, for the agent
+        """The session's connect within the time budget (the run's span current, for the agent
         program's TRACEPARENT)."""
-        resume, _ = resolve_resume(self.request.resume, self.backend_name)
-        spec = SessionSpec(cwd=Path(self.request.cwd),
-                           allowed_write_paths=self.request.allowed_write_paths,
-                           system_prompt=self.request.system_prompt,
-                           output_type=output_type_for(self.mode, self.request.output_type),
-                           resume_session_id=resume, mode=self.mode)
+        assert self._connect_backend is not None
         current = self._trace.current() if self._trace is not None else contextlib.nullcontext()
         try:
             with current:
-                await asyncio.wait_for(self.backend.connect(spec),
+                await asyncio.wait_for(self._connect_backend(),
                                        _timeout(max(self._limits.remaining_time(), 0.01)))
         except TimeoutError:
             raise _Outcome(CodingStatus.BUDGET_EXCEEDED,
@@ -804,3 +806,27 @@ class CodingSession:
         redacted = self._redact.data(data)
         assert isinstance(redacted, dict)
         return CodingEvent(type=event_type, data=redacted, timestamp=time.time())
+
+
+class CodingSession(CodingRun):
+    """CodingRun's earlier name, kept working with a DeprecationWarning: a run that connects
+    `backend` with the request's fields itself and disconnects it at the end, as it did. New
+    code uses `agent.execute()`, `agent.session()`, or a CodingRun on a connected backend."""
+
+    def __init__(self, backend: CodingBackend, request: CodingRequest, **options: Any):
+        warnings.warn("agenter.CodingSession is now CodingRun, which runs on a backend its session "
+                      "connected; use agent.execute(), agent.session() or CodingRun",
+                      DeprecationWarning, stacklevel=2)
+
+        async def connect() -> None:
+            resume, _ = resolve_resume(request.resume, options["backend_name"])
+            await backend.connect(SessionSpec(
+                cwd=Path(request.cwd), allowed_write_paths=request.allowed_write_paths,
+                system_prompt=request.system_prompt,
+                output_type=output_type_for(options.get("mode", "autonomous"), request.output_type),
+                resume_session_id=resume, mode=options.get("mode", "autonomous")))
+
+        if not options.pop("connected", False):  # connected=True: the caller connected it
+            options.setdefault("connect", connect)
+            options.setdefault("disconnect", backend.disconnect)
+        super().__init__(backend, request, **options)
