@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
+from collections.abc import Iterable
 from typing import Any
 
 #: Budget flags (argparse dest) → Budget field.
@@ -61,3 +63,93 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
 def budget_fields(args: argparse.Namespace) -> dict[str, Any]:
     """The budget flags that were given, as Budget keyword arguments."""
     return {field: getattr(args, dest) for dest, field in BUDGET_FLAGS.items() if getattr(args, dest) is not None}
+
+
+def not_text_problem(label: str, value: str | None) -> str | None:
+    """A problem when `value` came from bytes that are not UTF-8 text. Python keeps such bytes of a
+    command line as lone surrogates (PEP 383); no model API takes them."""
+    if value is None:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"{label} is not valid UTF-8 text"
+    if "\x00" in value:
+        return f"{label} contains NUL bytes: it is not text"
+    return None
+
+
+#: The first bytes of compressed files, named in the message for a file that is not text.
+_COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"PK\x03\x04": "zip",
+               b"\x28\xb5\x2f\xfd": "zstd"}
+
+
+def read_text_file(path: str, what: str) -> str:
+    """The UTF-8 text of a file the user named (`-`: standard input). Raises ValueError with one
+    line that names the file and what is wrong: missing, unreadable, compressed or binary."""
+    import sys
+
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read()
+    except OSError as exc:
+        raise ValueError(f"cannot read {what} {path!r}: {exc.strerror or exc}") from None
+    kind = next((name for magic, name in _COMPRESSED.items() if data.startswith(magic)), None)
+    if kind is not None:
+        raise ValueError(f"cannot read {what} {path!r}: it is {kind}-compressed, not text")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"cannot read {what} {path!r}: not UTF-8 text") from None
+    if "\x00" in text:
+        raise ValueError(f"cannot read {what} {path!r}: it contains NUL bytes, so it is not text")
+    return text
+
+
+#: Keyword spellings in agenter's messages → how they are given on the command line. Backend
+#: options become `--option KEY=VALUE` (see cli_hints).
+_FLAG_SPELLINGS = (
+    (re.compile(r"\bsandbox=False\b(?:\s*\(CLI: --no-sandbox\))?"), "--no-sandbox"),
+    (re.compile(r"\bpass sandbox=True\b"), "leave out --no-sandbox"),
+    (re.compile(r"\bsandbox=True\b"), "no --no-sandbox"),
+    (re.compile(r"\bmodel=(?:\.\.\.|…)"), "--model NAME"),
+)
+_KEYWORD = re.compile(r"(?<![\w.-])([a-z][a-z0-9_]*)=(\[[^\]]*\]|\{[^}]*\}|'[^']*'|\"[^\"]*\"|[^\s,;)]*)")
+_LITERALS = {"False": "false", "True": "true", "None": "null"}
+
+
+def cli_hints(message: str, options: Iterable[str]) -> str:
+    """A message with Python keyword hints spelled as flags: `sandbox=False` → `--no-sandbox`,
+    `anthropic_shell=False` → `--option anthropic_shell=false`, `api_key=...` → `--option api_key=...`.
+    Only names in `options` (the backend's options) become --option; other text is kept."""
+    names = set(options)
+    for pattern, spelling in _FLAG_SPELLINGS:
+        message = pattern.sub(spelling, message)
+
+    def flag(match: re.Match[str]) -> str:
+        name, value = match.group(1), match.group(2)
+        if name not in names:
+            return match.group(0)
+        return f"--option {name}={_cli_value(value)}"
+
+    return _KEYWORD.sub(flag, message)
+
+
+def _cli_value(value: str) -> str:
+    """A Python literal as --option parses it (JSON), quoted for a shell where it needs it."""
+    if value in _LITERALS:
+        return _LITERALS[value]
+    if value in ("", "...", "…"):
+        return "…"
+    if value[:1] in "[{'\"":
+        import ast
+
+        try:
+            text = json.dumps(ast.literal_eval(value))
+        except (ValueError, SyntaxError, TypeError):
+            return value
+        return text if value[:1] in "'\"" and " " not in text else f"'{text}'"
+    return value

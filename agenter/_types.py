@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -10,12 +11,36 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
-def describe_validation_error(exc: ValidationError, what: str) -> tuple[str, str]:
-    """(message, field) for the first problem of a pydantic error, without pydantic's boilerplate."""
-    first = exc.errors()[0]
+def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
+    """The candidate closest to a mistyped `name` (`promt` → `prompt`), or None when none is close."""
+    import difflib
+
+    folded = {candidate.lower().replace("-", "_"): candidate for candidate in candidates}
+    close = difflib.get_close_matches(name.lower().replace("-", "_"), list(folded), n=1, cutoff=0.6)
+    return folded[close[0]] if close else None
+
+
+def suggestion(name: str, candidates: Iterable[str], *, own: Iterable[str] = (), owner: str = "") -> str:
+    """"; did you mean 'X'?" for a mistyped keyword, or "" when nothing is close. `own` are the
+    caller's own arguments, named as such (a facade argument given where backend options go)."""
+    own = list(own)
+    close = did_you_mean(name, [*candidates, *own])
+    if close is None:
+        return ""
+    return f"; did you mean {close!r}" + (f" (an argument of {owner})" if owner and close in own else "") + "?"
+
+
+def describe_validation_error(exc: ValidationError, what: str,
+                              fields: Iterable[str] = ()) -> tuple[str, str]:
+    """(message, field) for the first problem of a pydantic error, without pydantic's boilerplate.
+
+    An unknown field comes first: `CodingRequest(promt=...)` is about `promt` (with the closest of
+    `fields` suggested), not about the `prompt` that is then missing."""
+    errors = exc.errors()
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     name = ".".join(str(p) for p in first["loc"]) or what
     if first["type"] == "extra_forbidden":
-        return f"unknown {what} field {name!r}", name
+        return f"unknown {what} field {name!r}{suggestion(name, fields)}", name
     message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
     return f"invalid {what} field {name!r}: {message}", name
 
@@ -31,8 +56,9 @@ class _Checked(BaseModel):
                 from agenter._errors import ConfigurationError
 
                 what = type(self).__name__
-                message, name = describe_validation_error(exc, what)
-                valid = sorted(type(self).model_fields) if message.startswith("unknown") else None
+                valid = sorted(type(self).model_fields)
+                message, name = describe_validation_error(exc, what, valid)
+                valid = valid if message.startswith("unknown") else None
                 raise ConfigurationError(f"{message}", parameter=name, valid=valid,
                                          valid_label=f"{what} fields" if valid else None) from None
 

@@ -20,7 +20,7 @@ LAYERS = {
     "backends": 3,
     "session": 4,
     "facade": 5,
-    "adapters": 6, "planner": 6, "batch": 6, "cli": 7, "__main__": 7,
+    "adapters": 6, "planner": 6, "batch": 6, "cli": 7, "_cliview": 7, "__main__": 7,
     "testing": 6,
 }
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from agenter._errors import ConfigurationError
 from agenter._events import CodingEvent, CodingEventType
-from agenter._types import Budget, CodingRequest, CodingResult
+from agenter._types import Budget, CodingRequest, CodingResult, suggestion
 from agenter.backends import BackendCapabilities, BackendSettings, BaseBackend, load_backend
 from agenter.backends.capabilities import Mode, check_mode
 from agenter.facade._config import AgentConfig
@@ -223,7 +223,8 @@ class AutonomousCodingAgent:
             name = ".".join(str(p) for p in first["loc"]) or "options"
             if first["type"] == "extra_forbidden":
                 raise ConfigurationError(
-                    f"unknown option {name!r} for backend {self.backend_name!r}",
+                    f"unknown option {name!r} for backend {self.backend_name!r}"
+                    + suggestion(name, valid, own=_arguments(), owner="AutonomousCodingAgent"),
                     parameter=name, valid=valid or ["(none)"],
                     valid_label=f"options of {self.backend_name}") from None
             message = str(first["msg"]).removeprefix("Value error, ")
@@ -233,3 +234,9 @@ class AutonomousCodingAgent:
 
     def __repr__(self) -> str:
         return f"AutonomousCodingAgent(backend={self.backend_name!r}, model={self.model!r})"
+
+
+def _arguments() -> list[str]:
+    """AutonomousCodingAgent's own keyword arguments, for the did-you-mean of a mistyped one."""
+    code = AutonomousCodingAgent.__init__.__code__
+    return list(code.co_varnames[1:code.co_argcount + code.co_kwonlyargcount])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable
 from typing import Any
 
@@ -50,15 +51,30 @@ def resolve_validators(spec: None | str | Validator | Iterable[str | Validator])
         if isinstance(item, str):
             resolved.append(_from_name(item))
         elif isinstance(item, type) and _is_validator_class(item):
-            resolved.append(item())
+            resolved.append(_check_async(item()))
         elif _is_validator(item):
-            resolved.append(item)
+            resolved.append(_check_async(item))
         else:
             raise ConfigurationError(
                 f"{item!r} is not a validator (it needs name, blocking and async validate(files, cwd))",
                 parameter="validators", valid=VALID_NAMES,
             )
     return resolved
+
+
+def _check_async(validator: Validator) -> Validator:
+    """A `validate` written as a plain `def` would fail every iteration when the session awaits it:
+    say so now. Only plain Python functions are judged; other callables (a functools.partial,
+    a mock, an object with an async __call__) may well return an awaitable."""
+    validate = inspect.unwrap(validator.validate)
+    function = getattr(validate, "__func__", validate)
+    if inspect.isfunction(function) and not inspect.iscoroutinefunction(function):
+        returns = str(getattr(function, "__annotations__", {}).get("return", ""))
+        if "Awaitable" not in returns and "Coroutine" not in returns:
+            raise ConfigurationError(
+                f"validator {getattr(validator, 'name', type(validator).__name__)!r}: validate must be async (`async def validate(self, files, cwd)`), "
+                f"but {type(validator).__name__}.validate is a plain def", parameter="validators")
+    return validator
 
 
 def _is_validator_class(cls: type) -> bool:
