@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).parents[1] / "agenter"
 LAYERS = {
     "_version": 0, "_types": 0, "_events": 0, "_errors": 0,
     "host": 1, "usage": 1, "_logging": 1, "_cliargs": 1,
-    "sandbox": 2, "tools": 2, "validators": 2, "permissions": 2,
+    "sandbox": 2, "tools": 2, "validators": 2, "permissions": 2, "store": 2,
     "backends": 3,
     "session": 4,
     "facade": 5,
