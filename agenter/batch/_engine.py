@@ -16,8 +16,8 @@ from typing import Any, Literal, Protocol
 from agenter._errors import ConfigurationError
 from agenter._types import CodingStatus
 from agenter.batch._models import BatchLimits, BatchRow, BatchTask, RayOptions, TaskCap, TaskDefaults, load_tasks
-from agenter.batch._results import ResultsFile, read_rows
-from agenter.batch._runner import AgentCache, RunSettings, run_task, worker_info
+from agenter.batch._results import ResultsFile, crash_row, read_rows
+from agenter.batch._runner import AgentCache, RunSettings, run_task
 from agenter.batch._summary import BatchSummary
 from agenter.batch._workspace import Workspace, remove_tree
 from agenter.batch.progress import BatchProgress
@@ -57,16 +57,6 @@ class LocalExecutor:
     async def close(self) -> None:
         if self._removals:
             await asyncio.gather(*self._removals, return_exceptions=True)
-
-
-def crash_row(task: BatchTask, exc: BaseException, kind: str = "crash") -> BatchRow:
-    """The row of a task whose engine failed (the task never reported back)."""
-    from agenter.batch._workspace import public_url
-
-    now = time.time()
-    return BatchRow(id=task.id, status=CodingStatus.ERROR.value, error=f"{type(exc).__name__}: {exc}",
-                    error_kind=kind, repository=public_url(task.repository), started_at=now, finished_at=now,
-                    metadata=dict(task.metadata), worker=worker_info())
 
 
 class _Batch:
@@ -180,7 +170,7 @@ def _executor(engine: str, defaults: TaskDefaults, settings: RunSettings, ray: R
         return LocalExecutor(defaults, settings)
     if engine == "ray":
         # Imported here only: the rest of agenter never needs ray.
-        from agenter.batch.ray_engine import RayExecutor
+        from agenter.batch._ray import RayExecutor
 
         return RayExecutor(defaults, settings, ray or RayOptions(), concurrency=concurrency)
     raise ConfigurationError(f"unknown engine {engine!r}", parameter="engine", valid=["local", "ray"])

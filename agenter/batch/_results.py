@@ -1,4 +1,5 @@
-"""The results file: one JSON row per task, appended as each task ends, read back to resume."""
+"""The results file: one JSON row per task, appended as each task ends, read back to resume; and
+the rows made outside a task's run (an engine's crash)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,28 @@ import contextlib
 import fcntl
 import json
 import os
+import socket
+import time
 from pathlib import Path
 from typing import IO, Any
 
 from agenter._errors import ConfigurationError
-from agenter.batch._models import BatchRow
+from agenter._types import CodingStatus
+from agenter.batch._models import BatchRow, BatchTask
+from agenter.batch._workspace import public_url
+
+
+def worker_info() -> dict[str, Any]:
+    """The host and process that ran a task (a row's `worker`)."""
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def crash_row(task: BatchTask, exc: BaseException, kind: str = "crash") -> BatchRow:
+    """The row of a task whose engine failed (the task never reported back)."""
+    now = time.time()
+    return BatchRow(id=task.id, status=CodingStatus.ERROR.value, error=f"{type(exc).__name__}: {exc}",
+                    error_kind=kind, repository=public_url(task.repository), started_at=now, finished_at=now,
+                    metadata=dict(task.metadata), worker=worker_info())
 
 
 def read_rows(path: str | Path) -> tuple[dict[str, BatchRow], int]:

@@ -6,9 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import re
-import socket
 import tempfile
 import time
 from collections.abc import Callable
@@ -19,6 +17,7 @@ from typing import Any
 from agenter._errors import BackendError, ConfigurationError, RequirementError
 from agenter._types import Budget
 from agenter.batch._models import PASSED_STATUSES, BatchRow, BatchTask, TaskCap, TaskDefaults
+from agenter.batch._results import worker_info
 from agenter.batch._workspace import Workspace, WorkspaceError, create_workspace, public_url
 from agenter.host.redact import Redactor
 
@@ -118,10 +117,6 @@ def task_budget(task: BatchTask, defaults: TaskDefaults, cap: TaskCap | None) ->
         update["max_time_seconds"] = max(cap.max_time_seconds, 0.001)
         capped.append("time")
     return (current.model_copy(update=update) if update else budget), capped
-
-
-def worker_info() -> dict[str, Any]:
-    return {"host": socket.gethostname(), "pid": os.getpid()}
 
 
 _AGENTS = AgentCache()

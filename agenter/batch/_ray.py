@@ -15,6 +15,7 @@ from typing import Any
 
 from agenter._errors import RequirementError
 from agenter.batch._models import BatchRow, BatchTask, RayOptions, TaskCap, TaskDefaults
+from agenter.batch._results import crash_row
 from agenter.batch._runner import RunSettings, run_task
 
 #: Ray failures that mean the worker (or its node) went away, not that the task failed.
@@ -68,8 +69,6 @@ class RayExecutor:
         self._shared = ray.put((defaults, settings))
 
     async def run(self, task: BatchTask, cap: TaskCap | None, on_cost: Any) -> BatchRow:
-        from agenter.batch._engine import crash_row
-
         ref = self._remote.remote(task.model_dump(mode="json"), self._shared, cap)
         try:
             data = await ref
