@@ -136,7 +136,7 @@ class BatchRow(BaseModel):
     id: str
     status: str = Field(description="A CodingStatus value; error also for a task that crashed outside its session.")
     files: list[str] = Field(default_factory=list, description="Paths the session changed, relative to its cwd.")
-    diff: str = Field(default="", description="Unified diff of the workspace against the checked-out commit.")
+    diff: str = Field(default="", description="Unified diff of `files` against the checked-out commit.")
     validation: dict[str, Any] = Field(default_factory=lambda: {"passed": False, "errors": []},
                                        description="passed and errors.")
     usage: dict[str, int] = Field(default_factory=dict)

@@ -168,7 +168,7 @@ async def run_task(task: BatchTask, defaults: TaskDefaults, settings: RunSetting
             raise RuntimeError("the coding session ended without a result")
         _fill(row, result)
         session_ended = True
-        row.diff = await workspace.diff()
+        row.diff = await workspace.diff(row.files)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 - a task's crash is its row, never a lost batch
