@@ -1,7 +1,9 @@
 """Flag handling the command lines share (`agenter run`, `agenter plan`, `agenter batch`).
 
 Each command checks its flags before anything starts and reports problems in the flags' own
-words; the budget flags and `--option KEY=VALUE` mean the same on all of them.
+words; the budget flags and `--option KEY=VALUE` mean the same on all of them. Input files they
+name (a tasks file, a plan) are read by `read_text_input`, which says in one line why a file is
+not text.
 """
 
 from __future__ import annotations
@@ -9,7 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+from pathlib import Path
 from typing import Any
+
+#: How compressed files and archives begin: a file that starts so is named for what it is.
+_PACKED = ((b"\x1f\x8b", "gzip-compressed"), (b"BZh", "bzip2-compressed"), (b"\xfd7zXZ\x00", "xz-compressed"),
+           (b"\x28\xb5\x2f\xfd", "zstd-compressed"), (b"PK\x03\x04", "a zip archive"))
 
 #: Budget flags (argparse dest) → Budget field.
 BUDGET_FLAGS = {"max_cost": "max_cost_usd", "max_tokens": "max_tokens", "max_time": "max_time_seconds",
@@ -61,3 +69,29 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
 def budget_fields(args: argparse.Namespace) -> dict[str, Any]:
     """The budget flags that were given, as Budget keyword arguments."""
     return {field: getattr(args, dest) for dest, field in BUDGET_FLAGS.items() if getattr(args, dest) is not None}
+
+
+def read_text_input(path: str | os.PathLike[str], what: str, *, parameter: str) -> str:
+    """The text of an input file the user named, or a ConfigurationError (for `parameter`) saying
+    in one line why there is none: unreadable, compressed, not UTF-8, binary. `what` names the
+    file in the message ("the tasks file"). A UTF-8 byte-order mark is dropped."""
+    from agenter._errors import ConfigurationError
+
+    name = f"{what} {os.fspath(path)!r}"
+    try:
+        data = Path(path).expanduser().read_bytes()
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read {name}: {exc.strerror or exc}", parameter=parameter) from None
+    for start, kind in _PACKED:
+        if data.startswith(start):
+            raise ConfigurationError(f"cannot read {name}: it is {kind}, not text; decompress it first",
+                                     parameter=parameter)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigurationError(f"cannot read {name}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                                 f"{exc.start}); is it a binary file?", parameter=parameter) from None
+    if "\0" in text:
+        raise ConfigurationError(f"cannot read {name}: it holds NUL bytes, so it is not text; is it a binary file?",
+                                 parameter=parameter)
+    return text

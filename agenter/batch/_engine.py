@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import tempfile
 import time
 import uuid
@@ -164,16 +165,47 @@ class _Batch:
         self.running.clear()
 
 
+def _check_engine(engine: str) -> None:
+    """An unknown engine, or Ray without ray installed: an error before anything is made."""
+    if engine == "ray":
+        from agenter.batch._ray import import_ray
+
+        import_ray()
+    elif engine != "local":
+        raise ConfigurationError(f"unknown engine {engine!r}", parameter="engine", valid=["local", "ray"])
+
+
 def _executor(engine: str, defaults: TaskDefaults, settings: RunSettings, ray: RayOptions | None,
               concurrency: int) -> Executor:
-    if engine == "local":
-        return LocalExecutor(defaults, settings)
     if engine == "ray":
         # Imported here only: the rest of agenter never needs ray.
         from agenter.batch._ray import RayExecutor
 
         return RayExecutor(defaults, settings, ray or RayOptions(), concurrency=concurrency)
-    raise ConfigurationError(f"unknown engine {engine!r}", parameter="engine", valid=["local", "ray"])
+    return LocalExecutor(defaults, settings)
+
+
+def _check_out(out: Path) -> None:
+    """A results file that could not be written is a usage error, found before it is made."""
+    if out.is_dir():
+        raise ConfigurationError(f"the results file {str(out)!r} is a directory", parameter="out")
+    existing = next((folder for folder in out.parents if folder.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise ConfigurationError(f"cannot make the results file {str(out)!r}: {str(existing)!r} is not a directory",
+                                 parameter="out")
+    target = out if out.exists() else existing
+    if target is not None and not os.access(target, os.W_OK):
+        raise ConfigurationError(f"cannot write the results file {str(out)!r}: permission denied on "
+                                 f"{str(target)!r}", parameter="out")
+
+
+def _todo(tasks: list[BatchTask], rows: dict[str, BatchRow], retry: Collection[str]) -> list[BatchTask]:
+    """The tasks this run does: those without a row, or whose row's status is retried."""
+    return [t for t in tasks if t.id not in rows or rows[t.id].status in retry]
+
+
+def _uses_defaults(tasks: list[BatchTask], defaults: TaskDefaults) -> bool:
+    return any(not task.backend or task.backend == defaults.backend_name for task in tasks)
 
 
 _STATUSES = [status.value for status in CodingStatus]
@@ -222,6 +254,13 @@ async def run_batch(tasks: str | Path | Iterable[BatchTask | dict[str, Any]], ou
                                  valid=_STATUSES)
     task_list = load_tasks(tasks)
     defaults = defaults or TaskDefaults()
+    # Every usage error is found before anything is made (no results file, no folder for it):
+    # the engine, the results file's place, and the defaults the tasks to run would use.
+    _check_engine(engine)
+    out = Path(out).expanduser()
+    _check_out(out)
+    if _uses_defaults(_todo(task_list, read_rows(out)[0], retry), defaults):
+        _check_defaults(defaults, requirements=engine == "local")
     # A folder of this batch's own under the root: whatever a lost worker or an interruption left
     # in it (on this machine) is removed at the end with it.
     base = Path(workspace_root).expanduser() if workspace_root else Path(tempfile.gettempdir()) / "agenter-batch"
@@ -234,10 +273,8 @@ async def run_batch(tasks: str | Path | Iterable[BatchTask | dict[str, Any]], ou
     results.open()  # locked first, then read: no other batch can add rows in between
     try:
         rows, unreadable = read_rows(results.path)
-        todo = [t for t in task_list if t.id not in rows or rows[t.id].status in retry]
+        todo = _todo(task_list, rows, retry)
         skipped = len(task_list) - len(todo)
-        if any(not task.backend or task.backend == defaults.backend_name for task in todo):
-            _check_defaults(defaults, requirements=engine == "local")
         executor = _executor(engine, defaults, settings, ray, concurrency)
         batch = _Batch(executor, results, rows, concurrency, limits or BatchLimits(), progress, on_row)
         if progress is not None:

@@ -23,7 +23,8 @@ _LOST = ("WorkerCrashedError", "NodeDiedError", "OutOfMemoryError", "LocalRaylet
          "OwnerDiedError")
 
 
-def _import_ray() -> Any:
+def import_ray() -> Any:
+    """The ray module, or a RequirementError naming the extra that installs it."""
     try:
         import ray
     except ImportError:
@@ -48,7 +49,7 @@ class RayExecutor:
     """Submits each task as a Ray task and awaits its row (see the module docstring)."""
 
     def __init__(self, defaults: TaskDefaults, settings: RunSettings, options: RayOptions, *, concurrency: int):
-        ray = self._ray = _import_ray()
+        ray = self._ray = import_ray()
         self.options = options
         self._owns_cluster = False
         if not ray.is_initialized():

@@ -67,8 +67,12 @@ class ResultsFile:
         self._lock = asyncio.Lock()
 
     def open(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path, "a", encoding="utf-8")  # kept open for the batch
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(self.path, "a", encoding="utf-8")  # kept open for the batch
+        except OSError as exc:
+            raise ConfigurationError(f"cannot write the results file {str(self.path)!r}: {exc.strerror or exc}",
+                                     parameter="out") from None
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
