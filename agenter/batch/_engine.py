@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import tempfile
 import time
 import uuid
@@ -17,7 +16,7 @@ from typing import Any, Literal, Protocol
 from agenter._errors import ConfigurationError
 from agenter._types import CodingStatus
 from agenter.batch._models import BatchLimits, BatchRow, BatchTask, RayOptions, TaskCap, TaskDefaults, load_tasks
-from agenter.batch._results import ResultsFile, crash_row, read_rows
+from agenter.batch._results import ResultsFile, check_writable, crash_row, read_rows
 from agenter.batch._runner import AgentCache, RunSettings, run_task
 from agenter.batch._summary import BatchSummary
 from agenter.batch._workspace import Workspace, remove_tree
@@ -185,20 +184,6 @@ def _executor(engine: str, defaults: TaskDefaults, settings: RunSettings, ray: R
     return LocalExecutor(defaults, settings)
 
 
-def _check_out(out: Path) -> None:
-    """A results file that could not be written is a usage error, found before it is made."""
-    if out.is_dir():
-        raise ConfigurationError(f"the results file {str(out)!r} is a directory", parameter="out")
-    existing = next((folder for folder in out.parents if folder.exists()), None)
-    if existing is not None and not existing.is_dir():
-        raise ConfigurationError(f"cannot make the results file {str(out)!r}: {str(existing)!r} is not a directory",
-                                 parameter="out")
-    target = out if out.exists() else existing
-    if target is not None and not os.access(target, os.W_OK):
-        raise ConfigurationError(f"cannot write the results file {str(out)!r}: permission denied on "
-                                 f"{str(target)!r}", parameter="out")
-
-
 def _todo(tasks: list[BatchTask], rows: dict[str, BatchRow], retry: Collection[str]) -> list[BatchTask]:
     """The tasks this run does: those without a row, or whose row's status is retried."""
     return [t for t in tasks if t.id not in rows or rows[t.id].status in retry]
@@ -258,7 +243,7 @@ async def run_batch(tasks: str | Path | Iterable[BatchTask | dict[str, Any]], ou
     # the engine, the results file's place, and the defaults the tasks to run would use.
     _check_engine(engine)
     out = Path(out).expanduser()
-    _check_out(out)
+    check_writable(out, "the results file", parameter="out")
     if _uses_defaults(_todo(task_list, read_rows(out)[0], retry), defaults):
         _check_defaults(defaults, requirements=engine == "local")
     # A folder of this batch's own under the root: whatever a lost worker or an interruption left

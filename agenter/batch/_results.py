@@ -32,6 +32,21 @@ def crash_row(task: BatchTask, exc: BaseException, kind: str = "crash") -> Batch
                     metadata=dict(task.metadata), worker=worker_info())
 
 
+def check_writable(path: Path, what: str, *, parameter: str) -> None:
+    """A ConfigurationError when `path` could not be written as a file (a folder, under a file, in
+    a folder this process may not write): found before anything is made."""
+    if path.is_dir():
+        raise ConfigurationError(f"{what} {str(path)!r} is a directory", parameter=parameter)
+    existing = next((folder for folder in path.parents if folder.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise ConfigurationError(f"cannot make {what} {str(path)!r}: {str(existing)!r} is not a directory",
+                                 parameter=parameter)
+    target = path if path.exists() else existing
+    if target is not None and not os.access(target, os.W_OK):
+        raise ConfigurationError(f"cannot write {what} {str(path)!r}: permission denied on {str(target)!r}",
+                                 parameter=parameter)
+
+
 def read_rows(path: str | Path) -> tuple[dict[str, BatchRow], int]:
     """The last row of each id in a results file, and how many lines could not be read (a line
     cut short by a crash, or edited by hand). A missing file has no rows."""

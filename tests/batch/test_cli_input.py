@@ -66,6 +66,9 @@ def test_usage_errors_create_no_results_file_nor_its_folder(tmp_path: Path):
                           "'folder' is a directory")
     _one_line_usage_error(run_cli("batch", "tasks.jsonl", "--out", "tasks.jsonl/r.jsonl", "--no-progress",
                                   cwd=tmp_path), "is not a directory")
+    # Predictions that could not be written after the batch: said before it starts.
+    _one_line_usage_error(run_cli("batch", "tasks.jsonl", "--out", "r.jsonl", "--swebench", "tasks.jsonl/p.jsonl",
+                                  "--no-progress", cwd=tmp_path), "cannot make the predictions file")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "tasks.jsonl"]
     assert not any((tmp_path / "folder").iterdir())
 
