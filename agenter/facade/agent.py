@@ -18,6 +18,7 @@ from agenter._types import Budget, CodingRequest, CodingResult, CodingStatus, Us
 from agenter.backends import BackendCapabilities, BackendSettings, BaseBackend, load_backend
 from agenter.backends.capabilities import Mode, check_mode
 from agenter.host.redact import Redactor
+from agenter.sandbox.folder_lock import claim_folder
 from agenter.tools import Tool, as_tool
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ class AutonomousCodingAgent:
         """Run the request to the end and return its result."""
         session = self._session(request, request_fields)
         try:
-            async with contextlib.aclosing(session.run()) as events:
+            async with claim_folder(session.request.cwd, self.mode), contextlib.aclosing(session.run()) as events:
                 async for _ in events:
                     pass
         finally:
@@ -153,7 +154,7 @@ class AutonomousCodingAgent:
         """
         session = self._session(request, request_fields)
         try:
-            async with contextlib.aclosing(session.run()) as events:
+            async with claim_folder(session.request.cwd, self.mode), contextlib.aclosing(session.run()) as events:
                 async for event in events:
                     yield event
                     if event.type is CodingEventType.SESSION_END and session.result is not None:
