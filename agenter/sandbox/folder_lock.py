@@ -12,7 +12,7 @@ in a folder of this user's (`/run/user/UID/agenter/folders` when that exists, el
 `$TMPDIR/agenter-UID/folders`). So two processes, and two runs of one process, meet on the same
 file; nothing is written into the workspace; the kernel drops the lock when the holder's process
 ends, so a crashed run leaves no stale lock. The last holder removes the file (a killed
-holder's file stays, unlocked and 0-5 bytes, until the next run in that folder removes it).
+holder's file stays, unlocked and a few bytes long, until the next run in that folder removes it).
 
 Limits: the folder itself, not the folders in it (a run in `repo/` and one in `repo/sub/` are
 not refused, though the first sees what the second writes); runs of another user, or on another
