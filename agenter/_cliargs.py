@@ -1,7 +1,9 @@
 """Flag handling the command lines share (`agenter run`, `agenter plan`, `agenter batch`).
 
 Each command checks its flags before anything starts and reports problems in the flags' own
-words; the budget flags and `--option KEY=VALUE` mean the same on all of them.
+words; the budget flags and `--option KEY=VALUE` mean the same on all of them. Input files they
+name (a tasks file, a plan) are read by `read_text_input`, which says in one line why a file is
+not text.
 """
 
 from __future__ import annotations
@@ -9,9 +11,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
+
+#: How compressed files and archives begin: a file that starts so is named for what it is.
+_PACKED = ((b"\x1f\x8b", "gzip-compressed"), (b"BZh", "bzip2-compressed"), (b"\xfd7zXZ\x00", "xz-compressed"),
+           (b"\x28\xb5\x2f\xfd", "zstd-compressed"), (b"PK\x03\x04", "a zip archive"))
 
 #: Budget flags (argparse dest) → Budget field.
 BUDGET_FLAGS = {"max_cost": "max_cost_usd", "max_tokens": "max_tokens", "max_time": "max_time_seconds",
@@ -79,34 +87,38 @@ def not_text_problem(label: str, value: str | None) -> str | None:
     return None
 
 
-#: The first bytes of compressed files, named in the message for a file that is not text.
-_COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"PK\x03\x04": "zip",
-               b"\x28\xb5\x2f\xfd": "zstd"}
-
-
-def read_text_file(path: str, what: str) -> str:
-    """The UTF-8 text of a file the user named (`-`: standard input). Raises ValueError with one
-    line that names the file and what is wrong: missing, unreadable, compressed or binary."""
+def read_text_file(path: str | os.PathLike[str], what: str) -> str:
+    """The text of a file the user named (`-`: standard input), or a ValueError saying in one line
+    why there is none: missing or unreadable, compressed, not UTF-8, binary. `what` names the file
+    in the message ("the tasks file"). A UTF-8 byte-order mark is dropped."""
     import sys
 
+    name = f"{what} {os.fspath(path)!r}"
     try:
-        if path == "-":
-            data = sys.stdin.buffer.read()
-        else:
-            with open(path, "rb") as handle:
-                data = handle.read()
+        data = sys.stdin.buffer.read() if os.fspath(path) == "-" else Path(path).expanduser().read_bytes()
     except OSError as exc:
-        raise ValueError(f"cannot read {what} {path!r}: {exc.strerror or exc}") from None
-    kind = next((name for magic, name in _COMPRESSED.items() if data.startswith(magic)), None)
-    if kind is not None:
-        raise ValueError(f"cannot read {what} {path!r}: it is {kind}-compressed, not text")
+        raise ValueError(f"cannot read {name}: {exc.strerror or exc}") from None
+    for start, kind in _PACKED:
+        if data.startswith(start):
+            raise ValueError(f"cannot read {name}: it is {kind}, not text; decompress it first")
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ValueError(f"cannot read {what} {path!r}: not UTF-8 text") from None
-    if "\x00" in text:
-        raise ValueError(f"cannot read {what} {path!r}: it contains NUL bytes, so it is not text")
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"cannot read {name}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                         f"{exc.start}); is it a binary file?") from None
+    if "\0" in text:
+        raise ValueError(f"cannot read {name}: it holds NUL bytes, so it is not text; is it a binary file?")
     return text
+
+
+def read_text_input(path: str | os.PathLike[str], what: str, *, parameter: str) -> str:
+    """read_text_file's text, or a ConfigurationError for `parameter` with its one line."""
+    from agenter._errors import ConfigurationError
+
+    try:
+        return read_text_file(path, what)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc), parameter=parameter) from None
 
 
 #: Keyword spellings in agenter's messages → how they are given on the command line. Backend

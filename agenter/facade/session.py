@@ -33,6 +33,7 @@ from agenter._errors import BudgetExceededError, ConfigurationError
 from agenter._events import CodingEvent, CodingEventType
 from agenter._types import Budget, CodingRequest, CodingResult, Usage
 from agenter.backends.base import SessionSpec
+from agenter.sandbox.folder_lock import claim_folder
 from agenter.session.budget import TIME, BudgetTracker, Limits
 from agenter.session.loop import CANCEL_GRACE_SECONDS, CodingRun
 from agenter.session.modes import output_type_for
@@ -80,6 +81,7 @@ class AgentSession:
         self._iterations = 0
         self._files: dict[str, str | None] = {}
         self.results: list[CodingResult] = []
+        self._folder = claim_folder(template.cwd, config.mode)  # held from open to close
 
     # ------------------------------------------------------------------ state
     @property
@@ -138,6 +140,7 @@ class AgentSession:
         if self._state != "new":
             raise ConfigurationError("a session is opened once; make a new one with agent.session(...)",
                                      parameter="session")
+        self._folder.acquire()  # FolderBusyError while another run works in cwd
         self._state = "opening"
         config = self._config
         if self.budget is not None:
@@ -217,6 +220,7 @@ class AgentSession:
         if backend is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(backend.disconnect(), CANCEL_GRACE_SECONDS * 2)
+        self._folder.release()
         self._state = "closed"
         usage = self.usage
         if self._single and self.results:

@@ -15,6 +15,7 @@ from typing import Any
 
 from agenter._errors import RequirementError
 from agenter.batch._models import BatchRow, BatchTask, RayOptions, TaskCap, TaskDefaults
+from agenter.batch._results import crash_row
 from agenter.batch._runner import RunSettings, run_task
 
 #: Ray failures that mean the worker (or its node) went away, not that the task failed.
@@ -22,7 +23,8 @@ _LOST = ("WorkerCrashedError", "NodeDiedError", "OutOfMemoryError", "LocalRaylet
          "OwnerDiedError")
 
 
-def _import_ray() -> Any:
+def import_ray() -> Any:
+    """The ray module, or a RequirementError naming the extra that installs it."""
     try:
         import ray
     except ImportError:
@@ -47,7 +49,7 @@ class RayExecutor:
     """Submits each task as a Ray task and awaits its row (see the module docstring)."""
 
     def __init__(self, defaults: TaskDefaults, settings: RunSettings, options: RayOptions, *, concurrency: int):
-        ray = self._ray = _import_ray()
+        ray = self._ray = import_ray()
         self.options = options
         self._owns_cluster = False
         if not ray.is_initialized():
@@ -68,8 +70,6 @@ class RayExecutor:
         self._shared = ray.put((defaults, settings))
 
     async def run(self, task: BatchTask, cap: TaskCap | None, on_cost: Any) -> BatchRow:
-        from agenter.batch._engine import crash_row
-
         ref = self._remote.remote(task.model_dump(mode="json"), self._shared, cap)
         try:
             data = await ref
