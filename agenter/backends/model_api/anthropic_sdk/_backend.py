@@ -38,6 +38,37 @@ from agenter.backends.base import (
     SessionSpec,
     ToolReply,
 )
+from agenter.backends.model_api._harness.builtin import (
+    READ_TOOLS,
+    PermitGate,
+    Relay,
+    ReplyTool,
+    TurnExecutor,
+    custom_tool_spec,
+    file_tool_spec,
+    shell_spec,
+    text_editor_spec,
+)
+from agenter.backends.model_api._harness.files import (
+    FILE_TOOL_DEFINITIONS,
+    FILE_TOOL_NAMES,
+    MAX_OUTPUT_CHARS,
+    TEXT_EDITOR_TOOL_DEFINITION,
+    TEXT_EDITOR_TOOL_NAME,
+    FileToolbox,
+)
+from agenter.backends.model_api._harness.shell import (
+    BASH_TOOL_NAME,
+    RESULT_CHARS,
+    ShellSandbox,
+    bash_tool_definition,
+    hidden_home_paths,
+    network_allowed,
+    probe_sandbox,
+    run_shell,
+    shell_env,
+    timeout_of,
+)
 from agenter.backends.model_api.anthropic_sdk._conversation import (
     CACHE_MARK,
     SKIPPED_RESULT,
@@ -55,14 +86,6 @@ from agenter.backends.model_api.anthropic_sdk._conversation import (
     tool_result,
     with_cache_marks,
 )
-from agenter.backends.model_api.anthropic_sdk._file_tools import (
-    FILE_TOOL_DEFINITIONS,
-    FILE_TOOL_NAMES,
-    MAX_OUTPUT_CHARS,
-    TEXT_EDITOR_TOOL_DEFINITION,
-    TEXT_EDITOR_TOOL_NAME,
-    FileToolbox,
-)
 from agenter.backends.model_api.anthropic_sdk._options import DEFAULT_BEDROCK_MODEL, DEFAULT_MODEL, AnthropicSDKOptions
 from agenter.backends.model_api.anthropic_sdk._retry import (
     RetryPolicy,
@@ -70,29 +93,6 @@ from agenter.backends.model_api.anthropic_sdk._retry import (
     error_message,
     error_type,
     is_transport_error,
-)
-from agenter.backends.model_api.anthropic_sdk._shell import (
-    BASH_TOOL_NAME,
-    RESULT_CHARS,
-    ShellSandbox,
-    bash_tool_definition,
-    hidden_home_paths,
-    network_allowed,
-    probe_sandbox,
-    run_shell,
-    shell_env,
-    timeout_of,
-)
-from agenter.backends.model_api.anthropic_sdk._tools import (
-    READ_TOOLS,
-    PermitGate,
-    Relay,
-    ReplyTool,
-    TurnExecutor,
-    custom_tool_spec,
-    file_tool_spec,
-    shell_spec,
-    text_editor_spec,
 )
 from agenter.host.requirements import Credentials, PythonPackage, Requirement
 from agenter.sandbox.confine import ShellSandboxAvailable, choose_mechanism, unavailable_reason
