@@ -17,16 +17,15 @@ from pydantic import BaseModel
 from agenter import AutonomousCodingAgent, Budget, CodingStatus
 from agenter._errors import BackendError, ConfigurationError
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
-from agenter.backends.model_api._harness.files import FileToolbox, glob_to_regex
-from agenter.backends.model_api.anthropic_sdk import AnthropicSDKBackend, AnthropicSDKOptions
-from agenter.backends.model_api.anthropic_sdk._conversation import (
-    StreamAccumulator,
+from agenter.backends.model_api._harness.conversation import (
     append_user_content,
     close_open_tool_uses,
     invariant_violations,
     tool_result,
-    with_cache_marks,
 )
+from agenter.backends.model_api._harness.files import FileToolbox, glob_to_regex
+from agenter.backends.model_api.anthropic_sdk import AnthropicSDKBackend, AnthropicSDKOptions
+from agenter.backends.model_api.anthropic_sdk._events import StreamAccumulator, with_cache_marks
 from agenter.sandbox.paths import PathResolver
 from agenter.testing import conformance, disconnect, hang, http_error, refusal_reply, reply, text, tool_call
 from agenter.tools import tool

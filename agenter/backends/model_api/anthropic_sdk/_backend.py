@@ -49,6 +49,18 @@ from agenter.backends.model_api._harness.builtin import (
     shell_spec,
     text_editor_spec,
 )
+from agenter.backends.model_api._harness.conversation import (
+    SKIPPED_RESULT,
+    append_user_content,
+    close_open_tool_uses,
+    compact,
+    compaction_boundary,
+    estimate_tokens,
+    mechanical_summary,
+    render_transcript,
+    summarized_part,
+    tool_result,
+)
 from agenter.backends.model_api._harness.files import (
     FILE_TOOL_DEFINITIONS,
     FILE_TOOL_NAMES,
@@ -69,21 +81,11 @@ from agenter.backends.model_api._harness.shell import (
     shell_env,
     timeout_of,
 )
-from agenter.backends.model_api.anthropic_sdk._conversation import (
+from agenter.backends.model_api.anthropic_sdk._events import (
     CACHE_MARK,
-    SKIPPED_RESULT,
     StreamAccumulator,
     StreamedBlock,
     api_usage,
-    append_user_content,
-    close_open_tool_uses,
-    compact,
-    compaction_boundary,
-    estimate_tokens,
-    mechanical_summary,
-    render_transcript,
-    summarized_part,
-    tool_result,
     with_cache_marks,
 )
 from agenter.backends.model_api.anthropic_sdk._options import DEFAULT_BEDROCK_MODEL, DEFAULT_MODEL, AnthropicSDKOptions
