@@ -579,7 +579,7 @@ async def test_without_bash_the_model_is_told_there_is_no_shell(scripted_model_s
 
 @agent_test
 async def test_cancelled_parallel_batch_answers_every_call_once(scripted_model_server, repo):
-    from agenter.backends.model_api.anthropic_sdk._conversation import invariant_violations
+    from agenter.backends.model_api._harness.conversation import invariant_violations
 
     started: list[int] = []
     everyone = asyncio.Event()
