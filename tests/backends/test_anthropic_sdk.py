@@ -924,7 +924,7 @@ def test_malformed_tool_input_without_cutoff_is_reported():
 def test_retry_delay_honours_the_server_within_the_cap():
     import email.utils
 
-    from agenter.backends.model_api.anthropic_sdk._retry import retry_delay
+    from agenter.host.retry import retry_delay
 
     assert retry_delay(0, {"retry-after-ms": "250"}, 60) == 0.25
     assert retry_delay(0, {"retry-after": "3"}, 60) == 3.0

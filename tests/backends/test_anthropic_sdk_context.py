@@ -20,6 +20,7 @@ from agenter import AutonomousCodingAgent, CodingStatus
 from agenter._errors import BackendError
 from agenter._events import CodingEventType
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
+from agenter.backends.model_api._harness.compaction import SUMMARY_MAX_TOKENS, SUMMARY_SYSTEM
 from agenter.backends.model_api._harness.conversation import (
     SUMMARY_MARK,
     compact,
@@ -32,13 +33,8 @@ from agenter.backends.model_api._harness.conversation import (
     summarized_part,
     tool_result,
 )
+from agenter.backends.model_api._harness.prompts import CONTEXT_NUDGE, CUTOFF_NUDGE
 from agenter.backends.model_api.anthropic_sdk import AnthropicSDKBackend, AnthropicSDKOptions
-from agenter.backends.model_api.anthropic_sdk._backend import (
-    CONTEXT_NUDGE,
-    CUTOFF_NUDGE,
-    SUMMARY_MAX_TOKENS,
-    SUMMARY_SYSTEM,
-)
 from agenter.backends.model_api.anthropic_sdk._events import StreamAccumulator
 from agenter.testing import http_error, reply, text, tool_call
 

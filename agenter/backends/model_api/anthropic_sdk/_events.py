@@ -5,15 +5,19 @@ the cache marks of a request: what only the Anthropic wire knows. Pure, no I/O.
 from __future__ import annotations
 
 import copy
-import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agenter._types import Usage
+from agenter.backends.model_api._harness.wire import BlockStream, Stop, StreamedBlock, WireResponse
 
 CACHE_MARK = {"type": "ephemeral"}
 #: Stop reasons that cut a response off: its last block may be incomplete.
 CUT_OFF_STOPS = frozenset({"max_tokens", "model_context_window_exceeded"})
+#: The stop reasons with a word of their own in the wire protocol.
+_STOPS: dict[str, Stop] = {"tool_use": "tool_use", "max_tokens": "max_tokens",
+                           "model_context_window_exceeded": "context_length", "refusal": "refusal"}
 
 
 def _get(obj: Any, key: str, default: Any = None) -> Any:
@@ -24,64 +28,21 @@ def _get(obj: Any, key: str, default: Any = None) -> Any:
 
 
 @dataclass
-class StreamedBlock:
-    type: str
-    text: str = ""
-    thinking: str = ""
-    signature: str = ""
-    data: str = ""  # redacted_thinking
-    tool_id: str = ""
-    tool_name: str = ""
-    json_buffer: str = ""
-    tool_input: dict[str, Any] | None = None
-    input_error: str | None = None
-    stopped: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def finish(self) -> None:
-        self.stopped = True
-        if self.type == "tool_use":
-            if self.tool_input is not None and not self.json_buffer:
-                return
-            try:
-                parsed = json.loads(self.json_buffer) if self.json_buffer.strip() else {}
-            except json.JSONDecodeError as exc:
-                self.input_error = f"tool input is not valid JSON ({exc.msg})"
-                parsed = {}
-            if not isinstance(parsed, dict):
-                self.input_error = "tool input must be a JSON object"
-                parsed = {}
-            self.tool_input = parsed
-
-    @property
-    def complete(self) -> bool:
-        return self.stopped and (self.type != "tool_use" or self.input_error is None)
-
-    def to_param(self) -> dict[str, Any] | None:
-        """The block as it goes back to the API in the assistant message (None: leave it out)."""
-        if self.type == "text":
-            return {"type": "text", "text": self.text} if self.text else None
-        if self.type == "thinking":
-            return {"type": "thinking", "thinking": self.thinking, "signature": self.signature}
-        if self.type == "redacted_thinking":
-            return {"type": "redacted_thinking", "data": self.data}
-        if self.type == "tool_use":
-            return {"type": "tool_use", "id": self.tool_id, "name": self.tool_name,
-                    "input": self.tool_input or {}}
-        return self.extra or None
-
-
-@dataclass
 class StreamAccumulator:
-    """Builds one assistant response from raw Messages stream events."""
+    """Builds one assistant response from raw Messages stream events (the SDK's event objects
+    or plain dicts)."""
 
-    blocks: dict[int, StreamedBlock] = field(default_factory=dict)
+    stream: BlockStream = field(default_factory=BlockStream)
     stop_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
     finished: bool = False  # message_stop seen
 
+    @property
+    def blocks(self) -> dict[int, StreamedBlock]:
+        return self.stream.blocks
+
     def reset(self) -> None:
-        self.blocks = {}
+        self.stream = BlockStream()
         self.stop_reason = None
         self.usage = Usage()
         self.finished = False
@@ -89,17 +50,18 @@ class StreamAccumulator:
     def feed(self, event: Any) -> StreamedBlock | None:
         """Apply one event; returns the block that just completed (content_block_stop)."""
         kind = _get(event, "type")
+        blocks = self.stream.blocks
         if kind == "message_start":
             self._take_usage(_get(_get(event, "message"), "usage"))
         elif kind == "content_block_start":
-            self.blocks[int(_get(event, "index", len(self.blocks)))] = _started_block(_get(event, "content_block"))
+            blocks[int(_get(event, "index", len(blocks)))] = _started_block(_get(event, "content_block"))
         elif kind == "content_block_delta":
-            block = self.blocks.get(int(_get(event, "index", -1)))
+            block = blocks.get(int(_get(event, "index", -1)))
             delta = _get(event, "delta")
             if block is not None and delta is not None:
                 _apply_delta(block, delta)
         elif kind == "content_block_stop":
-            stopped = self.blocks.get(int(_get(event, "index", -1)))
+            stopped = blocks.get(int(_get(event, "index", -1)))
             if stopped is not None:
                 stopped.finish()
                 return stopped
@@ -117,35 +79,42 @@ class StreamAccumulator:
         if usage is not None:  # message_delta counts are cumulative for the message
             self.usage = api_usage(usage, self.usage)
 
-    def content(self) -> list[dict[str, Any]]:
-        """Assistant content to keep in the history.
+    @property
+    def cut_off(self) -> bool:
+        return self.stop_reason in CUT_OFF_STOPS
 
-        A tool_use block cut off at the output limit or the context window (never stopped, or
-        its JSON incomplete) is dropped: the model never finished asking for it, so there is
-        nothing to answer.
-        """
-        params: list[dict[str, Any]] = []
-        cut_off = self.stop_reason in CUT_OFF_STOPS
-        for index in sorted(self.blocks):
-            block = self.blocks[index]
-            if block.type == "tool_use" and not block.complete and cut_off:
-                continue
-            if block.type == "thinking" and not block.signature and cut_off:
-                continue  # cut off before its signature: the API would refuse it back
-            if not block.stopped and block.type != "tool_use":
-                block.finish()
-            param = block.to_param()
-            if param is not None:
-                params.append(param)
-        return params
+    def content(self) -> list[dict[str, Any]]:
+        """Assistant content to keep in the history (the cut-off rule: BlockStream.content)."""
+        return self.stream.content(cut_off=self.cut_off)
 
     def input_errors(self) -> dict[str, str]:
         """tool_use id -> why its input could not be used (kept blocks only)."""
-        return {b.tool_id: b.input_error for b in self.blocks.values()
-                if b.type == "tool_use" and b.input_error and self.stop_reason not in CUT_OFF_STOPS}
+        return self.stream.input_errors(cut_off=self.cut_off)
 
     def text(self) -> str:
-        return "".join(self.blocks[i].text for i in sorted(self.blocks) if self.blocks[i].type == "text")
+        return self.stream.text()
+
+    def response(self) -> WireResponse:
+        """The finished response in the harness's terms."""
+        return WireResponse(content=self.content(), stop=neutral_stop(self.stop_reason), usage=self.usage,
+                            stop_detail=self.stop_reason, input_errors=self.input_errors())
+
+
+def neutral_stop(reason: str | None) -> Stop:
+    """The Messages API's stop_reason in the wire protocol's vocabulary (end_turn, stop_sequence,
+    pause_turn and reasons not known here are "end")."""
+    return _STOPS.get(reason or "", "end")
+
+
+def text_delta(event: Any) -> str | None:
+    """The text of a text_delta stream event (None for any other event)."""
+    if _get(event, "type") != "content_block_delta":
+        return None
+    delta = _get(event, "delta")
+    if _get(delta, "type") != "text_delta":
+        return None
+    text = _get(delta, "text")
+    return text if isinstance(text, str) else None
 
 
 def api_usage(usage: Any, base: Usage | None = None) -> Usage:
@@ -195,8 +164,7 @@ def _apply_delta(block: StreamedBlock, delta: Any) -> None:
         block.signature = _get(delta, "signature", "")
 
 
-
-def with_cache_marks(messages: list[dict[str, Any]], breakpoints: int = 2) -> list[dict[str, Any]]:
+def with_cache_marks(messages: Sequence[dict[str, Any]], breakpoints: int = 2) -> list[dict[str, Any]]:
     """A copy of `messages` with cache_control on the last block of the last `breakpoints`
     user messages: the newest one is written to the cache, the one before it is read back."""
     marked = list(messages)
