@@ -54,7 +54,7 @@ from agenter.sandbox.confine import choose_mechanism, unavailable_reason
 from agenter.tools.executor import ToolResult, ToolUse
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Mapping
 
     from agenter.backends.model_api._harness.loop import HarnessBackend
     from agenter.permissions import PermissionGate
@@ -189,7 +189,7 @@ class ToolRunner:
         return name == REFUSAL_TOOL_NAME or (
             name == STRUCTURED_OUTPUT_TOOL_NAME and self.backend.spec.output_type is not None)
 
-    async def run_tools(self, content: list[dict[str, Any]], input_errors: dict[str, str] | Any,
+    async def run_tools(self, content: list[dict[str, Any]], input_errors: Mapping[str, str],
                         results: list[dict[str, Any]]) -> AsyncIterator[BackendMessage]:
         """Answer every tool_use of one response, in order, into `results`.
 
