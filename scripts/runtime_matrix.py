@@ -47,8 +47,8 @@ PARTS = {
 FAMILIES = {
     "agents": ("`BaseBackend`", "`_connect`, `_turn`, `_disconnect`: an agent SDK or protocol driven in process"),
     "cli": ("`CliBackend` (`cli/_base.py`)", "`command`, `parse_event`, optionally `prepare`, `answer`, `conclude`"),
-    "model_api": ("`BaseBackend` + the family's modules (`_completion.py`)",
-                  "a model API driven by agenter's own agent: its client and wire"),
+    "model_api": ("`HarnessBackend` (`model_api/_harness/`; `_completion.py` for the context path)",
+                  "a model API driven by agenter's own agent: its options, `loop_config`, `_open_wire` and its wire"),
 }
 
 

@@ -16,7 +16,7 @@ CONTEXT_NUDGE = ("Your last response was cut off: the conversation had filled th
 
 #: How the model works with its tools; the shared instructions follow it.
 TOOL_GUIDANCE = """\
-You are an autonomous coding agent. You work in the repository at {cwd} (the working directory).
+You are an autonomous coding agent. You work in a repository: the working directory.
 
 How to work:
 - Inspect before you change: list directories, glob, grep and read the files that matter.
@@ -36,8 +36,7 @@ NO_SHELL_GUIDANCE = """\
   and their findings come back to you as a new message if something must be fixed."""
 
 READ_ONLY_GUIDANCE = """\
-You are a coding agent in a read-only session. You work in the repository at {cwd} (the working
-directory).
+You are a coding agent in a read-only session. You work in a repository: the working directory.
 
 How to work:
 - Read, list, glob and grep the files that matter; paths are relative to the working directory.
@@ -47,8 +46,12 @@ How to work:
 
 
 def tool_guidance(*, cwd: str, shell: bool, read_only: bool) -> str:
-    """The guidance that opens the system prompt."""
+    """The guidance that opens the system prompt. Never the workspace's absolute path: it tells
+    the model nothing its tools need (their paths are relative), sends a local path to the
+    provider, and makes the prompt (and a cached or seeded answer) depend on where the
+    repository lies. (`cwd` is kept for callers; it is not used.)"""
+    del cwd
     if read_only:
         return READ_ONLY_GUIDANCE.format(
-            cwd=cwd, shell=" (run only commands that read: the others are refused)" if shell else "")
-    return TOOL_GUIDANCE.format(cwd=cwd, shell=SHELL_GUIDANCE if shell else NO_SHELL_GUIDANCE)
+            shell=" (run only commands that read: the others are refused)" if shell else "")
+    return TOOL_GUIDANCE.format(shell=SHELL_GUIDANCE if shell else NO_SHELL_GUIDANCE)
