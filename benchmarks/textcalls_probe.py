@@ -39,7 +39,7 @@ from agenter.backends.model_api._harness.textcalls import (
     parse_calls,
     to_text_messages,
 )
-from agenter.backends.model_api.anthropic_sdk._file_tools import FILE_TOOL_DEFINITIONS
+from agenter.backends.model_api._harness.files import FILE_TOOL_DEFINITIONS
 
 #: The bash tool as the harness offers it (its description shortened: the sandbox lines vary).
 BASH_TOOL = {
