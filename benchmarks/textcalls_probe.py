@@ -32,6 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
+from agenter.backends.model_api._harness.files import FILE_TOOL_DEFINITIONS
 from agenter.backends.model_api._harness.textcalls import (
     STOP_SEQUENCES,
     describe_tools,
@@ -39,7 +40,6 @@ from agenter.backends.model_api._harness.textcalls import (
     parse_calls,
     to_text_messages,
 )
-from agenter.backends.model_api._harness.files import FILE_TOOL_DEFINITIONS
 
 #: The bash tool as the harness offers it (its description shortened: the sandbox lines vary).
 BASH_TOOL = {
