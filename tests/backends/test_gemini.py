@@ -22,6 +22,7 @@ from agenter import AutonomousCodingAgent, Budget, CodingStatus
 from agenter._errors import BackendError, ConfigurationError
 from agenter.backends._prompts import STRUCTURED_OUTPUT_TOOL_NAME
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
+from agenter.backends.model_api._harness.compaction import SUMMARY_MAX_TOKENS, SUMMARY_SYSTEM
 from agenter.backends.model_api._harness.conversation import invariant_violations
 from agenter.backends.model_api._harness.wire import BlockDone, Delta, WireRequest
 from agenter.backends.model_api.gemini import GeminiBackend, GeminiOptions
@@ -516,6 +517,16 @@ async def test_failures_are_classified_not_retried_and_keep_no_key(scripted_mode
 
 
 @agent_test
+async def test_a_quota_429_is_retried_then_a_quota_error(scripted_model_server, repo):
+    server = scripted_model_server(default=http_error(
+        429, "Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests"))
+    with pytest.raises(BackendError) as caught:
+        await one_turn(make_backend(server, max_retries=1), repo)
+    assert caught.value.kind == "quota" and caught.value.status_code == 429
+    assert len(server.model_requests) == 2
+
+
+@agent_test
 async def test_dropped_stream_is_retried(scripted_model_server, repo):
     server = scripted_model_server([
         disconnect(after_events=2, reply=reply(text("partial answer that gets cut " * 4))),
@@ -576,6 +587,44 @@ async def test_max_tokens_cutoff_is_recovered(scripted_model_server, repo):
     parts = bodies[2]["contents"][-1]["parts"]
     assert "functionResponse" in parts[0] and "text" in parts[-1]
     assert invariant_violations(backend.messages) == []
+
+
+def _context_window(limit: int, summary: str) -> Any:
+    """A handler playing a model whose context window holds `limit` characters of contents: a
+    request over it gets the API's 400 body; the compaction's summary request gets `summary`."""
+    def handle(request: Any) -> Any:
+        if SUMMARY_SYSTEM in json.dumps(request.body.get("systemInstruction")):
+            return reply(text(summary))
+        size = len(json.dumps(request.body["contents"]))
+        if size > limit:
+            return http_error(400, f"The input token count ({size // 4}) exceeds the maximum number of tokens "
+                                   f"allowed ({limit // 4}).", error_type="INVALID_ARGUMENT")
+        return None  # the script answers
+    return handle
+
+
+@agent_test
+async def test_a_prompt_too_long_is_compacted_through_an_unstreamed_summary(scripted_model_server, repo):
+    for name in ("big1.txt", "big2.txt"):
+        (repo / name).write_text("".join(f"{name} line {i:04d}: lorem ipsum dolor sit amet\n" for i in range(600)))
+    server = scripted_model_server([
+        reply(tool_call("read_file", {"path": "big1.txt"})),
+        reply(tool_call("read_file", {"path": "big2.txt"})),
+        reply(tool_call("write_file", {"path": "notes.txt", "content": "both files read\n"})),
+        reply(text("done")),
+    ], handler=_context_window(50_000, "SUMMARY-9c1: read big1.txt in full; next is big2.txt."))
+    result = await make_agent(server).execute("Read both big files, then write notes.txt", cwd=repo)
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert (repo / "notes.txt").read_text() == "both files read\n"
+    requests = server.model_requests
+    overflow = next(i for i, r in enumerate(requests) if r.status == 400)
+    summary, after = requests[overflow + 1], requests[overflow + 2]
+    assert summary.path.endswith(":generateContent")  # ModelWire.complete: one unstreamed request
+    assert summary.body["generationConfig"]["maxOutputTokens"] == SUMMARY_MAX_TOKENS
+    assert "big1.txt" in summary.body["contents"][0]["parts"][0]["text"]
+    first = after.body["contents"][0]["parts"]
+    assert first[0]["text"] == "Read both big files, then write notes.txt" and "SUMMARY-9c1" in first[1]["text"]
+    assert len(json.dumps(after.body["contents"])) <= 50_000 and after.status == 200
 
 
 @agent_test

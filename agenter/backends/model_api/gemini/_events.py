@@ -16,10 +16,11 @@ signature closes it; a signature on a part of its own goes to the response's fir
 call when no call has one (where the API puts it for a step with calls), else to the block
 before it when that is unsigned, else into a block of its own.
 
-Function call ids. Gemini 3 gives each call an id and matches the function response by it;
-older models give none, and then calls are matched by name and order. A call without an id gets
-one here ("synthetic_id" marks it), so that the harness can pair its result, and it is sent
-back without it, as the model wrote it.
+Function call ids. A call that comes with an id is answered by a function response with that
+id; a model that sends none (and an API version without the field) matches calls by name and
+order. A call without an id gets one here ("synthetic_id" marks it), so that the harness can
+pair its result, and it is sent back without it, as the model wrote it: an id goes to the API
+only where the API gave it.
 """
 
 from __future__ import annotations
