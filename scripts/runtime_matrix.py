@@ -30,6 +30,9 @@ PER_SETTINGS = "depends on its settings: the agent program and its mode (docs/pe
 PARTS = {
     "_version": "the version", "_types": "requests, results, budgets, usage (pydantic models)",
     "_events": "the event vocabulary", "_errors": "the exception tree",
+    "_compat": "agenter 0.1.7's names: deprecation warnings, what replaces the removed ones",
+    "logging": "agenter 0.1.7's `agenter.logging` (deprecated)",
+    "data_models": "agenter 0.1.7's `agenter.data_models` (deprecated)",
     "host": "processes (one kill policy), redaction, requirement probes, retry delays",
     "usage": "the usage ledger and prices (genai-prices)", "_logging": "logging set-up",
     "_cliargs": "command-line argument helpers",
