@@ -217,6 +217,17 @@ async def test_budget_exceeded_error_limit_type_and_value(tmp_path: Path):
     with pytest.deprecated_call(match=r"BudgetExceededError\.limit"):
         assert error.limit_type == "tokens"
 
+    def half(ctx: TurnContext):  # a session's budget: the figures are the session's
+        ctx.use(input_tokens=150, output_tokens=50)
+        return [ctx.write(f"f{ctx.iteration}{len(ctx.prompt)}.py", "A = 1\n"), "done"]
+
+    agent = function_agent(half, raise_on_budget_exceeded=True)
+    async with agent.session(tmp_path, budget=Budget(max_tokens=300)) as session:
+        await session.execute("one")
+        with pytest.raises(BudgetExceededError) as raised:
+            await session.execute("two, longer")
+    assert (raised.value.limit, raised.value.limit_value, raised.value.actual_value) == ("tokens", 300, 400)
+
 
 REPLACEMENTS = {
     "ValidationError": "validation_errors", "ToolExecutionError": "error result", "BudgetMeter": "Budget",
