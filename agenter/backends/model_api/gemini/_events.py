@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agenter._types import Usage
+from agenter.backends._genai import api_usage
 from agenter.backends.model_api._harness.wire import Block, BlockDone, Delta, Message, Stop, WireRequest, WireResponse
 
 #: Finish reasons that mean the provider stopped the answer for its content (the turn ends refused).
@@ -212,16 +213,6 @@ def thinking_config(thinking: str | int | None, effort: str | None, *, include_t
 
 
 # ---------------------------------------------------------------------- the response
-
-
-def api_usage(metadata: Any) -> Usage:
-    """Gemini's usage_metadata as agenter's Usage: input is the prompt less its cached part (plus
-    the tool-use prompt), output the candidates and the thoughts (billed as output)."""
-    prompt = int(_get(metadata, "prompt_token_count", 0))
-    cached = int(_get(metadata, "cached_content_token_count", 0))
-    tool_prompt = int(_get(metadata, "tool_use_prompt_token_count", 0))
-    output = int(_get(metadata, "candidates_token_count", 0)) + int(_get(metadata, "thoughts_token_count", 0))
-    return Usage(input_tokens=max(prompt - cached, 0) + tool_prompt, output_tokens=output, cache_read_tokens=cached)
 
 
 @dataclass
