@@ -24,10 +24,13 @@ from agenter._errors import ConfigurationError
 from agenter._types import Usage
 from agenter.backends._failures import Failure, StreamIncomplete, is_transport_error
 
-__all__ = ["MISSING_KEY", "api_key_of", "api_usage", "genai_failure", "make_genai_client"]
+__all__ = ["MISSING_KEY", "REFUSAL_REASONS", "api_key_of", "api_usage", "genai_failure", "make_genai_client"]
 
 MISSING_KEY = ("no Gemini API key: set GEMINI_API_KEY (or GOOGLE_API_KEY) or pass api_key=... "
                "(or gemini_vertex=True with Application Default Credentials)")
+#: Finish reasons that mean the provider stopped the answer for its content (the turn ends refused).
+REFUSAL_REASONS = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
+                             "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION"})
 #: A google.rpc.RetryInfo delay ("1.5s") in an error's details.
 _DELAY = re.compile(r"^(\d+(?:\.\d+)?)s$")
 

@@ -34,12 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agenter._types import Usage
-from agenter.backends._genai import api_usage
+from agenter.backends._genai import REFUSAL_REASONS, api_usage
 from agenter.backends.model_api._harness.wire import Block, BlockDone, Delta, Message, Stop, WireRequest, WireResponse
 
-#: Finish reasons that mean the provider stopped the answer for its content (the turn ends refused).
-REFUSAL_REASONS = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
-                             "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION"})
 #: The neutral tool_choice as Gemini's function calling mode.
 CALLING_MODES = {"auto": "AUTO", "any": "ANY", "none": "NONE"}
 #: Prefix of the ids given to calls the model sent without one.
