@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from agenter._errors import BackendError
 from agenter.sandbox.commands import hidden_home_paths, probe_sandbox
-from agenter.sandbox.confine import Confinement, choose_mechanism, unavailable_reason
+from agenter.sandbox.confine import Confinement, choose_mechanism, unavailable_reason, unusable_hint
 
 if TYPE_CHECKING:
     from agenter.permissions import PermissionGate
@@ -28,14 +28,15 @@ __all__ = ["session_confinement"]
 
 async def session_confinement(gate: PermissionGate, *, cwd: Path, prefer: str, network: bool, read_only: bool,
                               tmpdir: str, keep: Sequence[str], env: Mapping[str, str], backend: str,
-                              hint: str | None = None) -> Confinement:
+                              prefix: str = "anthropic") -> Confinement:
     """The Confinement of the session's commands in `cwd`: the policy's extra roots writable, its
     read roots readable, the home's credential files hidden (never `keep`, nor `cwd`), `tmpdir`
     as TMPDIR. Raises BackendError (missing_program) when no mechanism is there and (config)
-    when the chosen one cannot run here; `hint` says what to do in the backend's option names."""
+    when the chosen one cannot run here, saying what to do in the option names of the backend
+    whose options start with `prefix` (`<prefix>_shell`, `<prefix>_shell_sandbox`)."""
     mechanism = choose_mechanism(prefer)
     if mechanism is None:
-        raise BackendError(unavailable_reason(prefer), backend=backend, kind="missing_program")
+        raise BackendError(unavailable_reason(prefer, prefix), backend=backend, kind="missing_program")
     workspace = gate.workspace
 
     def is_credential(path: str) -> bool:
@@ -46,5 +47,5 @@ async def session_confinement(gate: PermissionGate, *, cwd: Path, prefer: str, n
         cwd=cwd, network=network, read_only=read_only, writable=tuple(workspace.extra_roots),
         readable=tuple(dict.fromkeys(workspace.read_roots)), hidden=tuple(hidden),
         program=shutil.which("bwrap") or "bwrap", mechanism=mechanism, tmpdir=tmpdir)
-    await probe_sandbox(confinement, env, backend, hint=hint)
+    await probe_sandbox(confinement, env, backend, hint=unusable_hint(mechanism, prefix))
     return confinement
