@@ -43,7 +43,7 @@ from agenter._types import Usage
 from agenter.backends._failures import Failure, classify_failure, is_transport_error
 from agenter.backends._genai import MISSING_KEY, api_key_of
 from agenter.backends._prompts import REFUSAL_TOOL_DESCRIPTION, REFUSAL_TOOL_NAME, REFUSAL_TOOL_SCHEMA
-from agenter.backends.agents.google_adk._events import TurnEvents, tool_answer
+from agenter.backends.agents.google_adk._events import TurnEvents, refused_beside, tool_answer
 from agenter.backends.agents.google_adk._options import DEFAULT_MODEL, GoogleADKOptions
 from agenter.backends.agents.google_adk._permissions import (
     ENFORCED_KINDS,
@@ -77,6 +77,8 @@ MISSING_ADK_KEY = MISSING_KEY.replace("gemini_vertex", "adk_vertex")
 OPTION_PREFIX = "adk"
 #: Function names the Gemini API takes: a letter or '_' first, at most 64 characters.
 _TOOL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_-]{0,63}$")
+#: The answer to a call made in the same response as the refusal (ADK would run it beside it).
+REFUSED_BESIDE = "Not run: the task was refused in the same response."
 #: A queue item that ends the turn's reading.
 _END = object()
 
@@ -282,7 +284,7 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
         if self.options.adk_shell:
             names.append(SHELL)
         workspace = runtime.Workspace(self.cwd, shell=self._shell, read=self._read, write=self._write)
-        tools: list[Any] = [runtime.environment_toolset(workspace, names)]
+        tools: list[Any] = [runtime.Environment(workspace, names)]
         for tool in self.settings.tools:
             tools.append(runtime.HostTool(tool.name, tool.description, tool.input_schema, self._custom_handler(tool)))
         tools.append(runtime.HostTool(REFUSAL_TOOL_NAME, REFUSAL_TOOL_DESCRIPTION, REFUSAL_TOOL_SCHEMA, self._refuse))
@@ -338,7 +340,14 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
         self._runtime.CURRENT_CALL.set((call_id, name))
         server = self._mcp_server_of.get(name)
         if server is None and name not in self._offered and name not in UNGATED:
-            return None  # not a tool of the agent's: ADK answers that it does not exist
+            # Not a tool this session offered (ADK may still know one by that name): never run.
+            self._denied.add(call_id)
+            return {"error": f"There is no tool named {name!r} in this session."}
+        if name != REFUSAL_TOOL_NAME and (self.refusal() is not None or refused_beside(
+                tool_context.session.events, call_id, REFUSAL_TOOL_NAME)):
+            # ADK runs a response's calls side by side: a refusal in the same response stops the rest.
+            self._denied.add(call_id)
+            return {"error": REFUSED_BESIDE}
         call = tool_call(name, args, self._custom, server)
         if call is not None:
             decision = await self.permit(call)

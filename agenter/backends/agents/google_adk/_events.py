@@ -22,7 +22,7 @@ finish reason); after the tools ran, an event of function responses. What become
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agenter._types import Usage
@@ -30,7 +30,7 @@ from agenter.backends._deltas import DeltaBuffer
 from agenter.backends._genai import REFUSAL_REASONS, api_usage
 from agenter.backends.base import BackendMessage, MessageType
 
-__all__ = ["EVENT_TEXT_LIMIT", "TurnEvents", "tool_answer"]
+__all__ = ["EVENT_TEXT_LIMIT", "TurnEvents", "refused_beside", "tool_answer"]
 
 #: Characters of a tool result an event carries (the model gets the whole result).
 EVENT_TEXT_LIMIT = 20_000
@@ -48,6 +48,17 @@ def tool_answer(response: Any) -> tuple[str, bool]:
     if not texts:
         texts = [json.dumps(dict(response), default=str, ensure_ascii=False)]
     return "\n".join(texts)[:EVENT_TEXT_LIMIT], is_error
+
+
+def refused_beside(events: Sequence[Any], call_id: str, refusal_tool: str) -> bool:
+    """Whether the model response that made call `call_id` (the latest of the session's events
+    holding it) also called the refusal tool."""
+    for event in reversed(events):
+        calls = [_get(part, "function_call") for part in _parts(event)]
+        names = {_get(c, "name") for c in calls if c is not None and _get(c, "id") != call_id}
+        if any(c is not None and _get(c, "id") == call_id for c in calls):
+            return refusal_tool in names
+    return False
 
 
 def _get(obj: Any, key: str) -> Any:

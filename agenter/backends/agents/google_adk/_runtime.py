@@ -4,7 +4,7 @@
 - `Workspace`: an ADK `BaseEnvironment` whose commands and file I/O are the backend's (agenter's
   shell runner and sandbox, the session's PathResolver), so ADK's own environment tools
   (`EnvironmentToolset`: Execute, ReadFile, EditFile, WriteFile) act on the request's cwd the way
-  agenter's tools would;
+  agenter's tools would; `Environment`: that toolset, offering only the tools the session has;
 - `HostTool`: an ADK tool of agenter's (a custom tool, the refusal tool): a declaration from a
   JSON schema and an async handler;
 - `mcp_toolsets`: ADK's `McpToolset` per configured server, the tools it lists known by server;
@@ -38,7 +38,7 @@ from agenter.backends.agents.google_adk._options import MCPServerConfig
 from agenter.host import marked_env
 from agenter.host.redact import Redactor
 
-__all__ = ["APP_NAME", "CURRENT_CALL", "USER_ID", "HostTool", "SessionStore", "Workspace", "build_agent",
+__all__ = ["APP_NAME", "CURRENT_CALL", "USER_ID", "Environment", "HostTool", "SessionStore", "Workspace", "build_agent",
            "build_runner", "mcp_toolsets", "prepare_environment", "run_config", "session_service"]
 
 log = logging.getLogger("agenter.backends.agents.google_adk")
@@ -160,10 +160,38 @@ class HostTool(BaseTool):
         return await self._handler(dict(args or {}), tool_context)
 
 
-def environment_toolset(workspace: Workspace, names: Sequence[str]) -> EnvironmentToolset:
+class Environment(EnvironmentToolset):
     """ADK's environment tools over the workspace, only those named (a read-only session gets
-    ReadFile and Execute)."""
-    return EnvironmentToolset(environment=workspace, tool_filter=list(names))
+    ReadFile and Execute; adk_shell=False drops Execute).
+
+    ADK 2.13's EnvironmentToolset returns all four tools whatever its `tool_filter` says, and
+    its instruction to the model names all four: here the filter holds, and a session without
+    some of them gets an instruction naming only those it has."""
+
+    def __init__(self, workspace: Workspace, names: Sequence[str]):
+        super().__init__(environment=workspace)
+        self._names = frozenset(names)
+        self._workspace = workspace
+
+    async def get_tools(self, readonly_context: Any = None) -> list[BaseTool]:
+        return [tool for tool in await super().get_tools(readonly_context) if tool.name in self._names]
+
+    async def process_llm_request(self, *, tool_context: Any, llm_request: Any) -> None:
+        if self._names >= _ENVIRONMENT_TOOLS:
+            await super().process_llm_request(tool_context=tool_context, llm_request=llm_request)
+            return
+        lines = [f"Your environment is at {self._workspace.working_dir}/.",
+                 "Read files with the ReadFile tool (not cat, head or tail)."]
+        if "Execute" in self._names:
+            lines.append("Run programs, tests and searches with Execute; chain dependent commands with `&&` in "
+                         "one call.")
+        if not self._names & {"EditFile", "WriteFile"}:
+            lines.append("This session has no tool that changes files.")
+        llm_request.append_instructions(["\n".join(lines)])
+
+
+#: The four tools of ADK's EnvironmentToolset.
+_ENVIRONMENT_TOOLS = frozenset({"Execute", "ReadFile", "EditFile", "WriteFile"})
 
 
 def mcp_toolsets(configs: Sequence[MCPServerConfig], cwd: Path, server_of: dict[str, str]) -> tuple[list[Any],
