@@ -12,7 +12,7 @@ import select
 import subprocess
 import time
 
-from test_cli import AGENTER, clean_env, run_cli, stop_process
+from .test_cli import AGENTER, clean_env, run_cli, stop_process
 
 from agenter.testing import ScriptedModelServer, reply, text, tool_call
 

@@ -11,7 +11,7 @@ import gzip
 import subprocess
 
 import pytest
-from test_cli import AGENTER, clean_env, run_cli
+from .test_cli import AGENTER, clean_env, run_cli
 
 from agenter import AutonomousCodingAgent, Budget, CodingRequest, ConfigurationError, ValidationResult
 from agenter.testing import ScriptedModelServer, reply, text, tool_call

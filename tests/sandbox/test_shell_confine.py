@@ -376,7 +376,7 @@ AGENT_SCRIPT = textwrap.dedent('''
 
 
 def run_agent_without_bwrap(tmp_path: Path, options: dict[str, Any], *cwd: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PATH": path_without_bwrap(tmp_path), "PYTHONPATH": str(Path(__file__).parents[1])}
+    env = {**os.environ, "PATH": path_without_bwrap(tmp_path), "PYTHONPATH": str(Path(__file__).parents[2])}
     return subprocess.run([sys.executable, "-c", AGENT_SCRIPT, json.dumps(options), *cwd], env=env,
                           capture_output=True, text=True, timeout=120)
 

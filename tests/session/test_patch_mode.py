@@ -4,7 +4,7 @@ server (Chat Completions, Responses, and LiteLLM pointed at it), files really wr
 Each test scripts what the model proposes and checks what agenter did with it: applied, refused
 with the error sent back for a corrected proposal (the next iteration), or nothing written at all.
 Patch mode is the session's (agenter.session.modes): the same on every backend; these tests run
-it on the completion backends, tests/test_patch_mode_everywhere.py on the others.
+it on the completion backends, tests/session/test_patch_mode_everywhere.py on the others.
 """
 
 from __future__ import annotations

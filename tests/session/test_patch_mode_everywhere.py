@@ -1,12 +1,11 @@
 """Patch mode is the session's: on every backend that returns structured output the turn runs
 read-only and is asked for a proposal, which agenter applies through the gate and validates.
 anthropic-sdk (its own tool loop, against the scripted model) and FunctionBackend here; the
-completion backends in tests/test_patch_mode.py."""
+completion backends in tests/session/test_patch_mode.py."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,14 +20,6 @@ API_KEY = "sk-ant-test-patch-everywhere-0000"
 def change(path: str, content: str, operation: str = "modify") -> dict[str, Any]:
     return {"path": path, "operation": operation, "new_path": None, "diff": None, "search_replace": None,
             "content": content}
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    (root / "app.py").write_text("def greet():\n    return 'hello'\n")
-    return root
 
 
 async def test_anthropic_sdk_proposes_and_agenter_applies(scripted_model_server, repo):

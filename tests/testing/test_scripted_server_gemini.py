@@ -25,7 +25,7 @@ from agenter.testing import (
     tool_call,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 MODEL_PATH = "/v1beta/models/gemini-2.5-pro"
 WRITE_FILE = {
     "name": "write_file",

@@ -1,21 +1,19 @@
 """acp backend: agenter as the ACP client of real agents (claude-agent-acp, codex-acp) talking to
 the scripted model server, with files checked on disk and processes checked by pid.
 
-A tiny scripted ACP agent (tests/fixtures/fake_acp_agent.py, built on the `acp` package's agent
-side) covers protocol corners the real agents cannot be made to hit on demand: fs requests,
-refusal and max_tokens stop reasons, crashes, agents that ignore stdin and SIGTERM.
+A tiny scripted ACP agent (fake_acp_agent.py beside this file, built on the `acp` package's
+agent side) covers protocol corners the real agents cannot be made to hit on demand: fs
+requests, refusal and max_tokens stop reasons, crashes, agents that ignore stdin and SIGTERM.
+The contract (conformance and permission proofs) runs from tests/backends/test_contract.py.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -29,88 +27,27 @@ from agenter.backends._prompts import AUTONOMOUS_CONTRACT
 from agenter.backends.agents.acp import ACPBackend, ACPOptions
 from agenter.backends.agents.acp._backend import CONTINUE_PROMPT, asks_for_confirmation
 from agenter.backends.agents.acp._usage import ESTIMATE_NOTE
-from agenter.backends.base import BackendSettings, MessageType, SessionSpec
-from agenter.testing import conformance, hang, http_error, reply, text, tool_call
+from agenter.backends.base import MessageType, SessionSpec
+from agenter.host import _pids
+from agenter.testing import hang, http_error, reply, text, tool_call
 
-ROOT = Path(__file__).resolve().parents[2]
-FAKE_AGENT = ROOT / "tests" / "fixtures" / "fake_acp_agent.py"
-NODE_BIN = ROOT / "node_modules" / ".bin"
+from ...kit import NODE_BIN, TOKEN_ENV, leftovers
+from .cases import (
+    Fake,
+    backend_for,
+    claude_options,
+    gemini_options,
+    opencode_options,
+    opencode_title,
+    program,
+)
+
 agent_test = pytest.mark.agent
 
 
 # ---------------------------------------------------------------------------------- helpers
-def live_pids_with_mark(mark: str) -> list[int]:
-    """Processes (not zombies) whose environment carries this test's marker."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                if f"AGENTER_TEST_MARK={mark}".encode() not in handle.read():
-                    continue
-            with open(f"/proc/{entry}/stat") as handle:
-                state = handle.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state not in ("Z", "X"):
-            found.append(int(entry))
-    return found
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
-
-
-@pytest.fixture
-def mark() -> Any:
-    """A marker put in the agent's environment; afterwards no process may still carry it.
-    Leftovers are killed (by pid) so a failing test never leaves processes behind."""
-    value = uuid.uuid4().hex
-    yield value
-    leftovers = live_pids_with_mark(value)
-    for pid in leftovers:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    assert not leftovers, f"processes outlived the session: {leftovers}"
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    (root / "app.py").write_text("def greet():\n    return 'hello'\n")
-    return root
-
-
-class Fake:
-    """Options for the scripted fake agent, plus its event log."""
-
-    def __init__(self, tmp_path: Path, mark: str, turns: list[list[dict[str, Any]]], **env: str):
-        self.log_path = tmp_path / "fake-agent.log"
-        script = tmp_path / "fake-agent-script.json"
-        script.write_text(json.dumps(turns))
-        self.env = {"FAKE_ACP_SCRIPT": str(script), "FAKE_ACP_LOG": str(self.log_path),
-                    "AGENTER_TEST_MARK": mark, **env}
-
-    def options(self, **extra: Any) -> dict[str, Any]:
-        return {"acp_command": sys.executable, "acp_args": [str(FAKE_AGENT)], "env": self.env, **extra}
-
-    def events(self, kind: str | None = None) -> list[dict[str, Any]]:
-        if not self.log_path.exists():
-            return []
-        events = [json.loads(line) for line in self.log_path.read_text().splitlines()]
-        return [e for e in events if kind is None or e["event"] == kind]
-
-
-def backend_for(options: dict[str, Any], *, sandbox: bool = True, model: str | None = None) -> ACPBackend:
-    return ACPBackend(BackendSettings(model=model, tools=[], sandbox=sandbox, options=ACPOptions(**options)))
+def live_pids_with_mark(mark: str) -> set[int]:
+    return leftovers(mark)
 
 
 async def run_turn(backend: ACPBackend, prompt: str) -> list:
@@ -483,7 +420,7 @@ async def test_agent_crash_is_a_backend_error_with_redacted_stderr(tmp_path: Pat
     message = str(info.value)
     assert "exited with code 3" in message and "something went badly wrong" in message
     assert "sk-fake-secret-123456" not in message
-    assert agent_pid is not None and not pid_alive(agent_pid) and not pid_alive(child_pid)
+    assert agent_pid is not None and not _pids.is_alive(agent_pid) and not _pids.is_alive(child_pid)
 
 
 async def test_agent_that_fails_to_start(tmp_path: Path, repo: Path, mark: str) -> None:
@@ -507,7 +444,7 @@ async def test_agent_ignoring_stdin_and_sigterm_is_killed_by_pid(tmp_path: Path,
     started = time.monotonic()
     await backend.disconnect()
     assert time.monotonic() - started < 6
-    assert agent_pid is not None and not pid_alive(agent_pid) and not pid_alive(int(child_file.read_text()))
+    assert agent_pid is not None and not _pids.is_alive(agent_pid) and not _pids.is_alive(int(child_file.read_text()))
 
 
 async def test_time_budget_cancels_the_turn_and_ends_the_agent(tmp_path: Path, repo: Path, mark: str) -> None:
@@ -605,72 +542,7 @@ async def test_a_token_budget_bites_on_an_agent_that_reports_no_usage(tmp_path: 
     assert result.total_tokens > 1000
 
 
-class FakeHarness:
-    """The conformance scenarios played by the scripted fake agent (no model: the "model
-    failure" is the agent's own error answer to session/prompt, as real agents relay it)."""
-
-    capabilities = ACPBackend.capabilities
-
-    def __init__(self, root: Path, mark: str):
-        self._root = root
-        self._mark = mark
-        self._made = 0
-
-    def supports(self, scenario: str) -> bool:
-        return scenario in ("write", "shell", "hang", "refuse", "output", "fail", "usage")
-
-    def make(self, scenario: str, cwd: Path) -> ACPBackend:
-        turns: dict[str, list[dict[str, Any]]] = {
-            "write": [{"write": conformance.WRITE_PATH, "content": conformance.WRITE_CONTENT}, {"say": "Done."}],
-            "shell": [{"shell": conformance.SHELL_COMMAND}, {"say": "Ran it."}],
-            "hang": [{"sleep": 60}],
-            "refuse": [{"say": f"REFUSED: {conformance.REFUSAL_REASON}"}],
-            "output": [{"say": f"```json\n{json.dumps(conformance.OUTPUT_VALUE)}\n```"}],
-            "fail": [{"error": {"code": -32603, "message": "Internal error: API Error: 500 scripted failure"}}],
-            "usage": [{"usage": {"used": 1200}}, {"read": "app.py"}, {"usage": {"used": 1500}},
-                      {"say": "It greets."}],
-        }
-        self._made += 1
-        home = self._root / f"fake-{self._made}"
-        home.mkdir()
-        return backend_for(Fake(home, self._mark, [turns[scenario]]).options())
-
-
-@pytest.fixture
-def fake_harness(tmp_path_factory: pytest.TempPathFactory, mark: str) -> FakeHarness:
-    return FakeHarness(tmp_path_factory.mktemp("fake-acp"), mark)
-
-
-@pytest.mark.parametrize("check", conformance.CHECKS, ids=conformance.check_id)
-async def test_conformance_fake_agent(check: Any, fake_harness: FakeHarness, tmp_path: Path) -> None:
-    await check(fake_harness, tmp_path)
-
-
 # ---------------------------------------------------------------------------------- real agents
-def need(program: str) -> str:
-    path = NODE_BIN / program
-    if path.exists():
-        return str(path)
-    found = shutil.which(program)
-    if found is None:
-        pytest.skip(f"{program} is not installed (run `npm install` in the project root)")
-    return found
-
-
-def claude_options(server: Any, tmp_path: Path, mark: str, **extra: Any) -> dict[str, Any]:
-    home = tmp_path / "claude-home"
-    home.mkdir(exist_ok=True)
-    env = {
-        "ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "sk-ant-test-0123456789abcdef",
-        "HOME": str(home), "TMPDIR": str(tmp_path), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "ENABLE_TOOL_SEARCH": "false", "AGENTER_TEST_MARK": mark,
-        "PATH": f"{NODE_BIN}:{os.environ.get('PATH', '')}",
-    }
-    if os.geteuid() == 0:
-        env["IS_SANDBOX"] = "1"
-    return {"acp_command": need("claude-agent-acp"), "env": env, **extra}
-
-
 def codex_options(server: Any, tmp_path: Path, mark: str, **extra: Any) -> dict[str, Any]:
     codex_home = tmp_path / "codex-home"
     codex_home.mkdir(exist_ok=True)
@@ -679,9 +551,9 @@ def codex_options(server: Any, tmp_path: Path, mark: str, **extra: Any) -> dict[
         f'name = "scripted"\nbase_url = "{server.openai_base_url}"\nwire_api = "responses"\n'
         'env_key = "SCRIPTED_API_KEY"\n')
     env = {"CODEX_HOME": str(codex_home), "HOME": str(tmp_path), "TMPDIR": str(tmp_path),
-           "SCRIPTED_API_KEY": "sk-test-0123456789abcdef", "AGENTER_TEST_MARK": mark,
+           "SCRIPTED_API_KEY": "sk-test-0123456789abcdef", TOKEN_ENV: mark,
            "PATH": f"{NODE_BIN}:{os.environ.get('PATH', '')}"}
-    return {"acp_command": need("codex-acp"), "env": env, **extra}
+    return {"acp_command": program("codex-acp"), "env": env, **extra}
 
 
 def add_file_patch(path: str, body: str) -> str:
@@ -725,7 +597,7 @@ async def test_claude_code_acp_writes_through_fs_write_text_file_inside_the_sand
         reply(text("Done.")),
     ])
     options = claude_options(server, tmp_path, mark, acp_session_mode="bypassPermissions")
-    options["acp_command"] = need("claude-code-acp")
+    options["acp_command"] = program("claude-code-acp")
     backend, messages = await one_turn(options, repo, allowed_write_paths=["src/"])
 
     assert (repo / "src" / "new.py").read_text() == "Y = 2\n"
@@ -900,77 +772,7 @@ async def test_codex_acp_speaks_the_event_vocabulary(
     assert not any(m["kind"] == "text" for m in messages)
 
 
-class ClaudeAgentHarness:
-    """The conformance scenarios played by claude-agent-acp (Claude Code) against the scripted
-    model server. Its edits and commands ask session/request_permission: the policy allows them."""
-
-    capabilities = ACPBackend.capabilities
-
-    def __init__(self, start_server: Any, root: Path, mark: str):
-        self._start_server = start_server
-        self._root = root
-        self._mark = mark
-
-    def supports(self, scenario: str) -> bool:
-        return scenario in ("write", "shell", "hang", "refuse", "output", "fail", "usage")
-
-    def make(self, scenario: str, cwd: Path) -> ACPBackend:
-        usage = {"input_tokens": 1200, "output_tokens": 40}
-        scripts: dict[str, list[Any]] = {
-            "write": [reply(tool_call("Write", {"file_path": str(cwd / conformance.WRITE_PATH),
-                                                "content": conformance.WRITE_CONTENT})), reply(text("Done."))],
-            "shell": [reply(tool_call("Bash", {"command": conformance.SHELL_COMMAND, "description": "Run it"})),
-                      reply(text("Done."))],
-            "hang": [hang(60)],
-            "refuse": [reply(text(f"REFUSED: {conformance.REFUSAL_REASON}"))],
-            "output": [reply(text(f"```json\n{json.dumps(conformance.OUTPUT_VALUE)}\n```"))],
-            "fail": [],
-            "usage": [reply(tool_call("Glob", {"pattern": "*"}), usage=usage), reply(text("Done."), usage=usage)],
-        }
-        default = http_error(500, "conformance failure") if scenario == "fail" else None
-        server = self._start_server(scripts[scenario], default=default)
-        home = Path(tempfile.mkdtemp(dir=self._root))
-        options = claude_options(server, home, self._mark, permission_policy="allow")
-        options["env"]["CLAUDE_CODE_MAX_RETRIES"] = "0"
-        return backend_for(options)
-
-
-@pytest.fixture
-def claude_harness(scripted_model_server: Any, tmp_path_factory: pytest.TempPathFactory,
-                   mark: str) -> ClaudeAgentHarness:
-    need("claude-agent-acp")
-    return ClaudeAgentHarness(scripted_model_server, tmp_path_factory.mktemp("claude-acp"), mark)
-
-
-@agent_test
-@pytest.mark.parametrize("check", conformance.CHECKS, ids=conformance.check_id)
-async def test_conformance_claude_agent_acp(check: Any, claude_harness: ClaudeAgentHarness, tmp_path: Path) -> None:
-    await check(claude_harness, tmp_path)
-
-
 # ---------------------------------------------------------------------------------- Gemini CLI
-def gemini_options(server: Any, root: Path, cwd: Path, mark: str, **extra: Any) -> dict[str, Any]:
-    """`gemini --acp` (Gemini CLI 0.61) against the scripted server's Gemini API: an API-key
-    login in a private HOME, the workspace trusted, and a fixed model (its default "auto" first
-    asks a router model, which would take a script item)."""
-    home = root / "gemini-home"
-    (home / ".gemini").mkdir(parents=True, exist_ok=True)
-    settings = {
-        "security": {"auth": {"selectedType": "gemini-api-key"}},
-        "privacy": {"usageStatisticsEnabled": False},
-        # maxAttempts 1: no retries of a failed model call (its own backoff takes minutes)
-        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False, "maxAttempts": 1},
-        "telemetry": {"enabled": False},
-    }
-    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
-    (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(cwd): "TRUST_FOLDER"}))
-    env = {"HOME": str(home), "TMPDIR": str(root), "GOOGLE_GEMINI_BASE_URL": server.base_url,
-           "GEMINI_API_KEY": "dummy-gemini-key-0123456789", "AGENTER_TEST_MARK": mark,
-           "PATH": f"{NODE_BIN}:{os.environ.get('PATH', '')}"}
-    return {"acp_command": need("gemini"), "acp_args": ["--acp", "-m", "gemini-2.5-flash"], "env": env,
-            "acp_fs": ["write"], "permission_policy": "allow", **extra}
-
-
 @agent_test
 async def test_gemini_cli_creates_files_through_agenter_and_reports_usage(
         scripted_model_server: Any, tmp_path: Path, repo: Path, mark: str) -> None:
@@ -1059,82 +861,9 @@ async def test_gemini_cli_edits_through_agenter_are_file_edited_once(
     assert final_deltas(messages) == events[-1].result.summary == "Done."
 
 
-class GeminiHarness:
-    """The conformance scenarios played by `gemini --acp`. Its edits and commands ask
-    session/request_permission (default mode): the policy allows them; its writes then reach
-    agenter's fs/write_text_file."""
-
-    capabilities = ACPBackend.capabilities
-
-    def __init__(self, start_server: Any, root: Path, mark: str):
-        self._start_server = start_server
-        self._root = root
-        self._mark = mark
-
-    def supports(self, scenario: str) -> bool:
-        return scenario in ("write", "shell", "hang", "refuse", "output", "fail", "usage")
-
-    def make(self, scenario: str, cwd: Path) -> ACPBackend:
-        usage = {"input_tokens": 1200, "output_tokens": 40}
-        scripts: dict[str, list[Any]] = {
-            "write": [reply(tool_call("write_file", {"file_path": conformance.WRITE_PATH,
-                                                     "content": conformance.WRITE_CONTENT})), reply(text("Done."))],
-            "shell": [reply(tool_call("run_shell_command", {"command": conformance.SHELL_COMMAND})),
-                      reply(text("Done."))],
-            "hang": [hang(60)],
-            "refuse": [reply(text(f"REFUSED: {conformance.REFUSAL_REASON}"))],
-            "output": [reply(text(f"```json\n{json.dumps(conformance.OUTPUT_VALUE)}\n```"))],
-            "fail": [],
-            "usage": [reply(tool_call("list_directory", {"dir_path": "."}), usage=usage),
-                      reply(text("Done."), usage=usage)],
-        }
-        default = http_error(500, "conformance failure") if scenario == "fail" else None
-        server = self._start_server(scripts[scenario], default=default)
-        return backend_for(gemini_options(server, Path(tempfile.mkdtemp(dir=self._root)), cwd, self._mark))
-
-
-@pytest.fixture
-def gemini_harness(scripted_model_server: Any, tmp_path_factory: pytest.TempPathFactory, mark: str) -> GeminiHarness:
-    need("gemini")
-    return GeminiHarness(scripted_model_server, tmp_path_factory.mktemp("gemini-acp"), mark)
-
-
-@agent_test
-@pytest.mark.parametrize("check", conformance.CHECKS, ids=conformance.check_id)
-async def test_conformance_gemini_cli(check: Any, gemini_harness: GeminiHarness, tmp_path: Path) -> None:
-    await check(gemini_harness, tmp_path)
-
-
 # ---------------------------------------------------------------------------------- OpenCode
 def opencode_server(start_server: Any, script: list[Any], **kwargs: Any) -> Any:
-    """OpenCode first asks a small model for the session title (a request without tools): that
-    one gets a title, the script plays the agent's model."""
-    return start_server(script, handler=lambda request: None if request.tool_names else reply(text("Title")),
-                        **kwargs)
-
-
-def opencode_options(server: Any, root: Path, mark: str, *, config: dict[str, Any] | None = None,
-                     **extra: Any) -> dict[str, Any]:
-    """`opencode acp` with an OpenAI-compatible provider pointed at the scripted server, in a
-    private HOME, with no update checks, model list downloads, sharing or default plugins. The
-    model is not named gpt-*: OpenCode gives GPT models apply_patch instead of write/edit."""
-    home = root / "opencode-home"
-    home.mkdir(parents=True, exist_ok=True)
-    settings = {
-        "$schema": "https://opencode.ai/config.json",
-        "provider": {"scripted": {"npm": "@ai-sdk/openai-compatible", "name": "Scripted",
-                                  "options": {"baseURL": server.openai_base_url, "apiKey": "sk-test-0123456789abcdef"},
-                                  "models": {"test-model": {"name": "Test model"}}}},
-        "model": "scripted/test-model", "small_model": "scripted/test-model",
-        "autoupdate": False, "share": "disabled", **(config or {}),
-    }
-    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".data"),
-           "XDG_CACHE_HOME": str(home / ".cache"), "XDG_STATE_HOME": str(home / ".state"), "TMPDIR": str(root),
-           "OPENCODE_CONFIG_CONTENT": json.dumps(settings), "OPENCODE_DISABLE_MODELS_FETCH": "1",
-           "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_SHARE": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
-           "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1", "OPENCODE_DISABLE_CLAUDE_CODE": "1",
-           "AGENTER_TEST_MARK": mark, "PATH": f"{NODE_BIN}:{os.environ.get('PATH', '')}"}
-    return {"acp_command": need("opencode"), "acp_args": ["acp"], "env": env, **extra}
+    return start_server(script, handler=opencode_title, **kwargs)
 
 
 @agent_test
@@ -1176,48 +905,3 @@ async def test_opencode_acp_asks_permission_when_configured_and_agenter_refuses_
     assert any("permission denied" in m.content and "outside the allowed paths" in m.content for m in messages)
     (denial,) = backend.denials()
     assert denial.target == str(repo / "app.py")
-
-
-class OpenCodeHarness:
-    """The conformance scenarios played by `opencode acp`, which edits and runs commands by
-    itself (its default permissions allow both)."""
-
-    capabilities = ACPBackend.capabilities
-
-    def __init__(self, start_server: Any, root: Path, mark: str):
-        self._start_server = start_server
-        self._root = root
-        self._mark = mark
-
-    def supports(self, scenario: str) -> bool:
-        return scenario in ("write", "shell", "hang", "refuse", "output", "fail", "usage")
-
-    def make(self, scenario: str, cwd: Path) -> ACPBackend:
-        usage = {"input_tokens": 1200, "output_tokens": 40}
-        scripts: dict[str, list[Any]] = {
-            "write": [reply(tool_call("write", {"filePath": str(cwd / conformance.WRITE_PATH),
-                                                "content": conformance.WRITE_CONTENT})), reply(text("Done."))],
-            "shell": [reply(tool_call("bash", {"command": conformance.SHELL_COMMAND, "description": "Run it"})),
-                      reply(text("Done."))],
-            "hang": [hang(60)],
-            "refuse": [reply(text(f"REFUSED: {conformance.REFUSAL_REASON}"))],
-            "output": [reply(text(f"```json\n{json.dumps(conformance.OUTPUT_VALUE)}\n```"))],
-            "fail": [],
-            "usage": [reply(tool_call("glob", {"pattern": "*"}), usage=usage), reply(text("Done."), usage=usage)],
-        }
-        default = http_error(500, "conformance failure") if scenario == "fail" else None
-        server = opencode_server(self._start_server, scripts[scenario], default=default)
-        return backend_for(opencode_options(server, Path(tempfile.mkdtemp(dir=self._root)), self._mark))
-
-
-@pytest.fixture
-def opencode_harness(scripted_model_server: Any, tmp_path_factory: pytest.TempPathFactory,
-                     mark: str) -> OpenCodeHarness:
-    need("opencode")
-    return OpenCodeHarness(scripted_model_server, tmp_path_factory.mktemp("opencode-acp"), mark)
-
-
-@agent_test
-@pytest.mark.parametrize("check", conformance.CHECKS, ids=conformance.check_id)
-async def test_conformance_opencode(check: Any, opencode_harness: OpenCodeHarness, tmp_path: Path) -> None:
-    await check(opencode_harness, tmp_path)

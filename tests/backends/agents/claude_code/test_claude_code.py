@@ -10,7 +10,6 @@ import os
 import shutil
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,6 @@ from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.host import MARK_ENV, Program, PythonPackage, _pids
 from agenter.sandbox.paths import PathResolver
 from agenter.testing import (
-    conformance,
     hang,
     http_error,
     refusal_reply,
@@ -40,6 +38,8 @@ from agenter.testing import (
     tool_call,
 )
 from agenter.tools import tool
+
+from ...kit import TOKEN_ENV
 
 claude_agent_sdk = pytest.importorskip("claude_agent_sdk")
 
@@ -55,74 +55,6 @@ needs_sandbox = pytest.mark.skipif(not HAVE_SANDBOX_PROGRAMS,
 
 # ---------------------------------------------------------------------------------------------
 # Fixtures and helpers
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    (root / "app.py").write_text("def greet():\n    return 'hello'\n")
-    return root
-
-
-#: Set in every CLI environment of one test, so the leftover check sees only this test's processes
-#: (other test runs on the machine carry process marks of their own).
-TEST_RUN_ENV = "AGENTER_TEST_RUN"
-
-
-@pytest.fixture
-def cli_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The CLI's own HOME and TMPDIR (outside the workspace), no retries of 5xx, no deferred tool
-    loading, and this test's run token."""
-    root = tmp_path_factory.mktemp("claude-cli")
-    home, tmp = root / "home", root / "tmp"
-    home.mkdir()
-    tmp.mkdir()
-    return {
-        "HOME": str(home),
-        "TMPDIR": str(tmp),
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "ENABLE_TOOL_SEARCH": "false",
-        "CLAUDE_CODE_MAX_RETRIES": "0",
-        TEST_RUN_ENV: uuid.uuid4().hex,
-    }
-
-
-@pytest.fixture
-def no_leftover_cli(cli_env: dict[str, str]):
-    """Fails the test if a `claude` child of this process, or anything a CLI of this test started
-    (it carries agenter's process mark, MARK_ENV, and this test's run token), outlives it; kills
-    what it finds."""
-    token = f"{TEST_RUN_ENV}={cli_env[TEST_RUN_ENV]}".encode()
-    mark = f"{MARK_ENV}=".encode()
-
-    def started_by_a_cli() -> set[int]:
-        found = set()
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    variables = (entry / "environ").read_bytes().split(b"\0")
-                except OSError:
-                    continue
-                if token in variables and any(v.startswith(mark) for v in variables):
-                    found.add(int(entry.name))
-        return {pid for pid in found if _pids.is_alive(pid)}
-
-    def describe(pid: int) -> str:
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:120].decode(errors="replace")
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[:2]
-        except OSError:
-            return "(gone)"
-        return f"{command} (state {state[0]}, parent {state[1]})"
-
-    before = _pids.children_running(CLI) | started_by_a_cli()
-    yield
-    leftovers = (_pids.children_running(CLI) | started_by_a_cli()) - before
-    alive = {pid for pid in leftovers if _pids.is_alive(pid)}
-    described = {pid: describe(pid) for pid in alive}
-    _pids.kill(alive)
-    assert not alive, f"processes left running: {described}"
 
 
 def make_backend(server: Any, cli_env: dict[str, str], *, tools: list | None = None, sandbox: bool = True,
@@ -183,7 +115,7 @@ async def test_write_edit_and_bash_changes_are_all_reported(scripted_model_serve
     try:
         pid = backend.cli_pid
         assert pid and _pids.is_alive(pid)
-        assert pid in _pids.with_environment(TEST_RUN_ENV, cli_env[TEST_RUN_ENV])
+        assert pid in _pids.with_environment(TOKEN_ENV, cli_env[TOKEN_ENV])
         assert any(v.startswith(f"{MARK_ENV}=".encode())  # the mark reap() finds leftovers by
                    for v in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
         messages = await run_turn(backend, "Change greet")
@@ -465,25 +397,9 @@ async def test_http_500_from_the_model_is_an_error(scripted_model_server, repo, 
 
 @agent_test
 @needs_cli
-async def test_time_budget_stops_a_slow_model_and_leaves_no_process(scripted_model_server, repo, cli_env,
-                                                                     no_leftover_cli):
-    seen: list[set[int]] = []
-
-    def note_pids(request):
-        seen.append(claude_children())
-
-    server = scripted_model_server([hang(60)], handler=note_pids)
-    agent = make_agent(server, cli_env, budget=Budget(max_time_seconds=8))
-    started = time.monotonic()
-    result = await agent.execute("Change greet", cwd=repo)
-    elapsed = time.monotonic() - started
-
-    assert result.status is CodingStatus.BUDGET_EXCEEDED
-    assert result.exceeded_limit == "time"
-    assert elapsed < 20
-    assert seen and len(seen[0]) == 1
-    (pid,) = seen[0]
-    assert not _pids.is_alive(pid), "the claude process outlived the time budget"
+async def test_time_budget_stops_a_slow_model_and_leaves_no_process(kit, repo):
+    seen = await kit.check_time_budget(repo, budget=8, within=12)
+    assert seen and len(seen[0]) == 1  # one claude process served the turn, and it is gone
 
 
 @agent_test
@@ -686,56 +602,6 @@ async def test_sandbox_off_is_unrestricted(scripted_model_server, repo, tmp_path
     expected_mode = "bypassPermissions" if is_sandbox or os.geteuid() != 0 else "acceptEdits"
     assert expected_mode in messages[0].content
     assert backend.modified_files().written == set()  # outside cwd: not a repository change
-
-
-# ---------------------------------------------------------------------------------------------
-# The contract, checked by agenter's conformance suite against the real CLI
-
-
-class ClaudeCodeHarness:
-    """Scripts the model for each conformance scenario; Claude Code plays them all. sandbox=False
-    (with IS_SANDBOX=1, so the CLI bypasses permission prompts also as root): the suite checks the
-    contract, the sandbox has tests of its own above."""
-
-    capabilities = ClaudeCodeBackend.capabilities
-
-    def __init__(self, start_server: Any, env: dict[str, str]):
-        self._start_server = start_server
-        self._env = {**env, "IS_SANDBOX": "1"}
-
-    def supports(self, scenario: str) -> bool:
-        return scenario in ("write", "shell", "hang", "refuse", "output", "fail", "usage")
-
-    def make(self, scenario: str, cwd: Path) -> ClaudeCodeBackend:
-        usage = {"input_tokens": 1200, "output_tokens": 40}
-        scripts: dict[str, list[Any]] = {
-            "write": [reply(tool_call("Write", {"file_path": conformance.WRITE_PATH,
-                                                "content": conformance.WRITE_CONTENT})), reply(text("Done."))],
-            "shell": [reply(tool_call("Bash", {"command": conformance.SHELL_COMMAND, "description": "Run it"})),
-                      reply(text("Done."))],
-            "hang": [hang(60)],
-            "refuse": [reply(tool_call(mcp_tool_name("refuse_task"), {"reason": conformance.REFUSAL_REASON})),
-                       reply(text("Declined."))],
-            "output": [reply(tool_call("StructuredOutput", conformance.OUTPUT_VALUE)), reply(text("Done."))],
-            "fail": [],
-            "usage": [reply(tool_call("Glob", {"pattern": "*"}), usage=usage), reply(text("Done."), usage=usage)],
-        }
-        default = http_error(500, "conformance failure") if scenario == "fail" else None
-        server = self._start_server(scripts[scenario], default=default)
-        options = ClaudeCodeOptions(api_key=API_KEY, base_url=server.base_url, env=self._env)
-        return ClaudeCodeBackend(BackendSettings(model=None, tools=[], sandbox=False, options=options))
-
-
-@pytest.fixture
-def harness(scripted_model_server, cli_env) -> ClaudeCodeHarness:
-    return ClaudeCodeHarness(scripted_model_server, cli_env)
-
-
-@agent_test
-@needs_cli
-@pytest.mark.parametrize("check", conformance.CHECKS, ids=conformance.check_id)
-async def test_conformance(check, harness, tmp_path, no_leftover_cli):
-    await check(harness, tmp_path)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,17 +15,7 @@ from agenter.backends.agents.claude_code._events import TurnTranslator
 from agenter.backends.base import MessageType, SessionSpec
 from agenter.testing import reply, text, thinking, tool_call
 
-from .test_claude_code import (  # noqa: F401  (fixtures)
-    API_KEY,
-    agent_test,
-    cli_env,
-    make_agent,
-    make_backend,
-    needs_cli,
-    no_leftover_cli,
-    repo,
-    run_turn,
-)
+from .test_claude_code import API_KEY, agent_test, make_agent, make_backend, needs_cli, run_turn
 
 claude_agent_sdk = pytest.importorskip("claude_agent_sdk")
 
@@ -44,7 +34,7 @@ def deltas(messages: list[dict[str, Any]], kind: str = "text_delta") -> str:
 @agent_test
 @needs_cli
 async def test_text_and_thinking_stream_as_deltas_and_the_whole_text_is_not_repeated(
-        scripted_model_server, repo, cli_env, no_leftover_cli):  # noqa: F811  (the shared fixtures)
+        scripted_model_server, repo, cli_env, no_leftover_cli):
     server = scripted_model_server([
         reply(thinking("The changelog is missing; write it."), text(PLAN),
               tool_call("Write", {"file_path": "CHANGELOG.md", "content": "- greet\n"})),
@@ -73,8 +63,8 @@ async def test_text_and_thinking_stream_as_deltas_and_the_whole_text_is_not_repe
 
 @agent_test
 @needs_cli
-async def test_a_key_split_over_deltas_is_still_redacted(scripted_model_server, repo, cli_env,  # noqa: F811
-                                                         no_leftover_cli):  # noqa: F811
+async def test_a_key_split_over_deltas_is_still_redacted(scripted_model_server, repo, cli_env,
+                                                         no_leftover_cli):
     said = f"The configured key is {API_KEY} and Bearer {API_KEY[::-1]} too."
     server = scripted_model_server([reply(text(said))])
     backend = make_backend(server, cli_env, sandbox=False)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import stat
 import tempfile
 import threading
@@ -18,7 +17,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from agenter import AutonomousCodingAgent, Budget, CodingEventType, CodingStatus
+from agenter import AutonomousCodingAgent, CodingEventType, CodingStatus
 from agenter._errors import BackendError, ConfigurationError, RequirementError
 from agenter.backends._programs.codex import direct_program, native_codex_binary
 from agenter.backends._prompts import strict_schema
@@ -35,37 +34,12 @@ from agenter.backends.agents.codex._setup import (
     template_dir,
 )
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
-from agenter.testing import conformance, hang, http_error, reply, text, thinking, tool_call
+from agenter.testing import http_error, reply, text, thinking, tool_call
 from agenter.tools import tool
 
-API_KEY = "sk-test-SUPERSECRET-0123456789abcdef"
-MODEL = "gpt-5.5"  # in Codex's model catalog: it offers apply_patch as a free-form tool
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from .cases import API_KEY, MODEL, codex_program, patch, shell
+
 agent_test = pytest.mark.agent
-
-
-def _codex_program() -> str | None:
-    local = REPO_ROOT / "node_modules" / ".bin" / "codex"
-    return str(local) if local.exists() else shutil.which("codex")
-
-
-@pytest.fixture(scope="session")
-def codex_path() -> str:
-    found = _codex_program()
-    if found is None:
-        message = "the Codex CLI is not installed: run `npm install` in the repository (package.json pins it)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return found
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    (root / "app.py").write_text("def greet():\n    return 'hello'\n")
-    return root
 
 
 #: The HOME of the commands Codex runs: empty, so a login shell reads no start-up files (a slow
@@ -88,28 +62,6 @@ def make_backend(server: Any, codex_path: str, *, tools: list | None = None, san
 
 async def run_turn(backend: CodexBackend, prompt: str) -> list:
     return [message async for message in backend.execute(prompt)]
-
-
-def shell(command: str, **arguments: Any) -> Any:
-    # exec_command returns early (no output, no exit code) when a command outlives its yield
-    # window, which a loaded CI machine can stretch; wait for the command unless told otherwise.
-    arguments.setdefault("yield_time_ms", 30_000)
-    return tool_call("exec_command", {"cmd": command, **arguments})
-
-
-def patch(body: str) -> Any:
-    return tool_call("apply_patch", f"*** Begin Patch\n{body}*** End Patch\n")
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is dead for our purposes
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 # ------------------------------------------------------------------------------------ real Codex
@@ -487,33 +439,12 @@ async def test_missing_api_key_at_connect_fails_before_codex_starts(monkeypatch,
 
 
 @agent_test
-async def test_time_budget_kills_the_process_group(scripted_model_server, codex_path, repo):
-    instances: list[RecordingCodex] = []
-
-    class RecordingCodex(CodexBackend):
-        def __init__(self, settings: BackendSettings):
-            super().__init__(settings)
-            instances.append(self)
-
-        async def _connect(self, spec: SessionSpec) -> None:
-            await super()._connect(spec)
-            assert self.app_server_pid is not None
-            self.pid: int = self.app_server_pid
-
-    server = scripted_model_server([hang()])
-    agent = AutonomousCodingAgent(backend=RecordingCodex, model=MODEL,
-                                  budget=Budget(max_time_seconds=8), **options(server, codex_path))
-    started = time.monotonic()
-    result = await agent.execute("Think forever", cwd=repo)
-    elapsed = time.monotonic() - started
-
-    assert result.status is CodingStatus.BUDGET_EXCEEDED, (result.status, result.error)
-    assert result.exceeded_limit == "time"
-    assert elapsed < 25, elapsed
-    (backend,) = instances
-    assert not pid_alive(backend.pid)
-    with pytest.raises(ProcessLookupError):
-        os.killpg(backend.pid, 0)  # the whole group is gone, not just the leader
+async def test_time_budget_kills_the_process_group(kit, repo):
+    seen = await kit.check_time_budget(repo, budget=8, within=17)
+    assert seen and seen[0]  # the app server (and what it started) ran while the model hung
+    for pid in seen[0]:
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pid, 0)  # no group led by any of them is left, not just its leader
 
 
 # ------------------------------------------------------------------ failures of the program itself
@@ -755,7 +686,7 @@ def test_renamed_options_reach_codex_config():
 
 
 def test_native_binary_is_found_behind_the_npm_wrapper():
-    program = _codex_program()
+    program = codex_program()
     if program is None:
         pytest.skip("Codex CLI not installed")
     native = native_codex_binary(program)
@@ -763,7 +694,7 @@ def test_native_binary_is_found_behind_the_npm_wrapper():
 
 
 def test_the_npm_wrapper_is_skipped_for_the_binary_it_starts(tmp_path):
-    program = _codex_program()
+    program = codex_program()
     if program is None:
         pytest.skip("Codex CLI not installed")
     env = {"CODEX_MANAGED_BY_BUN": "1"}
@@ -830,49 +761,3 @@ async def test_a_failed_sandbox_check_fails_connect_though_it_ran_beside_the_app
     assert backend.app_server_pid is None and not backend.connected  # the app server was ended
 
 
-# ---------------------------------------------------------------------------------- conformance
-class CodexHarness:
-    """Real Codex against the scripted model server, one server per backend."""
-
-    capabilities = CodexBackend.capabilities
-
-    def __init__(self, start_server: Any, codex_path: str):
-        self._start_server = start_server
-        self._codex_path = codex_path
-
-    def supports(self, scenario: str) -> bool:
-        return True
-
-    def make(self, scenario: str, cwd: Path) -> CodexBackend:
-        script: list[Any]
-        default = None
-        if scenario == "write":
-            script = [reply(patch(f"*** Add File: {conformance.WRITE_PATH}\n"
-                                  f"+{conformance.WRITE_CONTENT.rstrip()}\n")), reply(text("Written."))]
-        elif scenario == "shell":
-            script = [reply(shell(conformance.SHELL_COMMAND)), reply(text("Ran it."))]
-        elif scenario == "hang":
-            script = [hang()]
-        elif scenario == "refuse":  # no custom tools here: the model states it in text
-            script = [reply(text(f"REFUSED: {conformance.REFUSAL_REASON}"))]
-        elif scenario == "output":
-            script = [reply(text(json.dumps(conformance.OUTPUT_VALUE)))]
-        elif scenario == "fail":
-            script, default = [], http_error(500)
-        elif scenario == "usage":
-            script = [reply(shell("cat app.py || true")), reply(text("It greets."))]
-        else:
-            raise ValueError(scenario)
-        server = self._start_server(script, default=default)
-        return make_backend(server, self._codex_path)
-
-
-@pytest.fixture
-def harness(scripted_model_server, codex_path) -> CodexHarness:
-    return CodexHarness(scripted_model_server, codex_path)
-
-
-@agent_test
-@pytest.mark.parametrize("check", conformance.CHECKS, ids=conformance.check_id)
-async def test_conformance(check, harness, tmp_path):
-    await check(harness, tmp_path)

@@ -1,30 +1,30 @@
-"""Fixtures for the openhands backend's tests (Python >= 3.12 with the 'openhands' extra)."""
+"""Fixtures for the openhands backend's tests (Python >= 3.12 with the 'openhands' extra; the
+tests that need it are marked py312 and run in `.venv312`, see scripts/run-tests.sh)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
-from agenter.backends.agents.openhands import OpenHandsBackend
-from agenter.host.requirements import missing_requirements
-
-
-def openhands_missing() -> str | None:
-    """Why the OpenHands SDK cannot run here, or None."""
-    missing = missing_requirements(OpenHandsBackend.requirements(None))  # type: ignore[arg-type]
-    return "; ".join(missing) or None
+from ...kit import Case
+from . import cases
 
 
 @pytest.fixture(scope="session")
 def openhands_imported() -> None:
     """Import OpenHands once up front (seconds on a busy machine) so time budgets measure runs."""
-    problem = openhands_missing()
-    if problem:
-        pytest.skip(problem)
-    from agenter.backends.agents.openhands import _runtime
+    cases.import_openhands()
 
-    _runtime.prepare_environment()
-    import openhands.sdk
-    import openhands.tools.file_editor
-    import openhands.tools.terminal  # noqa: F401
 
-    from agenter.backends.agents.openhands import _tools  # noqa: F401
+@pytest.fixture
+def no_leftovers() -> Iterator[None]:
+    """After the test: no backend loop thread and no child process (bash) may survive."""
+    yield
+    cases.check_no_leftovers()
+
+
+@pytest.fixture
+def case(tmp_path: Path, openhands_imported: None) -> Case:
+    return cases.openhands(tmp_path)

@@ -15,7 +15,6 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -26,7 +25,6 @@ from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.host.requirements import missing_requirements
 from agenter.testing import (
     ScriptedModelServer,
-    conformance,
     disconnect,
     hang,
     http_error,
@@ -806,45 +804,3 @@ def test_openhands_spans_take_agenters_span_as_parent() -> None:
     trace_id, span_id = 0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331
     parent = LaminarSpanContext.try_to_otel_span_context(laminar_span_context(trace_id, span_id))
     assert (parent.trace_id, parent.span_id, parent.is_remote) == (trace_id, span_id, True)
-
-
-# --- the contract, as every backend runs it ----------------------------------------------------
-
-class OpenHandsHarness:
-    """Plays every conformance scenario with OpenHands' own tools, on the OpenAI wire LiteLLM uses.
-    Structured output is a fenced JSON object in the finish message."""
-
-    capabilities = OpenHandsBackend.capabilities
-
-    def __init__(self, start_server: Any):
-        self.start_server = start_server
-
-    def supports(self, scenario: str) -> bool:
-        return scenario in ("write", "shell", "hang", "refuse", "output", "fail", "usage")
-
-    def make(self, scenario: str, cwd: Path) -> OpenHandsBackend:
-        if scenario == "fail":
-            return make_backend(self.start_server(default=http_error(500, "scripted failure")))
-        finish = reply(tool_call("finish", {"message": "done"}))
-        answer = "Here it is.\n```json\n" + json.dumps(conformance.OUTPUT_VALUE) + "\n```"
-        scripts: dict[str, list[Any]] = {
-            "write": [reply(tool_call("file_editor", {"command": "create", "path": str(cwd / conformance.WRITE_PATH),
-                                                      "file_text": conformance.WRITE_CONTENT})), finish],
-            "shell": [reply(tool_call("terminal", {"command": conformance.SHELL_COMMAND})), finish],
-            "hang": [hang(60)],
-            "refuse": [reply(tool_call("refuse_task", {"reason": conformance.REFUSAL_REASON}))],
-            "output": [reply(tool_call("finish", {"message": answer}))],
-            "usage": [reply(tool_call("file_editor", {"command": "view", "path": str(cwd)}), usage=usage(1200, 40)),
-                      reply(text("done"), usage=usage(1300, 10))],
-        }
-        return make_backend(self.start_server(scripts[scenario]))
-
-
-@pytest.fixture
-def harness(scripted_model_server: Any) -> OpenHandsHarness:
-    return OpenHandsHarness(scripted_model_server)
-
-
-@pytest.mark.parametrize("check", conformance.CHECKS, ids=conformance.check_id)
-async def test_conformance(check, harness, tmp_path, no_leftovers):
-    await check(harness, tmp_path)

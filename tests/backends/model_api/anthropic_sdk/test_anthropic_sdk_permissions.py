@@ -78,14 +78,6 @@ def git(*args: str, cwd: Path) -> str:
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    (root / "app.py").write_text("def greet():\n    return 'hello'\n")
-    return root
-
-
-@pytest.fixture
 def private_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A HOME of our own with a fake SSH key (what `~` means for the gate and the shell)."""
     home = tmp_path / "home"

@@ -1,6 +1,6 @@
 """The litellm backend: real LiteLLM pointed at the scripted model server (its OpenAI provider with
 api_base), for the options, LiteLLM's own price, retries, errors, structured output and the
-backend contract (conformance suite). Patch mode itself is proven in tests/test_patch_mode.py.
+backend contract (conformance suite, run by tests/backends/test_contract.py). Patch mode itself is proven in tests/session/test_patch_mode.py.
 """
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ from pydantic import BaseModel
 from agenter import AutonomousCodingAgent, CodingStatus
 from agenter._errors import ConfigurationError
 from agenter.backends import load_backend
-from agenter.backends.base import BackendSettings, SessionSpec
+from agenter.backends.base import SessionSpec
 from agenter.backends.capabilities import CapabilityError
-from agenter.testing import ScriptedModelServer, conformance, disconnect, hang, http_error, reply, text
+from agenter.testing import ScriptedModelServer, disconnect, http_error, reply, text
+
+from ..completion import proposal
 
 # Not imported here: the backend imports LiteLLM itself, after telling it to use the price map it
 # ships instead of fetching one from the network.
@@ -36,12 +38,6 @@ def make_agent(server: ScriptedModelServer, mode: str = "patch", model: str = "o
     settings: dict[str, Any] = {"base_url": server.openai_base_url, "api_key": "test-key", "max_retry_wait": 0.0}
     settings.update(options)
     return AutonomousCodingAgent(backend="litellm", model=model, mode=mode, **settings)
-
-
-def proposal(path: str = "a.py", content: str = "x = 1\n") -> Any:
-    change = {"path": path, "operation": "create", "new_path": None, "diff": None, "search_replace": None,
-              "content": content}
-    return reply(text(json.dumps({"summary": f"Create {path}.", "files": [change]})))
 
 
 class Answer(BaseModel):
@@ -154,68 +150,3 @@ async def test_auth_failure_fails_at_once(tmp_path: Path):
     assert len(server.model_requests) == 1
 
 
-# ---------------------------------------------------------------------- conformance
-
-
-class _Harness:
-    """LiteLLM backends playing the conformance scenarios (patch mode; 'output' in analysis)."""
-
-    def __init__(self) -> None:
-        self.capabilities = _litellm_backend().capabilities
-        self.servers: list[ScriptedModelServer] = []
-
-    def supports(self, scenario: str) -> bool:
-        # A completion backend changes no file itself: patch mode's writes are the session's
-        # (tests/test_patch_mode.py proves them end to end).
-        return scenario in {"hang", "refuse", "output", "fail", "usage"}
-
-    def make(self, scenario: str, cwd: Path) -> Any:
-        options: dict[str, Any] = {"max_retry_wait": 0.0}
-        script: list[Any] = []
-        default: Any = None
-        if scenario == "hang":
-            default = hang()
-        elif scenario == "refuse":
-            default = reply(text(f"REFUSED: {conformance.REFUSAL_REASON}"))
-        elif scenario == "output":
-            default = reply(text(json.dumps(conformance.OUTPUT_VALUE)))
-        elif scenario == "fail":
-            default = http_error(500, "model down")
-            options["max_retries"] = 1
-        else:  # usage: a read step, then the proposal
-            (cwd / "notes.txt").write_text("notes\n")
-            options["context_tokens"] = 0
-            script = [reply(text('{"read_files": []}'), usage={"input_tokens": 50, "output_tokens": 5}), proposal()]
-        server = ScriptedModelServer(script, default=default).start()
-        self.servers.append(server)
-        return _mode_backend("analysis" if scenario == "output" else "patch", server, options)
-
-    def close(self) -> None:
-        for server in self.servers:
-            server.stop()
-
-
-def _mode_backend(mode: str, server: ScriptedModelServer, options: dict[str, Any]) -> Any:
-    from agenter.backends.model_api.litellm import LiteLLMBackend, LiteLLMOptions
-
-    class ModeBackend(LiteLLMBackend):
-        # The suite connects in autonomous mode, which a completion backend refuses.
-        async def _connect(self, spec: SessionSpec) -> None:
-            spec.mode = mode
-            await super()._connect(spec)
-
-    settings = BackendSettings(model="openai/scripted-model", tools=[], sandbox=True, options=LiteLLMOptions(
-        base_url=server.openai_base_url, api_key="test-key", **options))
-    return ModeBackend(settings)
-
-
-@pytest.fixture
-def harness():
-    made = _Harness()
-    yield made
-    made.close()
-
-
-@pytest.mark.parametrize("check", conformance.CHECKS, ids=conformance.check_id)
-async def test_conformance(check, harness, tmp_path):
-    await check(harness, tmp_path)

@@ -1,7 +1,7 @@
 """The openai backend against the scripted model server: wires, structured output and its
-fallback, retries, errors, usage, options, and the backend contract (conformance suite).
+fallback, retries, errors, usage, options, and the backend contract (conformance suite, run by tests/backends/test_contract.py).
 
-Patch mode itself is proven in tests/test_patch_mode.py.
+Patch mode itself is proven in tests/session/test_patch_mode.py.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from agenter._errors import BackendError, ConfigurationError
 from agenter.backends import load_backend
 from agenter.backends.base import BackendSettings, SessionSpec
 from agenter.backends.model_api.openai_compat import OpenAICompatBackend, OpenAIOptions
-from agenter.testing import ScriptedModelServer, conformance, disconnect, hang, http_error, reply, text, thinking
+from agenter.testing import ScriptedModelServer, disconnect, http_error, reply, text, thinking
+
+from ..completion import proposal
 
 
 def make_agent(server: ScriptedModelServer, mode: str = "patch", model: str = "scripted-model",
@@ -26,12 +28,6 @@ def make_agent(server: ScriptedModelServer, mode: str = "patch", model: str = "s
     settings: dict[str, Any] = {"base_url": server.openai_base_url, "api_key": "test-key", "max_retry_wait": 0.0}
     settings.update(options)
     return AutonomousCodingAgent(backend="openai", model=model, mode=mode, **settings)
-
-
-def proposal(path: str = "a.py", content: str = "x = 1\n") -> Any:
-    change = {"path": path, "operation": "create", "new_path": None, "diff": None, "search_replace": None,
-              "content": content}
-    return reply(text(json.dumps({"summary": f"Create {path}.", "files": [change]})))
 
 
 class Answer(BaseModel):
@@ -230,83 +226,6 @@ async def test_usage_counts_cached_tokens_apart_and_is_priced(tmp_path: Path):
     assert (result.input_tokens, result.cache_read_tokens, result.output_tokens) == (1200, 1000, 100)
     # gpt-4o-mini: $0.15/M input, $0.075/M cached input, $0.60/M output
     assert result.total_cost_usd == pytest.approx(1200 * 0.15e-6 + 1000 * 0.075e-6 + 100 * 0.6e-6, rel=1e-3)
-
-
-# ---------------------------------------------------------------------- conformance
-
-
-class _Harness:
-    """Builds openai backends whose model plays a conformance scenario on the scripted server.
-
-    The suite connects with the default (autonomous) mode, which a completion backend refuses;
-    the harness's backends run the scenarios in patch mode, and 'output' in analysis mode.
-    """
-
-    capabilities = OpenAICompatBackend.capabilities
-
-    def __init__(self) -> None:
-        self.servers: list[ScriptedModelServer] = []
-
-    def supports(self, scenario: str) -> bool:
-        # A completion backend changes no file itself: patch mode's writes are the session's
-        # (tests/test_patch_mode.py proves them end to end).
-        return scenario in {"hang", "refuse", "output", "fail", "usage"}
-
-    def make(self, scenario: str, cwd: Path) -> OpenAICompatBackend:
-        options: dict[str, Any] = {"max_retry_wait": 0.0}
-        if scenario == "hang":
-            default = hang()
-        elif scenario == "refuse":
-            default = reply(text(f"REFUSED: {conformance.REFUSAL_REASON}"))
-        elif scenario == "output":
-            default = reply(text(json.dumps(conformance.OUTPUT_VALUE)))
-        elif scenario == "fail":
-            default = http_error(500, "model down")
-            options["max_retries"] = 1
-        else:  # usage: a read step, then the proposal
-            (cwd / "notes.txt").write_text("notes\n")
-            options["context_tokens"] = 0
-            server = self._server([reply(text('{"read_files": []}'), usage={"input_tokens": 50, "output_tokens": 5}),
-                                   proposal()], None)
-            return _backend(server, "patch", options)
-        server = self._server([], default)
-        return _backend(server, "analysis" if scenario == "output" else "patch", options)
-
-    def _server(self, script: list[Any], default: Any) -> ScriptedModelServer:
-        server = ScriptedModelServer(script, default=default).start()
-        self.servers.append(server)
-        return server
-
-    def close(self) -> None:
-        for server in self.servers:
-            server.stop()
-
-
-class _ModeBackend(OpenAICompatBackend):
-    forced_mode = "patch"
-
-    async def _connect(self, spec: SessionSpec) -> None:
-        spec.mode = self.forced_mode
-        await super()._connect(spec)
-
-
-def _backend(server: ScriptedModelServer, mode: str, options: dict[str, Any]) -> OpenAICompatBackend:
-    cls = type(f"{mode.title()}ModeBackend", (_ModeBackend,), {"forced_mode": mode})
-    settings = BackendSettings(model="scripted-model", tools=[], sandbox=True, options=OpenAIOptions(
-        base_url=server.openai_base_url, api_key="test-key", **options))
-    return cls(settings)
-
-
-@pytest.fixture
-def harness():
-    made = _Harness()
-    yield made
-    made.close()
-
-
-@pytest.mark.parametrize("check", conformance.CHECKS, ids=conformance.check_id)
-async def test_conformance(check, harness, tmp_path):
-    await check(harness, tmp_path)
 
 
 async def test_autonomous_spec_is_refused_at_connect(tmp_path: Path):
