@@ -49,7 +49,8 @@ play with `supports()`:
 
 `inspect(check_name, evidence)`, when the harness has it, is called at the end of each
 permission check with what the check saw (`PermissionEvidence`): the place for a backend's
-own assertions (the words its agent shows the model, the tools its decisions name).
+own assertions (the words its agent shows the model, the tools its decisions name). The checks
+need `git` on PATH; everything they start listens on 127.0.0.1 and is stopped when they end.
 
     @pytest.mark.parametrize("check", conformance.PERMISSION_CHECKS, ids=conformance.check_id)
     async def test_permissions(check, my_harness, tmp_path):
@@ -63,10 +64,9 @@ import contextlib
 import os
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
-
-from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
@@ -341,10 +341,11 @@ Step = Write | Shell | Read
 
 @dataclass
 class GatedRun:
-    """What a permission check asks the harness to build: a backend connected in `cwd`, whose
-    agent and tools take `home` as HOME (`~`), under `permissions`, `on_permission` and
-    `permission_timeout` (as in BackendSettings), whose model takes `steps` in order, one model
-    reply each, then ends the turn with a text."""
+    """What a permission check asks the harness to build: a backend (the check connects it in
+    `cwd`) whose agent and tools take `home` as HOME (`~`), under `permissions`, `on_permission`
+    and `permission_timeout` (as in BackendSettings), and whose model takes `steps` in order, one
+    model reply each, then ends the turn with a text. A backend that runs in this process and
+    reads no HOME option still refuses the key: it is read by its absolute path."""
 
     cwd: Path
     home: Path

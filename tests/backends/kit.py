@@ -102,13 +102,15 @@ SLOW_SKIPS = ("check_disconnect_is_idempotent", "check_refusal")
 class Case:
     """One backend as its tests see it: what it is, and how its model plays each scenario.
 
-    `write`, `shell`, `read`, `output` and `refuse` each return one model reply; `done` is the
-    reply that ends a turn. `connect(kit, server, home, cwd)` returns the backend's options
-    (also the facade's keyword arguments) pointing it at `server`, with `home` as its HOME and
-    the kit's token in its environment (`cwd`, the workspace, where the kit knows it, else None). `supports` names the scenarios it plays beyond those its
-    functions imply ("permissions", "ask", "told": see agenter.testing.conformance). `expect`
-    maps a permission check's name to the backend's own assertions about what the check saw
-    (`expect[name](evidence, server)`).
+    `write`, `shell`, `read`, `output` and `refuse` each return one model reply (`read` reads
+    the file at the path it is given: the "usage" scenario and the hostile key read use it);
+    `done` is the reply that ends a turn. `connect(kit, server, home, cwd)` returns the
+    backend's options (also the facade's keyword arguments) pointing it at `server`, with `home`
+    as its HOME and the kit's token in its environment (`cwd` is the workspace where the kit
+    knows it, else None); without it the agent-CLI family's `cli_connect` applies. `supports`
+    names what it plays beyond what its functions imply ("permissions", "ask", "told": see
+    agenter.testing.conformance); `expect` maps a permission check's name to the backend's own
+    assertions about what the check saw (`expect[name](evidence, server)`).
     """
 
     backend: Any
@@ -135,9 +137,17 @@ class Case:
     #: How long the model hangs in the "hang" scenario (None: until the server stops).
     hang_seconds: float | None = None
     supports: frozenset[str] = frozenset()
-    #: Conformance checks this case leaves to others (by function name), with why.
+    #: Conformance checks this case leaves to others (by function name).
     skip_checks: tuple[str, ...] = ()
     expect: dict[str, Callable[[Any, Any], None]] = field(default_factory=dict)
+    #: The kit's shared proofs test_contract.py runs for this case (None/False: not this one):
+    #: check_resume's and check_time_budget's keyword arguments, the error classes, the 300 KB
+    #: prompt, and what the error for a missing program must say (its install command).
+    resume: dict[str, Any] | None = None
+    time_budget: dict[str, Any] | None = None
+    error_classes: bool = False
+    big_prompt: bool = False
+    install: str | None = None
     #: A harness of its own, for a backend the scripted server cannot drive this way.
     harness: Callable[[Kit], Any] | None = None
     #: Called when the test ends (after the kit's leftover check): an in-process backend's check.
@@ -361,6 +371,15 @@ class Kit:
             AutonomousCodingAgent(backend=self.case.backend, base_url="http://127.0.0.1:9", sandbox=False,
                                   model=self.case.model, **{option: "/nonexistent/bin/agent"})
         assert install in str(caught.value)
+
+
+async def run_agent(agent: AutonomousCodingAgent, cwd: Path, prompt: str = "go",
+                    **request: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """One run through the facade: its result, and the decision of each permission event (the
+    event's `tool_input`: tool, decision, rule, answered_by, ...)."""
+    events = [event async for event in agent.stream_execute(prompt, cwd=cwd, **request)]
+    decisions = [e.data["tool_input"] for e in events if e.data.get("message_type") == "permission"]
+    return events[-1].result, decisions
 
 
 def _noting(handler: Any, note: Callable[[], None]) -> Callable[[Any], Any]:

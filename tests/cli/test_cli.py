@@ -53,6 +53,7 @@ def test_json_events_and_exit_code_zero_on_completed(tmp_path):
     assert "sk-test-cli-123456" not in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_exit_code_nonzero_when_not_completed(tmp_path):
     with ScriptedModelServer([reply(text("I changed nothing."))] * 2) as server:
         proc = run_cli("run", "Do something", "--cwd", str(tmp_path), "--max-iterations", "2",
@@ -131,6 +132,7 @@ def test_version():
     assert proc.returncode == 0 and proc.stdout.strip() == f"agenter {__version__}"
 
 
+@pytest.mark.slow
 def test_backends_lists_names():
     proc = run_cli("backends")
     assert proc.returncode == 0 and "anthropic-sdk" in proc.stdout.split()
@@ -182,6 +184,7 @@ def test_live_display_marks_skipped_validators_and_unknown_model():
     assert lines[1].strip() == "– syntax skipped" and lines[2].strip() == "✓ security"
 
 
+@pytest.mark.slow
 def test_error_run_is_headed_error_not_failed(tmp_path):
     with ScriptedModelServer([http_error(400, "bad request from the script")]) as server:
         proc = run_cli("run", "Do something", "--cwd", str(tmp_path),
@@ -194,6 +197,7 @@ def test_error_run_is_headed_error_not_failed(tmp_path):
 # ------------------------------------------------------------------------------ Ctrl-C
 
 
+@pytest.mark.slow
 def test_sigint_exits_130_with_a_final_session_end(tmp_path):
     with ScriptedModelServer([reply(text("too late"), delay=60)]) as server:
         proc = subprocess.Popen(
@@ -231,6 +235,7 @@ def test_sigint_exits_130_with_a_final_session_end(tmp_path):
         os.kill(proc.pid, 0)
 
 
+@pytest.mark.slow
 def test_a_closed_pipe_stops_the_run_quietly(tmp_path):
     """`agenter run --json ... | head -1`: no traceback when the reader goes away."""
     with ScriptedModelServer([reply(text("nothing changed"))] * 5) as server:
@@ -294,6 +299,7 @@ def test_scripted_server_command_answers_and_stops_on_ctrl_c():
     assert "Traceback" not in stderr
 
 
+@pytest.mark.slow
 def test_scripted_server_command_plays_a_script_file_for_the_cli(tmp_path):
     script = tmp_path / "script.json"
     script.write_text(json.dumps([
@@ -350,6 +356,7 @@ def test_script_file_format_errors_are_clear(tmp_path):
 # Transcripts: run --log-dir, show, runs, --resume
 
 
+@pytest.mark.slow
 def test_log_dir_then_show_and_runs(tmp_path):
     logs, repo = tmp_path / "logs", tmp_path / "repo"
     repo.mkdir()
@@ -374,6 +381,7 @@ def test_log_dir_then_show_and_runs(tmp_path):
     assert "sk-test-cli-123456" not in transcript.read_text() + out + listed.stdout
 
 
+@pytest.mark.slow
 def test_show_runs_and_resume_say_what_is_wrong(tmp_path):
     missing = run_cli("show", str(tmp_path / "nope.jsonl"))
     assert missing.returncode == 2 and "no transcript" in missing.stderr

@@ -12,9 +12,11 @@ import select
 import subprocess
 import time
 
-from .test_cli import AGENTER, clean_env, run_cli, stop_process
+import pytest
 
 from agenter.testing import ScriptedModelServer, reply, text, tool_call
+
+from .test_cli import AGENTER, clean_env, run_cli, stop_process
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -52,6 +54,7 @@ def run_on_a_terminal(args: list[str], timeout: float = 90) -> tuple[int, str]:
     return proc.returncode, shown
 
 
+@pytest.mark.slow
 def test_on_a_terminal_the_command_validation_live_usage_and_summary_show(tmp_path):
     script = [reply(tool_call("bash", {"command": "sleep 3; echo slept"})),
               reply(tool_call("write_file", {"path": "a.py", "content": "x = 1\n"})),
@@ -84,6 +87,7 @@ def test_on_a_terminal_the_command_validation_live_usage_and_summary_show(tmp_pa
                      r"\(the model server is local: 127\.0\.0\.1\) · \d+\.\d s$", lines[-1]), shown
 
 
+@pytest.mark.slow
 def test_on_a_pipe_nothing_is_wrapped_at_80_columns(tmp_path):
     repo = tmp_path / ("a-folder-whose-name-alone-is-longer-than-a-terminal-line-" * 2)
     repo.mkdir()

@@ -11,10 +11,11 @@ import gzip
 import subprocess
 
 import pytest
-from .test_cli import AGENTER, clean_env, run_cli
 
 from agenter import AutonomousCodingAgent, Budget, CodingRequest, ConfigurationError, ValidationResult
 from agenter.testing import ScriptedModelServer, reply, text, tool_call
+
+from .test_cli import AGENTER, clean_env, run_cli
 
 
 def refused_before_start(*args: str, env: dict[str, str] | None = None, **server_env: str) -> str:
@@ -81,6 +82,7 @@ def test_a_missing_api_key_is_found_before_the_run_starts(tmp_path):
     assert not logs.exists()
 
 
+@pytest.mark.slow
 def test_a_key_in_the_environment_or_an_option_is_enough(tmp_path):
     script = [reply(tool_call("write_file", {"path": "hello.py", "content": "print('hi')\n"})),
               reply(text("Wrote hello.py"))]
@@ -103,6 +105,7 @@ def test_a_prompt_that_is_not_utf8_text(tmp_path):
     assert proc.stderr.decode() == "agenter: the prompt is not valid UTF-8 text\n"
 
 
+@pytest.mark.slow
 def test_prompt_files_binary_or_compressed_are_one_line_each(tmp_path):
     binary = tmp_path / "task.bin"
     binary.write_bytes(bytes(range(256)))
@@ -122,6 +125,7 @@ def test_prompt_files_binary_or_compressed_are_one_line_each(tmp_path):
     assert "not both" in both
 
 
+@pytest.mark.slow
 def test_a_prompt_file_and_standard_input_are_read(tmp_path):
     task = tmp_path / "task.md"
     task.write_text("Write hello.py\n\nIt prints hi.\n")
@@ -166,6 +170,7 @@ def test_python_hints_become_flags():
     assert cli_hints("cwd=/x and permissions=None", options) == "cwd=/x and permissions=None"
 
 
+@pytest.mark.slow
 def test_backends_has_a_legend_and_a_concrete_hint_for_acp():
     proc = run_cli("backends", timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -129,6 +129,7 @@ def test_configure_logging_redacts_third_party_records(monkeypatch, capsys):
     assert out.count("[REDACTED]") >= 2
 
 
+@pytest.mark.slow
 def test_a_user_script_passes_mypy_strict(tmp_path):
     script = tmp_path / "pipeline.py"
     script.write_text(textwrap.dedent('''

@@ -317,6 +317,7 @@ async def test_ignored_folders_are_not_watched(tmp_path):
         detector.close()
 
 
+@pytest.mark.slow
 @linux_only
 async def test_queue_overflow_falls_back_to_a_walk(tmp_path):
     limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
@@ -446,6 +447,7 @@ async def _largest_stall(run: asyncio.Future, period: float = 0.001) -> float:
     return worst
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 async def test_many_sessions_never_stall_the_event_loop(tmp_path):
     """The figures are in benchmarks/bench_change_detection.py (50 sessions on 100k files). Here

@@ -179,6 +179,7 @@ def _stop(proc: subprocess.Popen[str]) -> None:
         proc.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_two_agenter_runs_in_one_folder_the_second_is_refused(tmp_path: Path):
     release = threading.Event()
     with ScriptedModelServer(handler=_blocking_writer(release)) as server:
@@ -204,6 +205,7 @@ def test_two_agenter_runs_in_one_folder_the_second_is_refused(tmp_path: Path):
     assert not _lock_file(tmp_path).exists()
 
 
+@pytest.mark.slow
 def test_a_killed_run_leaves_the_folder_free(tmp_path: Path):
     release = threading.Event()
     with ScriptedModelServer(handler=_blocking_writer(release)) as server:

@@ -21,7 +21,8 @@ from agenter import AutonomousCodingAgent, CodingStatus
 from agenter.backends.capabilities import CapabilityError
 from agenter.testing import ScriptedModelServer, http_error, reply, text
 
-WIRES = ["chat", "responses", "litellm"]
+#: LiteLLM takes seconds to import: under `make check` its tests share one worker (xdist_group).
+WIRES = ["chat", "responses", pytest.param("litellm", marks=pytest.mark.xdist_group("litellm"))]
 
 # LiteLLM reads pydantic fields the deprecated way on every streamed chunk.
 pytestmark = pytest.mark.filterwarnings("ignore:Accessing the 'model_:DeprecationWarning")

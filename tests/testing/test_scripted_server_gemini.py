@@ -353,6 +353,7 @@ def gemini_cli() -> str | None:
     return str(local) if local.exists() else shutil.which("gemini")
 
 
+@pytest.mark.agent
 @pytest.mark.skipif(gemini_cli() is None, reason="Gemini CLI is not installed (node_modules/.bin or PATH)")
 def test_gemini_cli_writes_a_file_through_the_scripted_server(scripted_model_server, tmp_path):
     content = "def add(a, b):\n    return a + b\n"

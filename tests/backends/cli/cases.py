@@ -45,7 +45,13 @@ def aider(shared: Path) -> Case:
     return Case(
         backend=AiderCliBackend, program=need(AIDER, "Aider (scripts/install-aider.sh)"), wire="openai",
         model="openai/gpt-4.1", startup=8.0, options={"aider_edit_format": "whole"}, write=whole_file,
-        output=lambda value: reply(text("The answer: " + json.dumps(value))), skip_checks=SLOW_SKIPS)
+        output=lambda value: reply(text("The answer: " + json.dumps(value))), skip_checks=SLOW_SKIPS,
+        # A short first prompt: Aider summarizes a long history with its weak model, a request of
+        # its own. The facade builds agents in autonomous mode only for backends with a shell;
+        # Aider runs none headless (agenter answers no to its shell questions), so the time
+        # budget's session runs on the backend directly.
+        resume={"second_turn": False, "big_prompt": False}, time_budget={"session_only": True},
+        error_classes=True, install="pipx install aider-chat")
 
 
 # ---------------------------------------------------------------------------------- claude
@@ -62,7 +68,8 @@ def claude(shared: Path) -> Case:
         shell=lambda command: reply(tool_call("Bash", {"command": command, "description": "Run it"})),
         read=lambda path: reply(tool_call("Glob", {"pattern": "*.txt"})),
         output=lambda value: reply(tool_call("StructuredOutput", value)),
-        sandbox=HAVE_SANDBOX, handler=side_requests)
+        sandbox=HAVE_SANDBOX, handler=side_requests, resume={}, time_budget={}, error_classes=True,
+        install="npm install -g @anthropic-ai/claude-code")
 
 
 # ---------------------------------------------------------------------------------- codex
@@ -79,7 +86,8 @@ def codex(shared: Path) -> Case:
     return Case(backend=CodexCliBackend, program=need(CODEX, "the Codex CLI (npm install)"), wire="openai",
                 model="gpt-5.5", write=codex_write, shell=codex_shell,
                 read=lambda path: codex_shell(f"cat {path} || true"),
-                output=lambda value: reply(text(json.dumps(value))), sandbox=True)
+                output=lambda value: reply(text(json.dumps(value))), sandbox=True, resume={}, time_budget={},
+                error_classes=True, install="npm install -g @openai/codex")
 
 
 # ---------------------------------------------------------------------------------- gemini
@@ -93,7 +101,8 @@ def gemini(shared: Path) -> Case:
         model="gemini-2.5-flash", startup=4.0,
         write=lambda path, content: reply(tool_call("write_file", {"file_path": path, "content": content})),
         shell=gemini_shell, read=lambda path: reply(tool_call("list_directory", {"dir_path": "."})),
-        output=fenced_json, skip_checks=SLOW_SKIPS)
+        output=fenced_json, skip_checks=SLOW_SKIPS, resume={}, time_budget={}, error_classes=True,
+        install="npm install -g @google/gemini-cli")
 
 
 # ---------------------------------------------------------------------------------- opencode
@@ -110,7 +119,8 @@ def opencode(shared: Path) -> Case:
         write=lambda path, content: reply(tool_call("write", {"filePath": path, "content": content})),
         shell=lambda command: reply(tool_call("bash", {"command": command, "description": "Run it"})),
         read=lambda path: reply(tool_call("glob", {"pattern": "*.txt"})),
-        output=fenced_json, skip_checks=SLOW_SKIPS)
+        output=fenced_json, skip_checks=SLOW_SKIPS, resume={"second_turn": False}, time_budget={},
+        error_classes=True, install="npm install -g opencode-ai")
 
 
 CASES = [pytest.param(factory, id=name, marks=pytest.mark.agent) for name, factory in [

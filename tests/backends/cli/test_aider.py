@@ -29,28 +29,9 @@ def case(tmp_path: Path) -> Case:
     return cases.aider(tmp_path)
 
 
-async def test_resume_continues_the_same_session(kit, tmp_path):
-    # A short first prompt: Aider summarizes a long history with its weak model, a request of its own.
-    await kit.check_resume(tmp_path, second_turn=False, big_prompt=False)
-
-
 async def test_a_300_kb_prompt(kit, tmp_path):
     await kit.check_big_prompt(tmp_path)
     assert not list(tmp_path.glob(".aider*"))  # history and caches stay out of the workspace
-
-
-async def test_http_errors_end_in_their_class(kit, tmp_path):
-    await kit.check_error_classes(tmp_path)
-
-
-async def test_time_budget_with_a_hung_model(kit, tmp_path):
-    # The facade builds agents in autonomous mode only for backends with a shell; Aider runs none
-    # headless (agenter answers no to its shell questions), so the session runs on the backend directly.
-    await kit.check_time_budget(tmp_path, session_only=True)
-
-
-def test_missing_program_names_the_install_command(kit):
-    kit.check_missing_program("pipx install aider-chat")
 
 
 def test_sandbox_is_refused_before_anything_runs():

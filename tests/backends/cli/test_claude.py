@@ -26,22 +26,6 @@ def case(tmp_path: Path) -> Case:
     return cases.claude(tmp_path)
 
 
-async def test_resume_continues_the_same_session_and_a_300_kb_prompt_arrives(kit, tmp_path):
-    await kit.check_resume(tmp_path)
-
-
-async def test_http_errors_end_in_their_class(kit, tmp_path):
-    await kit.check_error_classes(tmp_path)
-
-
-async def test_time_budget_with_a_hung_model(kit, tmp_path):
-    await kit.check_time_budget(tmp_path)
-
-
-def test_missing_program_names_the_install_command(kit):
-    kit.check_missing_program("npm install -g @anthropic-ai/claude-code")
-
-
 async def test_the_command_line_and_what_the_model_is_told(kit, tmp_path):
     class Answer(BaseModel):
         value: int

@@ -36,22 +36,6 @@ def case(tmp_path: Path) -> Case:
     return cases.codex(tmp_path)
 
 
-async def test_resume_continues_the_same_session_and_a_300_kb_prompt_arrives(kit, tmp_path):
-    await kit.check_resume(tmp_path)
-
-
-async def test_http_errors_end_in_their_class(kit, tmp_path):
-    await kit.check_error_classes(tmp_path)
-
-
-async def test_time_budget_with_a_hung_model(kit, tmp_path):
-    await kit.check_time_budget(tmp_path)
-
-
-def test_missing_program_names_the_install_command(kit):
-    kit.check_missing_program("npm install -g @openai/codex")
-
-
 async def test_the_sandbox_refuses_a_write_outside_the_workspace(kit, tmp_path):
     outside = tmp_path / "outside.txt"
     work = tmp_path / "work"

@@ -31,22 +31,6 @@ def case(tmp_path: Path) -> Case:
     return cases.gemini(tmp_path)
 
 
-async def test_resume_continues_the_same_session_and_a_300_kb_prompt_arrives(kit, tmp_path):
-    await kit.check_resume(tmp_path)
-
-
-async def test_http_errors_end_in_their_class(kit, tmp_path):
-    await kit.check_error_classes(tmp_path)
-
-
-async def test_time_budget_with_a_hung_model(kit, tmp_path):
-    await kit.check_time_budget(tmp_path)
-
-
-def test_missing_program_names_the_install_command(kit):
-    kit.check_missing_program("npm install -g @google/gemini-cli")
-
-
 def test_sandbox_without_a_container_engine_is_refused(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # no docker, no podman
     monkeypatch.delenv("GEMINI_SANDBOX", raising=False)

@@ -32,22 +32,6 @@ def case(shared: Path) -> Case:
     return cases.opencode(shared)
 
 
-async def test_resume_continues_the_same_session_and_a_300_kb_prompt_arrives(kit, tmp_path):
-    await kit.check_resume(tmp_path, second_turn=False)
-
-
-async def test_http_errors_end_in_their_class(kit, tmp_path):
-    await kit.check_error_classes(tmp_path)
-
-
-async def test_time_budget_with_a_hung_model(kit, tmp_path):
-    await kit.check_time_budget(tmp_path)
-
-
-def test_missing_program_names_the_install_command(kit):
-    kit.check_missing_program("npm install -g opencode-ai")
-
-
 def test_sandbox_is_refused_before_anything_runs():
     with pytest.raises(ConfigurationError) as caught:
         AutonomousCodingAgent(backend="opencode-cli", program_path=cases.OPENCODE or "opencode", sandbox=True)

@@ -13,10 +13,26 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
+from agenter import AutonomousCodingAgent
 from agenter.backends.base import BackendSettings, SessionSpec
 from agenter.testing import conformance, hang, http_error, reply, text
 
 from ..kit import Kit
+
+
+def completion_agent(backend: str, server: Any, mode: str, model: str, **options: Any) -> AutonomousCodingAgent:
+    """An agent of a completion backend on the server's OpenAI base URL, retrying without waits."""
+    settings: dict[str, Any] = {"base_url": server.openai_base_url, "api_key": "test-key", "max_retry_wait": 0.0}
+    settings.update(options)
+    return AutonomousCodingAgent(backend=backend, model=model, mode=mode, **settings)
+
+
+class Answer(BaseModel):
+    """A structured answer the completion backends' tests ask for."""
+
+    answer: int
 
 
 def proposal(path: str = "a.py", content: str = "x = 1\n") -> Any:

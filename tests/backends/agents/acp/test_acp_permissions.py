@@ -23,21 +23,12 @@ from agenter.permissions import PermissionPolicy, PermissionRequest
 from agenter.testing import reply, text, tool_call
 from agenter.testing._scene import ASK_TOUCH, remote_head
 
-from ...kit import NODE_BIN
+from ...kit import NODE_BIN, run_agent
 from .cases import Fake, claude_options, program, tool_results
 
 pytest.importorskip("acp")
 
 agent_test = pytest.mark.agent
-
-
-async def run(agent: AutonomousCodingAgent, cwd: Path, prompt: str = "go") -> tuple[Any, list[dict[str, Any]]]:
-    """The result and the permission events of one run."""
-    events: list[Any] = []
-    async for event in agent.stream_execute(prompt, cwd=cwd):
-        events.append(event)
-    permissions = [e.data["tool_input"] for e in events if e.data.get("message_type") == "permission"]
-    return events[-1].result, permissions
 
 
 # ---------------------------------------------------------------------------------- claude-agent-acp
@@ -61,7 +52,7 @@ async def test_hostile_calls_are_refused_and_the_next_prompt_says_why(
     ])
     agent = AutonomousCodingAgent(backend="acp", permissions=permissions, max_iterations=2,
                                   **claude_options(server, tmp_path, mark, **extra))
-    result, events = await run(agent, git_repo)
+    result, events = await run_agent(agent, git_repo)
 
     # Nothing happened: no hook, the remote's history as it was, no download, no key read.
     assert not (git_repo / ".git" / "hooks" / "pre-commit").exists()

@@ -701,6 +701,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow
 def test_the_sdks_first_import_does_not_stall_the_event_loop(tmp_path):
     """A fresh process: connect imports claude_agent_sdk (seconds on a busy machine) in a thread, so
     a task on the same loop keeps ticking (the CLI here does not exist, so nothing else runs)."""

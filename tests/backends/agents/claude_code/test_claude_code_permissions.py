@@ -24,6 +24,7 @@ from agenter.testing import tool_call as model_tool_call
 from agenter.tools import tool
 from agenter.tools.spec import ToolSpec
 
+from ...kit import run_agent
 from .cases import API_KEY, tool_results
 
 claude_agent_sdk = pytest.importorskip("claude_agent_sdk")
@@ -39,16 +40,6 @@ def make_agent(server: Any, cli_env: dict[str, str], **kwargs: Any) -> Autonomou
     kwargs.setdefault("sandbox", False)
     return AutonomousCodingAgent(backend="claude-code", api_key=API_KEY, base_url=server.base_url,
                                  env={**cli_env, "IS_SANDBOX": "1"}, max_iterations=1, **kwargs)
-
-
-async def run(agent: AutonomousCodingAgent, cwd: Path, prompt: str = "go") -> tuple[Any, list[dict[str, Any]]]:
-    """The result and the permission events of one run."""
-    events: list[Any] = []
-    async for event in agent.stream_execute(prompt, cwd=cwd):
-        events.append(event)
-    result = events[-1].result
-    permissions = [e.data for e in events if e.data.get("message_type") == "permission"]
-    return result, permissions
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,7 +89,7 @@ async def test_policy_rules_cover_custom_and_file_tools(scripted_model_server, g
     ])
     agent = make_agent(server, cli_env, tools=[lookup, deploy],
                        permissions={"rules": ["allow edit:src/**"], "mode": "default"})
-    result, _ = await run(agent, repo)
+    result, _ = await run_agent(agent, repo)
 
     assert calls == ["greet"]  # deploy declares nothing: it needs approval, and no one is asked
     assert (repo / "src" / "new.py").exists() and not (repo / "README.md").exists()

@@ -25,6 +25,7 @@ from agenter.testing._scene import private_home
 from agenter.tools import tool
 from agenter.tools.spec import ToolSpec
 
+from ...kit import run_agent
 from .cases import API_KEY, MODEL, patch, shell, told_after
 
 agent_test = pytest.mark.agent
@@ -36,15 +37,6 @@ def make_agent(server: Any, codex_path: str, home: Path, **kwargs: Any) -> Auton
     return AutonomousCodingAgent(backend="codex", model=MODEL, program_path=codex_path,
                                  base_url=server.openai_base_url, api_key=API_KEY, max_retries=0, env=env,
                                  max_iterations=1, **kwargs)
-
-
-async def run(agent: AutonomousCodingAgent, cwd: Path, prompt: str = "go") -> tuple[Any, list[dict[str, Any]]]:
-    """The result and the permission events of one run."""
-    events: list[Any] = []
-    async for event in agent.stream_execute(prompt, cwd=cwd):
-        events.append(event)
-    permissions = [e.data["tool_input"] for e in events if e.data.get("message_type") == "permission"]
-    return events[-1].result, permissions
 
 
 # ---------------------------------------------------------------------------------------------
@@ -93,7 +85,7 @@ async def test_a_default_mode_policy_covers_custom_tools_patches_and_commands(sc
     ])
     agent = make_agent(server, codex_path, home, tools=[lookup, deploy],
                        permissions={"rules": ["allow edit:src/**"], "mode": "default"})
-    result, _ = await run(agent, repo)
+    result, _ = await run_agent(agent, repo)
 
     assert calls == ["greet"]  # deploy declares nothing: it needs approval, and no one is asked
     assert (repo / "src" / "new.py").exists() and not (repo / "README.md").exists()

@@ -26,6 +26,7 @@ from agenter.testing._scene import ASK_TOUCH, FAKE_KEY_LINE, private_home
 from agenter.tools import tool
 from agenter.tools.spec import ToolSpec
 
+from ...kit import run_agent
 from .cases import tool_results
 
 MISSING = "; ".join(missing_requirements(OpenHandsBackend.requirements(None)))  # type: ignore[arg-type]
@@ -64,17 +65,6 @@ def make_agent(server: Any, home: Path, **kwargs: Any) -> AutonomousCodingAgent:
                                  max_iterations=1, **kwargs)
 
 
-async def run(agent: AutonomousCodingAgent, cwd: Path, prompt: str = "go", **request: Any
-              ) -> tuple[Any, list[dict[str, Any]]]:
-    """The result and the permission events of one run."""
-    events: list[Any] = []
-    async for event in agent.stream_execute(prompt, cwd=cwd, **request):
-        events.append(event)
-    result = events[-1].result
-    permissions = [e.data for e in events if e.data.get("message_type") == "permission"]
-    return result, permissions
-
-
 def finish(message: str = "Done.") -> Any:
     return reply(model_tool_call("finish", {"message": message}))
 
@@ -93,14 +83,14 @@ async def test_the_terminal_cannot_read_the_key_either(scripted_model_server, gi
     """The contract's key read is the file editor's; the terminal's `cat ~/.ssh/id_rsa` is refused too."""
     server = scripted_model_server([reply(model_tool_call("terminal", {"command": "cat ~/.ssh/id_rsa"})),
                                     finish("Done; the call was refused.")])
-    result, events = await run(make_agent(server, home, permissions="bypass"), git_repo, require_changes=False)
+    result, events = await run_agent(make_agent(server, home, permissions="bypass"), git_repo, require_changes=False)
     assert FAKE_KEY_LINE not in json.dumps([r.body for r in server.model_requests])
     said = tool_results(server)
     assert said[0].startswith("Action rejected: Permission denied") and "holds credentials" in said[0]
     assert "safety check" in said[0]
     (denial,) = result.permission_denials
     assert denial["tool"] == "terminal" and "credentials" in denial["rule"].split(":")[1].split(",")
-    assert [(e["tool_input"]["tool"], e["tool_input"]["decision"]) for e in events] == [("terminal", "deny")]
+    assert [(e["tool"], e["decision"]) for e in events] == [("terminal", "deny")]
     assert result.status is CodingStatus.COMPLETED, result.error
 
 
@@ -112,13 +102,13 @@ async def test_without_a_policy_the_tools_may_still_leave_the_workspace(scripted
     script = [reply(model_tool_call("file_editor", {"command": "create", "path": str(outside), "file_text": "x\n"})),
               finish()]
     agent = make_agent(scripted_model_server(script), home)
-    result, events = await run(agent, git_repo, require_changes=False)
+    result, events = await run_agent(agent, git_repo, require_changes=False)
     assert outside.read_text() == "x\n" and result.permission_denials == []
-    assert [e["tool_input"]["decision"] for e in events] == ["allow"]
+    assert [e["decision"] for e in events] == ["allow"]
 
     outside.unlink()
     agent = make_agent(scripted_model_server(script), home, permissions="bypass")
-    result, _ = await run(agent, git_repo, require_changes=False)
+    result, _ = await run_agent(agent, git_repo, require_changes=False)
     assert not outside.exists()
     assert result.permission_denials[0]["rule"] == "safety:outside-workspace"
 
@@ -140,7 +130,7 @@ async def test_the_time_budget_ends_a_run_waiting_for_an_answer(scripted_model_s
     server = scripted_model_server([reply(model_tool_call("terminal", {"command": "touch never.txt"})), finish()])
     agent = make_agent(server, home, permissions=ASK_TOUCH, on_permission=never, permission_timeout=None)
     started = time.monotonic()
-    result, _ = await run(agent, git_repo, budget=Budget(max_time_seconds=4.0))
+    result, _ = await run_agent(agent, git_repo, budget=Budget(max_time_seconds=4.0))
     elapsed = time.monotonic() - started
 
     assert asked.is_set()
@@ -184,7 +174,7 @@ async def test_policy_rules_cover_custom_and_file_tools(scripted_model_server, g
     ])
     agent = make_agent(server, home, tools=[lookup, deploy],
                        permissions={"rules": ["allow edit:src/**"], "mode": "default"})
-    result, _ = await run(agent, git_repo)
+    result, _ = await run_agent(agent, git_repo)
 
     assert calls == ["greet"]  # deploy declares nothing: it needs approval, and no one is asked
     assert (git_repo / "src" / "new.py").exists() and not (git_repo / "README.md").exists()

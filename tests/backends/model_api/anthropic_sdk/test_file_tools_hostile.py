@@ -141,6 +141,7 @@ def test_deep_and_long_paths_are_tool_errors_for_every_tool(toolbox, repo, path)
     assert sorted(p.name for p in repo.iterdir()) == ["src"]
 
 
+@pytest.mark.slow
 @guarded
 def test_an_existing_deep_tree_is_walked_without_recursion(toolbox, deep_tree):
     found = toolbox.run("glob", {"pattern": "**/*.py"})

@@ -26,4 +26,5 @@ CASES = [pytest.param(litellm, id="litellm", marks=[
     # LiteLLM reads pydantic fields the deprecated way on every streamed chunk, and declares
     # TypedDicts pydantic warns about.
     pytest.mark.filterwarnings("ignore:Accessing the 'model_:DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore:Item .* is using the `ReadOnly` qualifier:UserWarning")])]
+    pytest.mark.filterwarnings("ignore:Item .* is using the `ReadOnly` qualifier:UserWarning"),
+    pytest.mark.xdist_group("litellm")])]  # seconds to import: under `make check` one worker does

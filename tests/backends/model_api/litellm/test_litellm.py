@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 from agenter import AutonomousCodingAgent, CodingStatus
 from agenter._errors import ConfigurationError
@@ -20,7 +19,7 @@ from agenter.backends.base import SessionSpec
 from agenter.backends.capabilities import CapabilityError
 from agenter.testing import ScriptedModelServer, disconnect, http_error, reply, text
 
-from ..completion import proposal
+from ..completion import Answer, completion_agent, proposal
 
 # Not imported here: the backend imports LiteLLM itself, after telling it to use the price map it
 # ships instead of fetching one from the network.
@@ -30,18 +29,14 @@ pytestmark = [
     # TypedDicts pydantic warns about.
     pytest.mark.filterwarnings("ignore:Accessing the 'model_:DeprecationWarning"),
     pytest.mark.filterwarnings("ignore:Item .* is using the `ReadOnly` qualifier:UserWarning"),
+    # LiteLLM takes seconds to import: under `make check` its tests share one worker.
+    pytest.mark.xdist_group("litellm"),
 ]
 
 
 def make_agent(server: ScriptedModelServer, mode: str = "patch", model: str = "openai/scripted-model",
                **options: Any) -> AutonomousCodingAgent:
-    settings: dict[str, Any] = {"base_url": server.openai_base_url, "api_key": "test-key", "max_retry_wait": 0.0}
-    settings.update(options)
-    return AutonomousCodingAgent(backend="litellm", model=model, mode=mode, **settings)
-
-
-class Answer(BaseModel):
-    answer: int
+    return completion_agent("litellm", server, mode, model, **options)
 
 
 def _litellm_backend() -> Any:
@@ -102,6 +97,7 @@ async def test_litellms_own_price_is_used(tmp_path: Path):
     assert result.total_cost_usd > 0
 
 
+@pytest.mark.slow
 async def test_unpriced_model_costs_zero_with_a_note(tmp_path: Path):
     with ScriptedModelServer([reply(text("fine"))]) as server:
         events = [e async for e in make_agent(server, mode="analysis").stream_execute("Q?", cwd=tmp_path)]

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 from agenter import AutonomousCodingAgent, CodingStatus
 from agenter._errors import BackendError, ConfigurationError
@@ -20,18 +19,12 @@ from agenter.backends.base import BackendSettings, SessionSpec
 from agenter.backends.model_api.openai_compat import OpenAICompatBackend, OpenAIOptions
 from agenter.testing import ScriptedModelServer, disconnect, http_error, reply, text, thinking
 
-from ..completion import proposal
+from ..completion import Answer, completion_agent, proposal
 
 
 def make_agent(server: ScriptedModelServer, mode: str = "patch", model: str = "scripted-model",
                **options: Any) -> AutonomousCodingAgent:
-    settings: dict[str, Any] = {"base_url": server.openai_base_url, "api_key": "test-key", "max_retry_wait": 0.0}
-    settings.update(options)
-    return AutonomousCodingAgent(backend="openai", model=model, mode=mode, **settings)
-
-
-class Answer(BaseModel):
-    answer: int
+    return completion_agent("openai", server, mode, model, **options)
 
 
 # ---------------------------------------------------------------------- registry and options
