@@ -471,7 +471,7 @@ class CompletionBackend(BaseBackend[OptionsT]):
             if output is not None and output.mode != self._format_mode:
                 output = OutputFormat(self._format_mode, output.name, output.schema)
             try:
-                async for item in self._respond(messages, output):
+                async for item in self._respond_once(messages, output):
                     yield item
                 return
             except Exception as exc:
@@ -526,7 +526,7 @@ class CompletionBackend(BaseBackend[OptionsT]):
         raise BackendError(f"{api} error {status}{tried}: {message}", backend=self.name, status_code=status,
                            kind=verdict.kind)
 
-    async def _respond(self, messages: list[dict[str, str]],
+    async def _respond_once(self, messages: list[dict[str, str]],
                        output: OutputFormat | None) -> AsyncIterator[BackendMessage | Completion]:
         """One attempt: running usage while it streams, settled once when it is complete."""
         prompt_chars = sum(len(m["content"]) for m in messages)
