@@ -175,6 +175,25 @@ async def test_facade_autonomous_run_completes_with_real_files(scripted_model_se
 
 @agent_test
 @pytest.mark.parametrize("wire", WIRES)
+async def test_unstreamed_requests_run_the_same_loop(scripted_model_server, repo, wire):
+    server = scripted_model_server([reply(thinking("Plan."), text("Writing."),
+                                          tool_call("write_file", {"path": "n.txt", "content": "n\n"})),
+                                    reply(text("done"))])
+    backend = make_backend(server, wire, stream=False)
+    await backend.connect(SessionSpec(cwd=repo))
+    try:
+        messages = await run_turn(backend, "go")
+    finally:
+        await backend.disconnect()
+    assert (repo / "n.txt").read_text() == "n\n"
+    assert [m.type for m in messages if m.type in (MessageType.THINKING, MessageType.TEXT)][:2] == [
+        MessageType.THINKING, MessageType.TEXT]
+    assert all(r.body.get("stream") in (None, False) for r in server.model_requests)
+    assert backend.usage().output_tokens > 0
+
+
+@agent_test
+@pytest.mark.parametrize("wire", WIRES)
 async def test_custom_tools_and_structured_output(scripted_model_server, repo, wire):
     class Summary(BaseModel):
         title: str
@@ -584,6 +603,16 @@ def test_chat_stream_accumulates_tool_calls_and_drops_a_cut_off_one():
     # A complete call whose arguments are not JSON is kept and named; "stop" with calls is tool_use.
     assert response.stop == "tool_use" and response.content[0]["input"] == {}
     assert "not valid JSON" in response.input_errors["c1"]
+
+    # A server that numbers no call: a piece with an id starts one, a piece without continues it;
+    # a call without an id gets one.
+    reader = _ChatReader(0)
+    for chunk in [_chunk(calls=[_call(None, '{"path":', "c1", "read_file")]), _chunk(calls=[_call(None, ' "a"}')]),
+                  _chunk(calls=[_call(None, "{}", None, "list_directory")]), _chunk(finish="tool_calls")]:
+        reader.feed(chunk)
+    first, second = reader.finished()[-1].content
+    assert first == {"type": "tool_use", "id": "c1", "name": "read_file", "input": {"path": "a"}}
+    assert second["name"] == "list_directory" and second["id"].startswith("call_")
 
 
 def test_module_import_is_light():

@@ -227,8 +227,7 @@ class ChatWire(_OpenAIWire):
         else:
             reader.finish = "stop"
         for piece in reader.finished():
-            if not isinstance(piece, Delta):
-                yield piece
+            yield piece
 
 
 class ResponsesWire(_OpenAIWire):
@@ -445,7 +444,6 @@ class _Reader:
         return done
 
 
-
 @dataclass
 class _ChatReader(_Reader):
     """Chat Completions chunks: `delta.content`, `delta.reasoning_content` (or `reasoning`),
@@ -486,14 +484,15 @@ class _ChatReader(_Reader):
 
     def take_call(self, index: int | None, call: Any) -> list[Piece]:
         """A piece of a tool call (or a whole one, unstreamed); blocks 1.. are the calls by index."""
-        if not isinstance(index, int):  # a server that numbers no call: a new one when it has an id
+        function = getattr(call, "function", None)
+        name = getattr(function, "name", None) if function is not None else None
+        if not isinstance(index, int):  # a server that numbers no call: an id or a name starts one
             calls = [i for i, b in self.stream.blocks.items() if b.type == "tool_use"]
-            index = (max(calls) if calls and not getattr(call, "id", None) else len(calls) + 1) - 1
+            starts = bool(getattr(call, "id", None) or name)
+            index = (max(calls) if calls and not starts else len(calls) + 1) - 1
         block = self.tool_block(1 + index)
         if getattr(call, "id", None) and not block.tool_id:
             block.tool_id = call.id
-        function = getattr(call, "function", None)
-        name = getattr(function, "name", None) if function is not None else None
         if name and name != block.tool_name:
             block.tool_name += name  # servers that stream the name in pieces
         arguments = getattr(function, "arguments", None) if function is not None else None
