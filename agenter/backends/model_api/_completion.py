@@ -1,8 +1,9 @@
-"""What the completion backends (openai, litellm) share: a model API that answers text, and the
-two modes agenter runs on it.
+"""The context path: a model API that answers text, and the two modes agenter runs on it — all of
+litellm, and openai's analysis and patch mode with openai_context="prompt" (openai_compat keeps
+it beside agenter's own agent, over the same wire).
 
-A completion API has no tool loop, no filesystem and no shell, so these backends never run in
-autonomous mode (the facade refuses it when the agent is built). They run:
+On this path there is no tool loop, no filesystem and no shell, so a pure completion backend
+never runs in autonomous mode (the facade refuses it when the agent is built). It runs:
 
 - analysis mode: the model reads the repository context agenter gives it and answers with text,
   or with structured output (JSON-schema response format where the server takes it; otherwise the
