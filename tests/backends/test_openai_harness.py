@@ -285,6 +285,92 @@ def test_the_path_follows_the_mode_and_openai_context():
 
 
 # ---------------------------------------------------------------------------------------------
+# Tool calls written in the reply (the harness's text tool-call mode, textcalls.py)
+
+
+def text_call(name: str, arguments: dict[str, Any]) -> str:
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
+
+
+@agent_test
+@pytest.mark.parametrize("wire", WIRES)
+async def test_text_tool_calls_read_edit_run_the_test_and_finish(scripted_model_server, repo, wire):
+    """openai_tool_calls="text": the multi-step task a small local model is given (read a file,
+    edit it, run the test with bash, finish), every call written in the reply."""
+    (repo / "test_app.py").write_text("from app import greet\n\ndef test_greet():\n    assert greet() == 'hi'\n")
+    server = scripted_model_server([
+        reply(text("I will read it first.\n" + text_call("read_file", {"path": "app.py"}))),
+        reply(text(text_call("edit_file", {"path": "app.py", "old_string": "'hello'", "new_string": "'hi'"}))),
+        # A bare object starting a line (what llama.cpp leaves of the tags) is a call too.
+        reply(text(json.dumps({"name": "bash", "arguments": {"command": "python -m pytest -q test_app.py"}}))),
+        reply(text("The test passes.")),
+    ])
+    result = await make_agent(server, wire, openai_tool_calls="text", temperature=0.0).execute(
+        "Make greet() return 'hi' and run the test", cwd=repo)
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert (repo / "app.py").read_text() == "def greet():\n    return 'hi'\n"
+    assert result.summary == "The test passes."
+    first, _, third, fourth = (r.body for r in server.model_requests)
+    assert "tools" not in first  # described in the system prompt instead
+    system = first["messages"][0]["content"] if wire == "chat" else first["instructions"]
+    assert "# Tools" in system and "<tool_call>" in system and "edit_file(" in system
+    if wire == "chat":
+        assert first["stop"] == ["<tool_response>"]
+    else:
+        assert "stop" not in first  # the Responses API takes no stop sequences
+    sent = json.dumps(fourth)
+    assert "<tool_response>" in sent and "1 passed" in sent
+    assert "<tool_call>" in json.dumps(third)  # earlier calls go back in the tagged form
+
+
+@agent_test
+async def test_automatic_mode_switches_to_text_calls(scripted_model_server, repo):
+    server = scripted_model_server([
+        reply(text('Let me write it.\n```json\n{"name": "write_file", "arguments": {"path": "n.txt", '
+                   '"content": "n\\n"}}\n```')),
+        reply(text("Done.")),
+    ])
+    backend = make_backend(server, "chat")  # openai_tool_calls="auto", the default
+    await backend.connect(SessionSpec(cwd=repo))
+    try:
+        messages = await run_turn(backend, "Write n.txt")
+    finally:
+        await backend.disconnect()
+    assert (repo / "n.txt").read_text() == "n\n"
+    notes = [m.content for m in messages if m.type is MessageType.STATUS]
+    assert any("wrote its tool calls in its reply" in n and "openai_tool_calls='text'" in n for n in notes)
+    first, second = (r.body for r in server.model_requests)
+    assert "tools" in first and "tools" not in second and "# Tools" in second["messages"][0]["content"]
+    assert invariant_violations(backend.messages) == []
+
+    # "native" never reads calls from the text: the reply is the model's answer.
+    server = scripted_model_server([reply(text(text_call("write_file", {"path": "m.txt", "content": "m"})))])
+    backend = make_backend(server, "chat", openai_tool_calls="native")
+    await backend.connect(SessionSpec(cwd=repo))
+    try:
+        await run_turn(backend, "Write m.txt")
+    finally:
+        await backend.disconnect()
+    assert not (repo / "m.txt").exists() and len(server.model_requests) == 1
+
+
+@agent_test
+async def test_a_text_call_that_cannot_be_read_goes_back_with_the_error(scripted_model_server, repo):
+    server = scripted_model_server([
+        reply(text('<tool_call>\n{"name": "write_file", "arguments": {"path": "x.txt", "content": }\n</tool_call>')),
+        reply(text(text_call("write_flie", {"path": "x.txt", "content": "x"}))),
+        reply(text(text_call("write_file", {"path": "x.txt", "content": "x"}))),
+        reply(text("Done.")),
+    ])
+    result = await make_agent(server, "chat", openai_tool_calls="text").execute("Write x.txt", cwd=repo)
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert (repo / "x.txt").read_text() == "x"
+    second, third = (json.dumps(r.body) for r in server.model_requests[1:3])
+    assert "Your tool call could not be used" in second and "not valid JSON" in second
+    assert "Your tool call could not be used" in third and "write_flie" in third
+
+
+# ---------------------------------------------------------------------------------------------
 # The permission gate: the four hostile attempts, on both wires
 
 

@@ -115,7 +115,8 @@ class OpenAICompatBackend(HarnessBackend[OpenAIOptions], CompletionBackend[OpenA
             shell_option="openai_shell", shell_sandbox=options.openai_shell_sandbox,
             shell_timeout=options.openai_shell_timeout, max_retries=options.max_retries,
             max_retry_wait=options.max_retry_wait, request_timeout=options.request_timeout,
-            temperature=options.temperature, effort=options.effort)
+            temperature=options.temperature, effort=options.effort, tool_calls=options.openai_tool_calls,
+            tool_calls_option="openai_tool_calls")
 
     # ------------------------------------------------------------------ lifecycle
     async def _connect(self, spec: SessionSpec) -> None:

@@ -33,6 +33,11 @@ class OpenAIOptions(CompletionOptions):
     effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = Field(
         None, description="Reasoning effort (reasoning_effort; Responses: reasoning.effort), for models that take "
                           "it; None: the model's default (nothing sent).")
+    openai_tool_calls: Literal["auto", "native", "text"] = Field(
+        "auto", description=(
+            "How the model calls tools in agenter's own agent: 'native' (tool calls on the wire), 'text' (written "
+            "in its reply as <tool_call> JSON, for models that make none on the wire: docs/text-tool-calls.md), "
+            "'auto' (native, switching to text when a reply holds text calls instead)."))
     openai_max_turns_per_iteration: int = Field(
         50, gt=0, description="Model responses per execute() call before the tool loop stops.")
     openai_shell: bool = Field(

@@ -9,7 +9,8 @@ What only OpenAI's wires know is here:
   `tool_calls`, one `tool` message per result) or as Responses input items (`function_call`,
   `function_call_output`); tool definitions as function tools, with `strict` off (agenter's
   schemas are not written for strict mode, which Responses would otherwise apply); tool_choice
-  ("any" is "required"); a JSON schema as `response_format` / `text.format`;
+  ("any" is "required"); a JSON schema as `response_format` / `text.format`; stop sequences (the
+  harness's text tool-call mode) as Chat Completions' `stop` (the Responses API takes none);
 - limits and sampling: `max_tokens` (`max_completion_tokens` on the OpenAI API itself, which its
   newer models require; `max_output_tokens` on Responses; nothing when it is 0, so the server's
   default applies), temperature (only when set: llama.cpp's server then samples at 0.8),
@@ -182,6 +183,8 @@ class ChatWire(_OpenAIWire):
             params["tool_choice"] = _TOOL_CHOICE[request.tool_choice]
         if request.effort is not None:
             params["reasoning_effort"] = request.effort
+        if request.stop:
+            params["stop"] = list(request.stop)
         json_format = _json_format(request, output)
         if json_format is not None and json_format.mode == "json_schema":
             params["response_format"] = {"type": "json_schema", "json_schema": {
