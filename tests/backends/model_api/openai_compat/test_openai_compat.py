@@ -32,7 +32,7 @@ def make_agent(server: ScriptedModelServer, mode: str = "patch", model: str = "s
 
 def test_registered_under_openai():
     assert load_backend("openai") is OpenAICompatBackend
-    # The class declares what its tool loop can do (tests/backends/test_openai_harness.py); a
+    # The class declares what its tool loop can do (tests/backends/model_api/openai_compat/test_openai_harness.py); a
     # backend on the context path has the completion backends' capabilities.
     assert OpenAICompatBackend.capabilities.names() == [
         "text_completion", "streaming", "structured_output", "native_tool_loop", "custom_tools", "filesystem_read",

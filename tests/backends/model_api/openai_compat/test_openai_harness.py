@@ -4,7 +4,7 @@ Completions and the Responses API). Files are checked on disk; what the model wa
 from the requests the server received. Pure request/stream conversions have unit tests at the end.
 
 The context path of analysis and patch mode (openai_context="prompt") is proven in
-tests/backends/test_openai_compat.py and tests/test_patch_mode.py.
+tests/backends/model_api/openai_compat/test_openai_compat.py and tests/session/test_patch_mode.py.
 """
 
 from __future__ import annotations
