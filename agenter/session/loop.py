@@ -749,6 +749,7 @@ class CodingRun:
             iterations=state.iteration, input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens, cache_read_tokens=usage.cache_read_tokens,
             cache_write_tokens=usage.cache_write_tokens, total_tokens=usage.total_tokens,
+            estimated_input_tokens=usage.estimated_input_tokens, estimated_output_tokens=usage.estimated_output_tokens,
             total_cost_usd=round(usage.cost_usd, 6), duration_seconds=round(self._limits.elapsed(), 3),
             output=state.output, error=outcome.error, exceeded_limit=outcome.exceeded, error_kind=outcome.kind,
             refusal_reason=self._redact(refusal.reason) if refusal else None,

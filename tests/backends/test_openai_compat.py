@@ -232,6 +232,32 @@ async def test_usage_counts_cached_tokens_apart_and_is_priced(tmp_path: Path):
     assert result.total_cost_usd == pytest.approx(1200 * 0.15e-6 + 1000 * 0.075e-6 + 100 * 0.6e-6, rel=1e-3)
 
 
+async def test_a_request_cancelled_after_it_was_sent_counts_its_prompt_as_an_estimate(tmp_path: Path):
+    """A paid API bills the prompt of a request it received: the time budget cancels a request
+    the model never answers, and its prompt still counts, marked as agenter's estimate."""
+    from agenter import Budget
+    from agenter.testing import estimate_tokens
+
+    pytest.importorskip("openai")  # imported here, so that the budget is the request's, not the import's
+    (tmp_path / "notes.txt").write_text("hello " * 1000)
+    with ScriptedModelServer([], default=hang()) as server:
+        agent = make_agent(server, mode="analysis", budget=Budget(max_time_seconds=5))
+        result = await agent.execute("Summarize notes.txt.", cwd=tmp_path, require_changes=False)
+        sent = server.wait_for_requests(1)
+    assert result.status is CodingStatus.BUDGET_EXCEEDED and result.exceeded_limit == "time"
+    prompt = sum(estimate_tokens(m["content"]) for m in sent[0].body["messages"])
+    assert result.input_tokens > 1000 and abs(result.input_tokens - prompt) <= len(sent[0].body["messages"])
+    assert result.estimated_input_tokens == result.input_tokens and result.estimated_tokens == result.total_tokens
+
+
+async def test_an_error_answer_costs_no_tokens_and_reported_usage_is_not_an_estimate(tmp_path: Path):
+    with ScriptedModelServer([http_error(500, "down"), reply(text("fine"), usage={"input_tokens": 30,
+                                                                                   "output_tokens": 4})]) as server:
+        result = await make_agent(server, mode="analysis").execute("Q?", cwd=tmp_path, require_changes=False)
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert (result.input_tokens, result.output_tokens, result.estimated_tokens) == (30, 4, 0)
+
+
 # ---------------------------------------------------------------------- conformance
 
 

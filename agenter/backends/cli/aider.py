@@ -49,6 +49,19 @@ from agenter._types import Usage
 from agenter.backends._edits import text_counts
 from agenter.backends._prompts import OutputChannel
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
+from agenter.backends.cli._aider_usage import (
+    MAX_HISTORY_TOKENS,
+    SUMMARY_PREFIX,
+    MainCall,
+    Message,
+    exchanges,
+    history_messages,
+    history_threshold,
+    main_calls,
+    summarized,
+    summary_in,
+    summary_request_chars,
+)
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState
 from agenter.backends.cli._failures import classify
 from agenter.backends.cli._policy.aider import aider_ignore
@@ -56,6 +69,7 @@ from agenter.backends.cli._runner import Invocation, Line
 from agenter.host.requirements import MODEL_PROVIDER_KEYS, Credentials
 from agenter.permissions import PermissionPolicy, ToolCall
 from agenter.sandbox.paths import PathResolver
+from agenter.usage import context_window, estimate_cost
 
 __all__ = ["AiderCliBackend", "AiderCliOptions"]
 
@@ -94,6 +108,9 @@ class AiderCliOptions(CliOptions):
         False, description="Let Aider use the git repository (repo map; it may `git add` new files). Never commits.")
     aider_files: list[str] = Field(
         default_factory=list, description="Files added to the chat from the start (paths relative to cwd).")
+    aider_max_chat_history_tokens: int | None = Field(
+        None, gt=0, description="Chat history (tokens) past which Aider summarizes it with the weak model; None: "
+                                "Aider's rule (1/16 of the model's context window, between 1k and 8k).")
 
 
 class AiderCliBackend(CliBackend[AiderCliOptions]):
@@ -125,12 +142,26 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
         self._last_line = ""
         # The text of each file Aider may edit as it was before its edit (None: it did not exist).
         self._before: dict[str, str | None] = {}
+        # What Aider does not report (_aider_usage): its history threshold, the run's LLM log and
+        # chat history as it was before the run, and the size of the last summary seen.
+        self._threshold = MAX_HISTORY_TOKENS
+        self._llm_log: Path | None = None
+        self._history_before = ""
+        self._restored = False
+        self._summary_chars: int | None = None
+        self._unseen_summaries = 0
 
     async def prepare(self) -> None:
         # Aider names files relative to its root: the repository's top with aider_git, else cwd.
         self._root = self.cwd
         if self.options.aider_git:
             self._root = await self.in_thread(_git_top, self.cwd)
+        self._threshold = self.options.aider_max_chat_history_tokens or MAX_HISTORY_TOKENS
+        if self.options.aider_max_chat_history_tokens is None and self.settings.model:
+            # Aider's own rule, with the context window genai-prices knows: passed to Aider, so
+            # that agenter knows when it summarizes. (Without a model Aider picks one of its
+            # defaults, all with large context windows: 8k.)
+            self._threshold = history_threshold(await self.in_thread(context_window, self.settings.model))
         self._resolver = PathResolver(self.cwd, self.spec.allowed_write_paths, sandbox=True)
         self._editable = []
         for name in self.options.aider_files:
@@ -189,6 +220,8 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
         restore = self.resume_id() is not None
         self._session_id = self.resume_id() or uuid.uuid4().hex
         history = self.history_file(self._session_id)
+        self._restored, self._history_before = restore, self.read_history(history) if restore else ""
+        self._llm_log = self.scratch / f"llm-{self.turns}.log"
         if prompt.lstrip()[:1] in ("/", "!"):
             prompt = "Task:\n" + prompt  # Aider would run it as a command (/run, /web, !cmd)
         message = self.scratch_file(f"message-{self.turns}.md", prompt)
@@ -197,7 +230,8 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
                 "--no-fancy-input", "--no-auto-commits", "--no-dirty-commits", "--no-gitignore",
                 "--no-suggest-shell-commands", "--analytics-disable", "--no-check-update",
                 "--no-show-model-warnings", "--no-show-release-notes", "--encoding", "utf-8",
-                "--chat-history-file", str(history), "--input-history-file", str(self.scratch / "input.history")]
+                "--chat-history-file", str(history), "--input-history-file", str(self.scratch / "input.history"),
+                "--llm-history-file", str(self._llm_log), "--max-chat-history-tokens", str(self._threshold)]
         if restore:
             argv.append("--restore-chat-history")
         if self._ignore_file is not None:
@@ -243,6 +277,59 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
         folder = (self.home_dir or Path.home()) / ".cache" / "agenter" / "aider-sessions"
         folder.mkdir(parents=True, exist_ok=True)
         return folder / f"{session}.chat.md"
+
+    @staticmethod
+    def read_history(path: Path | None) -> str:
+        """The text of a chat-history file ("" when there is none)."""
+        try:
+            return path.read_text(encoding="utf-8", errors="replace") if path is not None else ""
+        except OSError:
+            return ""
+
+    # ------------------------------------------------------------------ usage Aider does not report
+    def unreported(self, turn: TurnState, *, ended: bool, reported: bool) -> Usage:
+        """The main call a cut-short run was waiting for, and Aider's chat-history summaries
+        (see _aider_usage), estimated."""
+        calls = main_calls(self.read_history(self._llm_log))
+        main = Usage()
+        if calls and calls[-1].reply is None:  # logged, never answered: the run was cut short
+            streamed = len("\n".join(self._reply).strip())
+            main = Usage.estimate(input_chars=calls[-1].prompt_chars, output_chars=streamed)
+        side = self._summaries(calls, ended)
+        weak = self.options.aider_weak_model
+        cost = _price(weak, side) if weak and side.total_tokens else None
+        total = main + side
+        return total if cost is None else total.model_copy(update={"cost_usd": self.ledger.price(main) + cost})
+
+    def _summaries(self, calls: list[MainCall], ended: bool) -> Usage:
+        """The summaries Aider made in this run: the one at its start (seen in the first main
+        call's prompt, or predicted when there was none), and after its exchange (predicted,
+        when the run ended by itself; its reply counted at the size of the last summary seen,
+        or once a later one shows it)."""
+        history = history_messages(self._history_before) if self._restored else []
+        usage = Usage()
+        seen = summary_in(calls[0]) if calls else None
+        if seen is not None or (not calls and ended):
+            cut = summarized(history, self._threshold)
+            if cut is not None:
+                usage = usage + self._summary(cut[0], seen)
+                history = [("user", seen or ""), ("assistant", "Ok."), *cut[1]]
+        if ended:
+            cut = summarized(history + exchanges(calls), self._threshold)
+            if cut is not None:
+                usage = usage + self._summary(cut[0], None)
+        return usage
+
+    def _summary(self, head: list[Message], seen: str | None) -> Usage:
+        """One summary request: what it sends, and its reply (seen, or as large as the last one)."""
+        sent = summary_request_chars(head)
+        if seen is None:
+            if self._summary_chars is None:
+                self._unseen_summaries += 1  # its reply is counted when a summary shows its size
+            return Usage.estimate(input_chars=sent, output_chars=self._summary_chars or 0)
+        size = max(len(seen) - len(SUMMARY_PREFIX) - 1, 0)  # Aider put its prefix before the reply
+        pending, self._unseen_summaries, self._summary_chars = self._unseen_summaries, 0, size
+        return Usage.estimate(input_chars=sent, output_chars=size * (1 + pending))
 
     # ------------------------------------------------------------------ output lines
     def parse_event(self, line: Line, turn: TurnState) -> Iterable[BackendMessage]:
@@ -319,6 +406,14 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
     def _fail(self, turn: TurnState, problem: str) -> None:
         kind, status = classify(problem)  # LiteLLM's exception names are in the shared table
         turn.fail(self.redact(problem), status_code=status, kind=kind)
+
+
+def _price(model: str, usage: Usage) -> float | None:
+    """What `usage` costs on `model` (the weak model Aider summarizes with), None when unknown."""
+    try:
+        return estimate_cost(model, usage)
+    except Exception:  # noqa: BLE001 - a pricing data problem must not stop a run
+        return None
 
 
 def _git_top(cwd: Path) -> Path:

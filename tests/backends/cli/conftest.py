@@ -211,8 +211,9 @@ class Kit:
         assert all(status in (None, expected) for (_, status), expected in zip(kinds, (401, 429, 500), strict=True))
         assert all(API_KEY not in str(e) for e in errors)
 
-    async def check_time_budget(self, cwd: Path, *, session_only: bool = False) -> None:
-        """A hung model: the run returns within the budget + 2 s and leaves no process.
+    async def check_time_budget(self, cwd: Path, *, session_only: bool = False) -> tuple[Any, Any]:
+        """A hung model: the run returns within the budget + 2 s and leaves no process. Returns
+        the result and the server (what it received).
         `session_only`: run the session on the backend directly, for a backend the facade does
         not build in autonomous mode (it has no shell)."""
         budget = self.case.startup + 2
@@ -240,6 +241,9 @@ class Kit:
         assert result.exceeded_limit == "time", result
         assert took < budget + 2, f"took {took:.1f} s with a budget of {budget} s"
         assert not self.leftovers()
+        if server.model_requests:  # the request the budget cut off was sent: it counts (an estimate at least)
+            assert result.total_tokens > 0, result
+        return result, server
 
     async def check_big_prompt(self, cwd: Path) -> None:
         """A 300 KB prompt reaches the model whole (for programs whose resume test uses a short one)."""

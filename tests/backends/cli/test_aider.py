@@ -16,7 +16,7 @@ from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.backends.cli._base import TurnState
 from agenter.backends.cli._runner import parse_line
 from agenter.backends.cli.aider import AiderCliBackend, AiderCliOptions
-from agenter.testing import conformance, reply, text
+from agenter.testing import conformance, estimate_tokens, reply, text
 
 from .conftest import REPO, CliCase, conformance_checks, installed, need
 
@@ -61,6 +61,95 @@ async def test_time_budget_with_a_hung_model(kit, tmp_path):
     # The facade builds agents in autonomous mode only for backends with a shell; Aider runs none
     # headless (agenter answers no to its shell questions), so the session runs on the backend directly.
     await kit.check_time_budget(tmp_path, session_only=True)
+
+
+async def test_a_turn_cut_short_counts_what_aider_sent_as_an_estimate(kit, tmp_path):
+    """Aider reports a call's tokens only once it is answered: the call a run was cut off in
+    counts the prompt Aider logged for it (its instructions, the chat's files and the task, not
+    only agenter's message), marked as an estimate. The run is stopped once the request has
+    reached the model (Aider's start takes from 5 to 40 s on a busy machine, so a time budget
+    would often end it before): the same cancellation of the turn as a time budget's."""
+    import asyncio
+
+    from agenter import Budget
+    from agenter._types import CodingRequest
+    from agenter.session.loop import CodingRun
+    from agenter.testing import hang
+    from agenter.validators import ValidatorChain
+
+    (tmp_path / "roman.py").write_text("def roman(number):\n    pass\n" * 20)
+    loop = asyncio.get_running_loop()
+    run: CodingRun | None = None
+
+    def arrived(request: Any) -> None:
+        assert run is not None
+        loop.call_soon_threadsafe(run.stop, "the model hangs")
+        return None  # the script's default answers it: a hang
+
+    server = kit._start_server([], default=hang(), handler=arrived)
+    backend = kit.backend(server, aider_files=["roman.py"])
+    run = CodingRun(backend, CodingRequest(prompt="Write roman.py.", cwd=tmp_path),
+                    budget=Budget(max_time_seconds=300), validators=ValidatorChain([]),
+                    backend_name="aider-cli", connect=lambda: backend.connect(SessionSpec(cwd=tmp_path)),
+                    disconnect=backend.disconnect)
+    async for _ in run.run():
+        pass
+    result = run.result
+    assert result is not None and result.error == "the model hangs", result
+    sent = server.model_requests[0].body["messages"]
+    processed = sum(estimate_tokens(m["content"]) for m in sent)
+    assert "def roman(number)" in json.dumps(sent)  # the chat's file went with it
+    assert result.input_tokens > 500 and abs(result.input_tokens - processed) <= 2 * len(sent), (result, processed)
+    assert result.estimated_input_tokens == result.input_tokens and result.estimated_tokens == result.total_tokens
+    assert not kit.leftovers()
+
+
+SUMMARY = "I asked you to write roman.py with roman(number), which turns an integer into Roman numerals."
+
+
+def summarizer(request: Any) -> Any:
+    """Answers Aider's chat-history summaries (its instructions open the request); the rest
+    falls through to the script."""
+    messages = request.body.get("messages") or [{}]
+    return reply(text(SUMMARY)) if "summarize" in str(messages[0].get("content", ""))[:40] else None
+
+
+def is_summary(record: Any) -> bool:
+    return "summarize" in str(record.body["messages"][0]["content"])[:40]
+
+
+@pytest.mark.timeout(300)  # two runs of Aider, each waiting for its summary at exit
+async def test_aiders_chat_history_summaries_are_counted_as_estimates(kit, tmp_path):
+    """Aider summarizes a long chat history with its weak model in a thread and prints no usage
+    for it: after a run whose history passed the threshold (the summary is thrown away when
+    Aider exits), and when the next run restores the history (the summary then shows in the
+    main call's prompt). agenter counts them, marked as estimates, priced as the weak model."""
+    code = "".join(f"x{i} = {i}  # the numerals I V X L C D M, added from the largest down\n" for i in range(30))
+    server = kit._start_server([whole_file("roman.py", code), whole_file("roman.py", code + "y = 1\n")],
+                               default=reply(text("ok")), handler=summarizer)
+    backend = kit.backend(server, aider_max_chat_history_tokens=300, aider_weak_model="openai/gpt-4.1-mini")
+    await backend.connect(SessionSpec(cwd=tmp_path))
+    try:
+        await kit.turn(backend, "Write roman.py.")
+        await kit.turn(backend, "Add y.")
+    finally:
+        await backend.disconnect()
+    usage = backend.usage()
+    summaries = [r for r in server.model_requests if is_summary(r)]
+    assert len(summaries) == 3 and {r.body["model"] for r in summaries} == {"gpt-4.1-mini"}
+    sent = sum(estimate_tokens(m["content"]) for r in summaries for m in r.body["messages"])
+    answered = len(summaries) * estimate_tokens(SUMMARY)
+    # Aider's own figures are rounded ("1.2k"); the summaries' are agenter's estimate.
+    assert abs(usage.estimated_input_tokens - sent) <= 3 * len(summaries), (usage, sent)
+    assert abs(usage.estimated_output_tokens - answered) <= 3 * len(summaries), (usage, answered)
+    # Nothing the server processed (prompts and replies, at its four characters a token) is
+    # missing from the total: Aider's figures for its main calls (its tokenizer's count, which
+    # runs higher on code), agenter's estimate for the summaries.
+    processed = sum(estimate_tokens(m["content"]) + estimate_tokens(r.item.text)
+                    for r in server.model_requests for m in r.body["messages"][:1]) + sum(
+        estimate_tokens(m["content"]) for r in server.model_requests for m in r.body["messages"][1:])
+    assert 0 < usage.estimated_tokens < usage.total_tokens
+    assert usage.total_tokens >= 0.95 * processed, (usage, processed)
 
 
 def test_missing_program_names_the_install_command(kit):

@@ -78,8 +78,18 @@ class OpenAICompatBackend(CompletionBackend[OpenAIOptions]):
             key = NO_KEY
         else:
             self.redact.add(key)
+        # httpx's request trace says when a request's body has been written: from then on its
+        # prompt counts, also when the request is cancelled before the model answers.
+        http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [self._trace_request]})
         self._client = openai.AsyncOpenAI(api_key=key, base_url=options.base_url or None, max_retries=0,
-                                          timeout=options.request_timeout)
+                                          timeout=options.request_timeout, http_client=http)
+
+    async def _trace_request(self, request: Any) -> None:
+        request.extensions["trace"] = self._trace
+
+    async def _trace(self, event: str, info: Any) -> None:
+        if event.endswith(".send_request_body.complete"):
+            self.request_sent()
 
     async def _close_client(self) -> None:
         client, self._client = self._client, None
