@@ -235,10 +235,13 @@ class Usage(BaseModel):
 
 @dataclass
 class ModifiedFiles:
-    """Paths (relative to cwd, POSIX separators) a turn changed."""
+    """Paths (relative to cwd, POSIX separators) a turn changed. `created`: the written paths
+    known not to have existed before (the workspace was compared; a file a tool reported
+    writing is not known to be new), so that agenter may remove one it refuses."""
 
     written: set[str] = field(default_factory=set)
     deleted: set[str] = field(default_factory=set)
+    created: set[str] = field(default_factory=set, compare=False)
 
     def __bool__(self) -> bool:
         return bool(self.written or self.deleted)
@@ -246,7 +249,10 @@ class ModifiedFiles:
     def __or__(self, other: ModifiedFiles) -> ModifiedFiles:
         written = (self.written | other.written) - other.deleted
         deleted = (self.deleted - other.written) | other.deleted
-        return ModifiedFiles(written=written, deleted=deleted)
+        # New since the earlier changes began: created then and still there, or created now
+        # (a file deleted earlier and written again existed before).
+        created = ((self.created - other.deleted) | (other.created - self.deleted)) & written
+        return ModifiedFiles(written=written, deleted=deleted, created=created)
 
     @property
     def all(self) -> list[str]:
