@@ -5,9 +5,12 @@ JSON: its reply, "Applied edit to <file>", "Tokens: ... Cost: ..." and LiteLLM e
 from the lines. It has no sandbox and, here, no shell (--no-suggest-shell-commands), so it runs
 only with sandbox=False. It never commits, never touches .gitignore, and without aider_git=True
 never touches git at all (--no-git). Each session's chat history is a file of its own
-(~/.cache/agenter/aider-sessions/<session id>.chat.md); later turns restore it, so a retry
-continues the same conversation, and a later session can resume it by id. Install it apart from your
-project's packages (its pins are strict): `pipx install aider-chat`, or scripts/install-aider.sh.
+(~/.cache/agenter/aider-sessions/<session id>.chat.md, a folder only its owner can read); later
+turns restore it, so a retry continues the same conversation, and a later session can resume it by
+id. It is kept after the session for that (aider_keep_history=False removes it when the session
+ends), and histories untouched for aider_history_days (30) are removed when a session starts.
+Install it apart from your project's packages (its pins are strict): `pipx install aider-chat`, or
+scripts/install-aider.sh.
 
 Aider is never run with --yes-always: headless, a "yes" to every question let a task's URL make
 Aider scrape the page and then install Playwright and its system packages (apt-get, as root).
@@ -34,9 +37,12 @@ aiderignore before applying an edit, so the ignore file alone would not stop one
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import re
+import time
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -44,7 +50,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from agenter._errors import PathSecurityError
+from agenter._errors import ConfigurationError, PathSecurityError
 from agenter._types import Usage
 from agenter.backends._edits import text_counts
 from agenter.backends._prompts import OutputChannel
@@ -108,6 +114,12 @@ class AiderCliOptions(CliOptions):
         False, description="Let Aider use the git repository (repo map; it may `git add` new files). Never commits.")
     aider_files: list[str] = Field(
         default_factory=list, description="Files added to the chat from the start (paths relative to cwd).")
+    aider_keep_history: bool = Field(
+        True, description="Keep the session's chat history after the session, so a later one can resume it "
+                          "(CodingRequest.resume); False removes it when the session ends.")
+    aider_history_days: float | None = Field(
+        30.0, gt=0, description="Chat histories of earlier sessions untouched for this many days are removed "
+                                "when a session starts (None: never).")
     aider_max_chat_history_tokens: int | None = Field(
         None, gt=0, description="Chat history (tokens) past which Aider summarizes it with the weak model; None: "
                                 "Aider's rule (1/16 of the model's context window, between 1k and 8k).")
@@ -163,6 +175,7 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
             # defaults, all with large context windows: 8k.)
             self._threshold = history_threshold(await self.in_thread(context_window, self.settings.model))
         self._resolver = PathResolver(self.cwd, self.spec.allowed_write_paths, sandbox=True)
+        await self.in_thread(self._tidy_histories)
         self._editable = []
         for name in self.options.aider_files:
             if await self._may_edit(name, ask=True):
@@ -274,9 +287,41 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
         later one can resume it (the session id is its name; a path is taken as it is)."""
         if os.sep in session:
             return Path(session)
-        folder = (self.home_dir or Path.home()) / ".cache" / "agenter" / "aider-sessions"
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = self.histories()
+        if not folder.is_dir():
+            folder.mkdir(parents=True, exist_ok=True)
+            folder.chmod(0o700)  # the chats hold the tasks, the code and the replies: yours alone
         return folder / f"{session}.chat.md"
+
+    def histories(self) -> Path:
+        """agenter's folder of aider-cli chat histories (in the program's home)."""
+        return (self.home_dir or Path.home()) / ".cache" / "agenter" / "aider-sessions"
+
+    def _tidy_histories(self) -> None:
+        """At connect: remove the histories of earlier sessions older than aider_history_days
+        (none of them is the one this session resumes), and check that a resumed one exists."""
+        days, resumed = self.options.aider_history_days, self.spec.resume_session_id
+        keep = self.history_file(resumed) if resumed else None
+        if days is not None:
+            cutoff = time.time() - days * 86400
+            with contextlib.suppress(OSError):
+                for path in self.histories().glob("*.chat.md"):
+                    with contextlib.suppress(OSError):
+                        if path != keep and path.stat().st_mtime < cutoff:
+                            path.unlink()
+        if keep is not None and not keep.is_file():
+            raise ConfigurationError(
+                f"no aider-cli session {resumed!r} to resume: its chat history {keep} does not exist (a session "
+                "run with aider_keep_history=False, one older than aider_history_days, or another home)",
+                parameter="resume")
+
+    async def _disconnect(self) -> None:
+        await super()._disconnect()
+        session = self._session_id
+        if not self.options.aider_keep_history and session and os.sep not in session:
+            # Only agenter's own file (a path given to resume is the user's).
+            with contextlib.suppress(OSError):
+                await asyncio.to_thread(self.history_file(session).unlink, missing_ok=True)
 
     @staticmethod
     def read_history(path: Path | None) -> str:

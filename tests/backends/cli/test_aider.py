@@ -152,6 +152,39 @@ async def test_aiders_chat_history_summaries_are_counted_as_estimates(kit, tmp_p
     assert usage.total_tokens >= 0.95 * processed, (usage, processed)
 
 
+@pytest.mark.timeout(300)  # two runs of Aider
+async def test_chat_histories_are_kept_for_resume_pruned_by_age_or_removed_at_the_end(kit, tmp_path):
+    """A session's chat history stays for a later resume, in a folder only its owner reads;
+    histories untouched for aider_history_days go when a session starts; aider_keep_history=False
+    removes the session's own when it ends; resuming one that is gone is a configuration error."""
+    import os
+    import time
+
+    from agenter._errors import ConfigurationError
+
+    folder = kit.home / ".cache" / "agenter" / "aider-sessions"
+    server = kit.server([reply(text("First.")), reply(text("Second."))])
+    backend = kit.backend(server)
+    await kit.one_turn(backend, tmp_path, "Say something.")
+    kept = folder / f"{backend.session_id}.chat.md"
+    assert "First." in kept.read_text() and (folder.stat().st_mode & 0o777) == 0o700
+    old, recent = folder / "0ld.chat.md", folder / "recent.chat.md"
+    old.write_text("# an old chat\n")
+    recent.write_text("# a recent chat\n")
+    stale = time.time() - 31 * 86400
+    os.utime(old, (stale, stale))
+
+    gone = kit.backend(server, aider_keep_history=False)
+    await kit.one_turn(gone, tmp_path, "Say something else.")
+    assert sorted(p.name for p in folder.iterdir()) == sorted([kept.name, recent.name])  # the old and its own: gone
+
+    with pytest.raises(ConfigurationError, match="no aider-cli session"):
+        await kit.backend(server).connect(SessionSpec(cwd=tmp_path, resume_session_id=gone.session_id))
+    resumed = kit.backend(server, aider_history_days=None)
+    await resumed.connect(SessionSpec(cwd=tmp_path, resume_session_id=backend.session_id))
+    await resumed.disconnect()
+
+
 def test_missing_program_names_the_install_command(kit):
     kit.check_missing_program("pipx install aider-chat")
 
