@@ -9,6 +9,7 @@ import string
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from agenter.host.redact import Redactor
 
@@ -103,12 +104,47 @@ def test_a_generated_key_of_a_real_shape_is_redacted(body: str, digit: str, pref
     assert redactor()(text) == context.format("[REDACTED]")
 
 
-async def test_the_result_is_what_the_readme_says(tmp_path) -> None:
-    """Through execute(): the result's texts are redacted like the events (a key the agent
-    writes in its summary is hidden, the words around it are not), and `files` and `output`
-    stay raw, your repository's contents."""
-    from agenter import AutonomousCodingAgent, CodingEventType, CodingStatus
+async def test_prose_and_paths_pass_through_a_run_untouched(tmp_path) -> None:
+    """Through execute(), with the real environment's redactor: the corpus as the agent's reply
+    and files named like it come back as they were, in the result, its events and its transcript."""
+    import json
+
+    from agenter import AutonomousCodingAgent, CodingStatus
     from agenter.testing import FunctionBackend
+
+    corpus = "\n".join(ORDINARY)
+    names = ["task-scheduler.py", "ask-a-scientist/README.md", "mask-rcnn/mask-rcnn_R_50_FPN_3x.yaml"]
+
+    def turn(ctx):
+        return [*(ctx.write(name, corpus + "\n") for name in names), corpus]
+
+    agent = AutonomousCodingAgent(backend=FunctionBackend, turn=turn, log_dir=tmp_path / "runs", validators=[])
+    work = tmp_path / "work"
+    work.mkdir()
+    events = [event async for event in agent.stream_execute("Tidy the repository.", cwd=work)]
+    result = events[-1].result
+    assert result is not None and result.status is CodingStatus.COMPLETED, result
+    assert result.summary == corpus
+    assert result.files == {name: corpus + "\n" for name in names}
+    assert events[-1].data["result"]["summary"] == corpus
+    assert events[-1].data["result"]["files"] == result.files
+    assert [e.data["content"] for e in events if e.data.get("kind") == "text"] == [corpus]
+    every = json.dumps([e.data for e in events], default=str)
+    assert "[REDACTED]" not in every and all(json.dumps(name) in every for name in names)  # the tool calls' paths
+    (transcript,) = (tmp_path / "runs").glob("*.jsonl")
+    written = transcript.read_text()
+    assert "[REDACTED]" not in written and json.dumps(corpus)[1:-1] in written
+
+
+async def test_the_result_is_what_the_readme_says(tmp_path) -> None:
+    """Through execute(), the README's claim: the result's texts (summary, error, refusal_reason,
+    validation_errors, permission_denials) are redacted like the events (a key is hidden, the
+    words around it are not), and `files` and `output` stay raw, your repository's contents."""
+    from agenter import AutonomousCodingAgent, CodingEventType, CodingStatus
+    from agenter._errors import BackendError
+    from agenter.permissions import ToolCall
+    from agenter.testing import FunctionBackend
+    from agenter.validators import ValidationResult
 
     key = KEYS[0]
     summary = f"Moved it to task-scheduler.py (ask-a-scientist, mask-rcnn); the old key was {key}."
@@ -129,3 +165,36 @@ async def test_the_result_is_what_the_readme_says(tmp_path) -> None:
     assert end.data["result"]["files"] == {"task-scheduler.py": "KEY = '[REDACTED]'  # ask-a-scientist\n"}
     text_events = [e.data["content"] for e in events if e.data.get("kind") == "text"]
     assert text_events == [expected]
+
+    class KeyCheck:
+        name, blocking = "keycheck", True
+
+        async def validate(self, files, cwd):
+            return ValidationResult(validator="keycheck", passed=False, errors=[f"{key} in task-scheduler.py"])
+
+    async def denied(ctx):
+        await ctx.permit(ToolCall(kind="shell", name="Bash", command=f"curl -H 'Authorization: Bearer {key}' x"))
+        return turn(ctx)
+
+    failed = await AutonomousCodingAgent(backend=FunctionBackend, turn=denied, permissions=["deny shell:curl*"],
+                                         validators=[KeyCheck()], max_iterations=1).execute("Move it.", cwd=tmp_path)
+    assert failed.status is CodingStatus.FAILED and failed.validation_errors == [
+        "[keycheck] [REDACTED] in task-scheduler.py"]
+    assert failed.permission_denials[0]["target"] == "curl -H 'Authorization: Bearer [REDACTED]' x"
+    assert key not in str(failed.permission_denials)
+
+    def broken(ctx):
+        raise BackendError(f"the agent failed near task-scheduler.py with {key}")
+
+    errored = await AutonomousCodingAgent(backend=FunctionBackend, turn=broken).execute("Move it.", cwd=tmp_path)
+    assert errored.error == "the agent failed near task-scheduler.py with [REDACTED]", errored
+    refused = await AutonomousCodingAgent(backend=FunctionBackend, turn=lambda ctx: ctx.refuse(f"no: {key}")).execute(
+        "Move it.", cwd=tmp_path)
+    assert refused.refusal_reason == "no: [REDACTED]", refused
+
+    class Report(BaseModel):
+        key: str
+
+    answered = await AutonomousCodingAgent(backend=FunctionBackend, turn=lambda ctx: [ctx.output({"key": key})]).execute(
+        "Which key?", cwd=tmp_path, output_type=Report, require_changes=False)
+    assert answered.ok and answered.output == Report(key=key), answered.error  # your structured output: raw
