@@ -43,7 +43,14 @@ class Answer(BaseModel):
 
 def test_registered_under_openai():
     assert load_backend("openai") is OpenAICompatBackend
-    assert OpenAICompatBackend.capabilities.names() == ["text_completion", "streaming", "structured_output", "sandbox"]
+    # The class declares what its tool loop can do (tests/backends/test_openai_harness.py); a
+    # backend on the context path has the completion backends' capabilities.
+    assert OpenAICompatBackend.capabilities.names() == [
+        "text_completion", "streaming", "structured_output", "native_tool_loop", "custom_tools", "filesystem_read",
+        "filesystem_edit", "shell", "sandbox", "resume"]
+    settings = BackendSettings(model="m", tools=[], sandbox=True, mode="patch", options=OpenAIOptions(api_key="k"))
+    assert OpenAICompatBackend(settings).capabilities.names() == [
+        "text_completion", "streaming", "structured_output", "sandbox"]
 
 
 def test_model_is_required():
@@ -71,13 +78,15 @@ def test_custom_tools_are_refused():
         """Look something up."""
         return name
 
-    with pytest.raises(ConfigurationError, match="cannot run custom tools"):
+    # On the context path the model calls no tool: refused when the agent is built.
+    with pytest.raises(ConfigurationError, match="custom tools run in agenter's own agent"):
         AutonomousCodingAgent(backend="openai", model="m", mode="patch", api_key="k", tools=[lookup])
 
 
-def test_policy_needing_unenforced_kinds_fails_when_built():
-    with pytest.raises(ConfigurationError, match="cannot enforce permission rules for: network"):
-        AutonomousCodingAgent(backend="openai", model="m", mode="patch", api_key="k", permissions=["deny network"])
+def test_a_network_rule_needs_the_sandbox():
+    # Network rules are enforced by the bash tool's sandbox: without it they fail when built.
+    with pytest.raises(ConfigurationError, match="network rules other than 'allow network' need sandbox=True"):
+        AutonomousCodingAgent(backend="openai", model="m", api_key="k", sandbox=False, permissions=["deny network"])
 
 
 # ---------------------------------------------------------------------- wires
@@ -233,15 +242,29 @@ async def test_usage_counts_cached_tokens_apart_and_is_priced(tmp_path: Path):
 
 
 async def test_a_request_cancelled_after_it_was_sent_counts_its_prompt_as_an_estimate(tmp_path: Path):
-    """A paid API bills the prompt of a request it received: the time budget cancels a request
-    the model never answers, and its prompt still counts, marked as agenter's estimate."""
+    """On the context path, through execute(): a paid API bills the prompt of a request it
+    received, so the time budget cancelling a request the model never answers still counts its
+    prompt, marked as agenter's estimate. The budget is set past this machine's time to a
+    request (a run measures it, once the imports are done)."""
+    import time
+
     from agenter import Budget
     from agenter.testing import estimate_tokens
 
-    pytest.importorskip("openai")  # imported here, so that the budget is the request's, not the import's
     (tmp_path / "notes.txt").write_text("hello " * 1000)
+    arrived: list[float] = []
+
+    def note(request: Any) -> None:
+        arrived.append(time.monotonic())
+        return None  # the script answers
+
+    with ScriptedModelServer([reply(text("ok")), reply(text("ok"))], handler=note) as warm:
+        await make_agent(warm, mode="analysis").execute("Say ok.", cwd=tmp_path, require_changes=False)
+        began = time.monotonic()
+        await make_agent(warm, mode="analysis").execute("Say ok.", cwd=tmp_path, require_changes=False)
+    budget = max(2.0, 3 * (arrived[1] - began))
     with ScriptedModelServer([], default=hang()) as server:
-        agent = make_agent(server, mode="analysis", budget=Budget(max_time_seconds=5))
+        agent = make_agent(server, mode="analysis", budget=Budget(max_time_seconds=budget))
         result = await agent.execute("Summarize notes.txt.", cwd=tmp_path, require_changes=False)
         sent = server.wait_for_requests(1)
     assert result.status is CodingStatus.BUDGET_EXCEEDED and result.exceeded_limit == "time"
@@ -335,10 +358,15 @@ async def test_conformance(check, harness, tmp_path):
     await check(harness, tmp_path)
 
 
-async def test_autonomous_spec_is_refused_at_connect(tmp_path: Path):
+async def test_the_session_spec_chooses_the_path_at_connect(tmp_path: Path):
+    """Code that drives the backend directly: a patch spec runs the context path, an autonomous
+    one agenter's own agent (whatever mode the settings were built with)."""
     settings = BackendSettings(model="m", tools=[], sandbox=True, options=OpenAIOptions(
         base_url="http://127.0.0.1:9/v1", api_key="k"))
-    backend = OpenAICompatBackend(settings)
-    with pytest.raises(ConfigurationError, match="Cannot run in autonomous mode with backend=openai"):
-        await backend.connect(SessionSpec(cwd=tmp_path))
-    await backend.disconnect()
+    for mode, context in (("patch", True), ("autonomous", False)):
+        backend = OpenAICompatBackend(settings)
+        try:
+            await backend.connect(SessionSpec(cwd=tmp_path, mode=mode))
+            assert backend.context_path is context and backend.capabilities.resume is not context
+        finally:
+            await backend.disconnect()
