@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,51 +17,22 @@ from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.backends.cli._base import TurnState
 from agenter.backends.cli._runner import parse_line
 from agenter.backends.cli.aider import AiderCliBackend, AiderCliOptions
-from agenter.testing import conformance, estimate_tokens, reply, text
+from agenter.testing import estimate_tokens, reply, text
 
-from .conftest import REPO, CliCase, conformance_checks, installed, need
+from ..kit import Case
+from . import cases
 
-AIDER = installed(REPO / ".venv-aider" / "bin" / "aider", name="aider")
 pytestmark = pytest.mark.agent
 
 
-def whole_file(path: str, content: str) -> Any:
-    """A reply in Aider's "whole" edit format: the file name, then the whole file fenced."""
-    return reply(text(f"Here it is.\n\n{path}\n```\n{content}```\n"))
-
-
 @pytest.fixture
-def case() -> CliCase:
-    return CliCase(
-        backend=AiderCliBackend, program=need(AIDER, "Aider (scripts/install-aider.sh)"), wire="openai",
-        model="openai/gpt-4.1", startup=8.0, options={"aider_edit_format": "whole"},
-        write=whole_file,
-        output=lambda value: reply(text("The answer: " + json.dumps(value))))
-
-
-@pytest.mark.parametrize("check", conformance_checks(slow=True), ids=conformance.check_id)
-async def test_conformance(check, kit, tmp_path):
-    await check(kit.harness(), tmp_path)
-
-
-async def test_resume_continues_the_same_session(kit, tmp_path):
-    # A short first prompt: Aider summarizes a long history with its weak model, a request of its own.
-    await kit.check_resume(tmp_path, second_turn=False, big_prompt=False)
+def case(tmp_path: Path) -> Case:
+    return cases.aider(tmp_path)
 
 
 async def test_a_300_kb_prompt(kit, tmp_path):
     await kit.check_big_prompt(tmp_path)
     assert not list(tmp_path.glob(".aider*"))  # history and caches stay out of the workspace
-
-
-async def test_http_errors_end_in_their_class(kit, tmp_path):
-    await kit.check_error_classes(tmp_path)
-
-
-async def test_time_budget_with_a_hung_model(kit, tmp_path):
-    # The facade builds agents in autonomous mode only for backends with a shell; Aider runs none
-    # headless (agenter answers no to its shell questions), so the session runs on the backend directly.
-    await kit.check_time_budget(tmp_path, session_only=True)
 
 
 @pytest.mark.timeout(400)  # Aider's start measured, then one or two runs that wait out their budget
@@ -83,14 +55,14 @@ async def test_a_turn_stopped_by_the_time_budget_counts_what_aider_sent_as_an_es
         arrived.append(time.monotonic())
         return None  # the script answers
 
-    warm = kit._start_server([reply(text("ok"))], handler=note)
+    warm = kit.server([reply(text("ok"))], handler=note)
     began = time.monotonic()
     first = await kit.agent(warm, aider_files=["roman.py"]).execute("Say ok.", cwd=tmp_path, require_changes=False)
     assert first.ok and arrived, first
     startup = arrived[0] - began
     for budget in (1.5 * startup + 5, 3 * startup + 10):
         arrived.clear()
-        server = kit._start_server([], default=hang(), handler=note)
+        server = kit.server([], default=hang(), handler=note)
         agent = kit.agent(server, aider_files=["roman.py"], budget=Budget(max_time_seconds=budget))
         began = time.monotonic()
         result = await agent.execute("Write roman.py.", cwd=tmp_path)
@@ -131,7 +103,7 @@ async def test_aiders_chat_history_summaries_are_counted_as_estimates(kit, tmp_p
     Aider exits), and when the next run restores the history (the summary then shows in the
     main call's prompt). agenter counts them, marked as estimates, priced as the weak model."""
     code = "".join(f"x{i} = {i}  # the numerals I V X L C D M, added from the largest down\n" for i in range(30))
-    server = kit._start_server([whole_file("roman.py", code), whole_file("roman.py", code + "y = 1\n")],
+    server = kit.server([cases.whole_file("roman.py", code), cases.whole_file("roman.py", code + "y = 1\n")],
                                default=reply(text("ok")), handler=summarizer)
     backend = kit.backend(server, aider_max_chat_history_tokens=300, aider_weak_model="openai/gpt-4.1-mini")
     await backend.connect(SessionSpec(cwd=tmp_path))
@@ -198,7 +170,7 @@ def test_missing_program_names_the_install_command(kit):
 def test_sandbox_is_refused_before_anything_runs():
     with pytest.raises(ConfigurationError) as caught:
         # Any executable stands in for aider when it is not installed: the sandbox is refused first.
-        AutonomousCodingAgent(backend="aider-cli", program_path=AIDER or sys.executable, sandbox=True)
+        AutonomousCodingAgent(backend="aider-cli", program_path=cases.AIDER or sys.executable, sandbox=True)
     assert "sandbox=False" in str(caught.value)
 
 
