@@ -64,6 +64,7 @@ _KINDS = {
     MessageType.ERROR: CodingEventType.ERROR,
     MessageType.STATUS: CodingEventType.STATUS,
     MessageType.PLAN: CodingEventType.PLAN,
+    MessageType.STEERED: CodingEventType.STEERED,
 }
 #: The whole text or thinking that closes what was streamed in deltas.
 _CLOSES = {MessageType.TEXT: MessageType.TEXT_DELTA, MessageType.THINKING: MessageType.THINKING_DELTA}

@@ -59,7 +59,13 @@ from agenter.backends.model_api._harness.files import (
     TEXT_EDITOR_TOOL_DEFINITION,
     TEXT_EDITOR_TOOL_NAME,
 )
-from agenter.backends.model_api._harness.prompts import CONTEXT_NUDGE, CUTOFF_NUDGE, STRUCTURED_NUDGE, tool_guidance
+from agenter.backends.model_api._harness.prompts import (
+    CONTEXT_NUDGE,
+    CUTOFF_NUDGE,
+    STEER_NOTE,
+    STRUCTURED_NUDGE,
+    tool_guidance,
+)
 from agenter.backends.model_api._harness.retry import RetryPolicy
 from agenter.backends.model_api._harness.shell import BASH_TOOL_NAME, bash_tool_definition, network_allowed
 from agenter.backends.model_api._harness.textcalls import (
@@ -155,6 +161,9 @@ class HarnessBackend(BaseBackend[OptionsT]):
         self._text_system: str | None = None
         self._text_feedback: str | None = None
         self._text_notice: str | None = None
+        #: Messages the user sent while a turn runs (steer), and whether one runs.
+        self._steers: list[str] = []
+        self._in_turn = False
 
     # ------------------------------------------------------------------ what a provider writes
     @classmethod
@@ -298,12 +307,38 @@ class HarnessBackend(BaseBackend[OptionsT]):
         return tools
 
     # ------------------------------------------------------------------ one turn
+    def steer(self, text: str) -> str | None:
+        """Take a user message for the running turn: it reaches the model at the next safe point,
+        with the next request after the tool results, or, when the model had finished, as a new
+        message the turn goes on with. Between turns there is nothing to deliver it to."""
+        if not isinstance(text, str) or not text.strip():
+            return "the message is empty"
+        if not self._in_turn:
+            return "no request is running (the agent is idle or its work is being validated): send it as the next request"
+        self._steers.append(text)
+        return None
+
+    def _take_steers(self, where: str) -> tuple[list[Block], list[BackendMessage]]:
+        """The pending steers as text blocks for the next user message, and their STEERED messages."""
+        steers, self._steers = self._steers, []
+        blocks: list[Block] = [{"type": "text", "text": STEER_NOTE + text} for text in steers]
+        return blocks, [BackendMessage(MessageType.STEERED, content=text, details={"text": text, "where": where})
+                        for text in steers]
+
     async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
         append_user_content(self._messages, [{"type": "text", "text": prompt}])
+        self._in_turn = True
         try:
             async for message in self._tool_loop():
                 yield message
+            self._in_turn = False
+            for text in self._steers:  # the turn ended another way (refused, out of responses)
+                yield BackendMessage(MessageType.STATUS, content=f"a steering message was not delivered: the turn "
+                                     f"ended first ({text[:80]!r}); send it as the next request",
+                                     details={"steer_undelivered": text})
         finally:
+            self._in_turn = False
+            self._steers = []
             # Invariant: every tool_use is answered, also when cancelled or failing mid-turn.
             close_open_tool_uses(self._messages, self._pending_results)
             self._pending_results = None
@@ -378,12 +413,20 @@ class HarnessBackend(BaseBackend[OptionsT]):
                 follow_up.append({"type": "text", "text": CUTOFF_NUDGE})
                 yield BackendMessage(MessageType.STATUS, content="response cut off at max_tokens; "
                                      f"asking the model to continue{note}")
-            elif not results and feedback is None:
+            elif not results and feedback is None and not self._steers:
                 if self.spec.output_type is not None and not nudged_for_result:
                     nudged_for_result = True
                     follow_up.append({"type": "text", "text": STRUCTURED_NUDGE})
                 else:
                     return
+            if self._steers:
+                # The safe point: after this response's tool calls ran, before the next request.
+                where = ("after the tool calls, with their results" if results
+                         else "after the model's answer: the turn goes on")
+                blocks, steered = self._take_steers(where)
+                follow_up.extend(blocks)
+                for message in steered:
+                    yield message
             append_user_content(self._messages, follow_up)
         yield BackendMessage(MessageType.STATUS, content=(
             f"stopped after {limit} model responses in this iteration ({self.config.max_turns_option})"))

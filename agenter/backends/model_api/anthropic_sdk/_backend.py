@@ -32,7 +32,8 @@ class AnthropicSDKBackend(HarnessBackend[AnthropicSDKOptions]):
     auto_rank: ClassVar[int | None] = 80
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, structured_output=True, native_tool_loop=True,
-        custom_tools=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True)
+        custom_tools=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True,
+        steering=True)
     options_model: ClassVar[type[AnthropicSDKOptions]] = AnthropicSDKOptions
     price_provider: ClassVar[str | None] = "anthropic"
 

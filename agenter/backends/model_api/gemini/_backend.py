@@ -35,7 +35,8 @@ class GeminiBackend(HarnessBackend[GeminiOptions]):
     auto_rank: ClassVar[int | None] = 100
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, structured_output=True, native_tool_loop=True,
-        custom_tools=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True)
+        custom_tools=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True,
+        steering=True)
     options_model: ClassVar[type[GeminiOptions]] = GeminiOptions
     price_provider: ClassVar[str | None] = "google"
     tool_name_pattern: ClassVar[re.Pattern[str]] = _TOOL_NAME

@@ -58,7 +58,8 @@ class OpenAICompatBackend(HarnessBackend[OpenAIOptions], CompletionBackend[OpenA
     auto_rank: ClassVar[int | None] = 90
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, structured_output=True, native_tool_loop=True,
-        custom_tools=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True)
+        custom_tools=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True,
+        steering=True)
     options_model: ClassVar[type[OpenAIOptions]] = OpenAIOptions
     price_provider: ClassVar[str | None] = "openai"
     api_label: ClassVar[str] = "OpenAI-compatible API"
