@@ -477,9 +477,19 @@ class CodingRun:
                 await asyncio.wait_for(self._connect_backend(),
                                        _timeout(max(self._limits.remaining_time(), 0.01)))
         except TimeoutError:
+            self._collect_connect_denials()
             raise _Outcome(CodingStatus.BUDGET_EXCEEDED,
                            self._limits.describe_time(self.backend.usage()) + " (while the backend started)",
                            TIME) from None
+        except BaseException:
+            self._collect_connect_denials()
+            raise
+
+    def _collect_connect_denials(self) -> None:
+        """What the gate refused while the backend started (an MCP server not allowed to start)
+        is in the result, though no turn ran to report it."""
+        with contextlib.suppress(Exception):
+            self._collect_denials(self.backend.denials())
 
     def _check_budget_before_iteration(self, state: _RunState) -> None:
         """The check before each iteration, which is also the check before a retry. Only a

@@ -21,6 +21,9 @@ A provider's backend subclasses HarnessBackend and writes only what is its own: 
 wire). Analysis and patch mode (and a plan-mode policy) run the same loop read-only: only the
 tools that read are offered and the bash tool's sandbox is read-only.
 
+The tools of the MCP servers in the `mcp_servers` option are the model's too (mcptools.py,
+started at connect and ended at disconnect).
+
 Seams for what is not written yet:
 - text tool calls (a wire whose `features.native_tools` is False): `_request` will describe the
   tools in the system prompt and send the conversation as text (textcalls.describe_tools,
@@ -40,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from agenter._errors import BackendError, ConfigurationError
+from agenter.backends._mcp import MCPServer
 from agenter.backends._prompts import (
     REFUSAL_TOOL_DESCRIPTION,
     REFUSAL_TOOL_NAME,
@@ -72,7 +76,7 @@ from agenter.backends.model_api._harness.wire import (
     WireRequest,
     WireResponse,
 )
-from agenter.host.requirements import Requirement
+from agenter.host.requirements import PythonPackage, Requirement
 from agenter.sandbox.confine import ShellSandboxAvailable
 
 MAX_CUTOFF_NUDGES = 3
@@ -105,6 +109,8 @@ class LoopConfig:
     temperature: float | None = None
     thinking: str | int | None = None
     effort: str | None = None
+    #: MCP servers whose tools the model gets (mcptools.py).
+    mcp_servers: tuple[MCPServer, ...] = ()
 
 
 @dataclass
@@ -120,8 +126,9 @@ class HarnessBackend(BaseBackend[OptionsT]):
 
     reserved_tool_names: ClassVar[frozenset[str]] = frozenset({TEXT_EDITOR_TOOL_NAME, BASH_TOOL_NAME,
                                                                *FILE_TOOL_NAMES})
-    # Every tool call of the loop passes the gate; "network" is the bash tool's network access.
-    permission_kinds: ClassVar[frozenset[str]] = frozenset({"read", "edit", "shell", "network", "custom"})
+    # Every tool call of the loop passes the gate; "network" is the bash tool's network access,
+    # "mcp" the MCP servers' starts and tool calls.
+    permission_kinds: ClassVar[frozenset[str]] = frozenset({"read", "edit", "shell", "network", "mcp", "custom"})
 
     def __init__(self, settings: BackendSettings[OptionsT]):
         super().__init__(settings)
@@ -170,9 +177,13 @@ class HarnessBackend(BaseBackend[OptionsT]):
         built the check fails with what to do, rather than quietly leaving the tool out). A
         provider adds its package in front."""
         config = cls._config_of(settings)
+        needs: list[Requirement] = []
+        if config.mcp_servers:
+            needs.append(PythonPackage(module="mcp", distribution="mcp", min_major=2,
+                                       install="pip install 'agenter-sdk[mcp]'"))
         if settings.sandbox and config.shell:
-            return [ShellSandboxAvailable(config.shell_sandbox)]
-        return []
+            needs.append(ShellSandboxAvailable(config.shell_sandbox))
+        return needs
 
     @classmethod
     def validate_settings(cls, settings: BackendSettings[Any]) -> None:
@@ -266,6 +277,8 @@ class HarnessBackend(BaseBackend[OptionsT]):
                                               read_only=self.read_only_session, timeout=self.config.shell_timeout))
         for tool in self.settings.tools:
             tools.append({"name": tool.name, "description": tool.description, "input_schema": tool.input_schema})
+        if self._tools.mcp is not None:
+            tools.extend(self._tools.mcp.definitions(read_only=self.read_only_session))
         tools.append({"name": REFUSAL_TOOL_NAME, "description": REFUSAL_TOOL_DESCRIPTION,
                       "input_schema": REFUSAL_TOOL_SCHEMA})
         if spec.output_type is not None:
