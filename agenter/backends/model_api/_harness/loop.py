@@ -22,15 +22,15 @@ wire). Analysis and patch mode (and a plan-mode policy) run the same loop read-o
 tools that read are offered and the bash tool's sandbox is read-only.
 
 The tools of the MCP servers in the `mcp_servers` option are the model's too (mcptools.py,
-started at connect and ended at disconnect).
+started at connect and ended at disconnect). The conversation is kept in a conversation store
+(keeper.py: `_save_conversation` when a prompt was added, after each round of tool results, at the
+end of a turn and after a compaction), and a connect with `SessionSpec.resume_session_id` loads it
+(`_load_conversation`), so `resume=` continues a run of another process.
 
-Seams for what is not written yet:
-- text tool calls (a wire whose `features.native_tools` is False): `_request` will describe the
-  tools in the system prompt and send the conversation as text (textcalls.describe_tools,
-  to_text_messages), and `_kept_response` will read the calls from the reply (textcalls.
-  parse_calls); until then such a wire is refused at connect;
-- a conversation store: `_load_conversation` (at connect, for `SessionSpec.resume_session_id`) and
-  `_save_conversation` (after each completed turn).
+Seam for what is not written yet: text tool calls (a wire whose `features.native_tools` is
+False): `_request` will describe the tools in the system prompt and send the conversation as text
+(textcalls.describe_tools, to_text_messages), and `_kept_response` will read the calls from the
+reply (textcalls.parse_calls); until then such a wire is refused at connect.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ from agenter.backends.model_api._harness.files import (
     TEXT_EDITOR_TOOL_DEFINITION,
     TEXT_EDITOR_TOOL_NAME,
 )
+from agenter.backends.model_api._harness.keeper import ConversationKeeper, load, same_store, stores_for
 from agenter.backends.model_api._harness.prompts import CONTEXT_NUDGE, CUTOFF_NUDGE, STRUCTURED_NUDGE, tool_guidance
 from agenter.backends.model_api._harness.retry import RetryPolicy
 from agenter.backends.model_api._harness.shell import BASH_TOOL_NAME, bash_tool_definition, network_allowed
@@ -78,6 +79,7 @@ from agenter.backends.model_api._harness.wire import (
 )
 from agenter.host.requirements import PythonPackage, Requirement
 from agenter.sandbox.confine import ShellSandboxAvailable
+from agenter.store import ConversationStore
 
 MAX_CUTOFF_NUDGES = 3
 
@@ -111,6 +113,9 @@ class LoopConfig:
     effort: str | None = None
     #: MCP servers whose tools the model gets (mcptools.py).
     mcp_servers: tuple[MCPServer, ...] = ()
+    #: Where the conversation is kept (keeper.py): None, the default file store; False, nowhere
+    #: but the process; else a ConversationStore.
+    conversation_store: Any = None
 
 
 @dataclass
@@ -143,6 +148,10 @@ class HarnessBackend(BaseBackend[OptionsT]):
         self._max_tokens = self.config.max_tokens
         self._escalated = False
         self._pending_results: list[Block] | None = None
+        self._keeper: ConversationKeeper | None = None
+        self._store: ConversationStore | None = None
+        self._resume_store: ConversationStore | None = None
+        self._loaded: Any = None  # the agenter.store.Conversation a resume loaded
 
     # ------------------------------------------------------------------ what a provider writes
     @classmethod
@@ -155,15 +164,47 @@ class HarnessBackend(BaseBackend[OptionsT]):
         the wire. Raises ConfigurationError for missing credentials."""
         raise NotImplementedError
 
-    # ------------------------------------------------------------------ seams (conversation store)
+    # ------------------------------------------------------------------ the conversation store (keeper.py)
     async def _load_conversation(self, session_id: str) -> list[Message] | None:
         """The stored conversation `session_id` names, to continue it (None: none is stored;
-        connect then refuses to resume). No store yet: always None."""
-        return None
+        connect then refuses to resume)."""
+        store = self._resume_store
+        if store is None:
+            return None
+        found = await load(store, session_id, backend=self.name, redact=self.redact)
+        if found is None:
+            return None
+        messages, self._loaded = found
+        return messages
 
     async def _save_conversation(self) -> None:
-        """Keep the conversation after a completed turn (`self.messages`, `self.session_id`).
-        No store yet: nothing."""
+        """Keep the conversation where it is complete (every tool_use answered)."""
+        if self._keeper is not None:
+            await self._keeper.keep(self._messages)
+
+    def _start_keeping(self, session_id: str) -> None:
+        """The keeper of this session: it continues the loaded conversation when the run writes
+        to the store it came from, else saves it whole first."""
+        store = self._store
+        if store is None:
+            return
+        metadata = {"backend": self.name, "model": self.ledger.model,
+                    "tools": [tool["name"] for tool in self._tool_definitions]}
+        loaded = self._loaded
+        if loaded is None:
+            self._keeper = ConversationKeeper(store, session_id, metadata)
+        elif self._resume_store is not None and same_store(store, self._resume_store):
+            self._keeper = ConversationKeeper(store, session_id, metadata, stored=loaded.messages,
+                                              revision=loaded.revision)
+        else:
+            self._keeper = ConversationKeeper(store, session_id, metadata, revision=None)
+
+    def _cannot_resume(self, session_id: str) -> str:
+        where = ("conversation_store=False keeps the conversation only in the process that ran it"
+                 if self._resume_store is None else
+                 f"{self._resume_store!r} holds no conversation under that id (resume with the earlier run's "
+                 "transcript, or with the log_dir that run had)")
+        return f"the {self.name} backend cannot resume session {session_id!r}: {where}"
 
     # ------------------------------------------------------------------ class-level checks
     @classmethod
@@ -224,13 +265,13 @@ class HarnessBackend(BaseBackend[OptionsT]):
     async def _connect(self, spec: SessionSpec) -> None:
         from agenter.usage import is_known_model
 
+        self._store, self._resume_store = stores_for(self.config.conversation_store, spec.log_dir,
+                                                     spec.resume_log_dir, self.redact)
         session_id = uuid.uuid4().hex
         if spec.resume_session_id:
             stored = await self._load_conversation(spec.resume_session_id)
             if stored is None:
-                raise ConfigurationError(
-                    f"the {self.name} backend cannot resume session {spec.resume_session_id!r}: its "
-                    "conversation lives only as long as one run", parameter="resume")
+                raise ConfigurationError(self._cannot_resume(spec.resume_session_id), parameter="resume")
             self._messages, session_id = list(stored), spec.resume_session_id
         await self._tools.open(spec)
         # The first imports of the SDK and of the price table take seconds on a busy machine:
@@ -250,6 +291,7 @@ class HarnessBackend(BaseBackend[OptionsT]):
         self._session_id = session_id
         self._system = self._system_prompt()
         self._tool_definitions = self._build_tool_definitions(spec)
+        self._start_keeping(session_id)
 
     async def _disconnect(self) -> None:
         wire, self._wire = self._wire, None
@@ -292,6 +334,7 @@ class HarnessBackend(BaseBackend[OptionsT]):
     # ------------------------------------------------------------------ one turn
     async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
         append_user_content(self._messages, [{"type": "text", "text": prompt}])
+        await self._save_conversation()
         try:
             async for message in self._tool_loop():
                 yield message
@@ -371,13 +414,16 @@ class HarnessBackend(BaseBackend[OptionsT]):
                 else:
                     return
             append_user_content(self._messages, follow_up)
+            await self._save_conversation()
         yield BackendMessage(MessageType.STATUS, content=(
             f"stopped after {limit} model responses in this iteration ({self.config.max_turns_option})"))
 
     async def _compact(self, number: int, overflow: BackendError | None) -> BackendMessage:
         compactor = self._compactor
         assert compactor is not None
-        return await compactor.compact(self._messages, number, overflow)
+        message = await compactor.compact(self._messages, number, overflow)
+        await self._save_conversation()
+        return message
 
     def _escalate_max_tokens(self) -> str:
         if self._escalated:

@@ -61,7 +61,7 @@ class GeminiBackend(HarnessBackend[GeminiOptions]):
             shell_timeout=options.gemini_shell_timeout, max_retries=options.max_retries,
             max_retry_wait=options.max_retry_wait, request_timeout=options.request_timeout,
             temperature=options.temperature, thinking=options.thinking, effort=options.effort,
-            mcp_servers=tuple(options.mcp_servers))
+            mcp_servers=tuple(options.mcp_servers), conversation_store=options.conversation_store)
 
     async def _open_wire(self) -> ModelWire:
         # The first import of google.genai takes seconds on a busy machine: off the event loop.
