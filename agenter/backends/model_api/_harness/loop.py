@@ -14,7 +14,13 @@ Around each model response the loop keeps the conversation valid and going:
   once;
 - every tool_use is answered by exactly one tool_result, also when the turn fails or is
   cancelled (conversation.close_open_tool_uses);
-- a failed request is retried as the one policy says (retry.py over agenter.backends._failures).
+- a failed request is retried as the one policy says (retry.py over agenter.backends._failures);
+- tool calls the model writes in its text (textcalls.py), for models that make none on the wire:
+  `LoopConfig.tool_calls` "text" (or a wire without native tools) describes the tools in the
+  system prompt, sends the conversation as text and reads each reply for calls; "auto" starts
+  native and switches to text for the rest of the session when a reply makes no native call but
+  holds a text call naming an offered tool (that reply's calls run); a call that cannot be read
+  goes back to the model with the parse error.
 
 A provider's backend subclasses HarnessBackend and writes only what is its own: its options and
 `loop_config` (what the harness reads of them), `requirements`, and `_open_wire` (its client and
@@ -26,11 +32,6 @@ started at connect and ended at disconnect). The conversation is kept in a conve
 (keeper.py: `_save_conversation` when a prompt was added, after each round of tool results, at the
 end of a turn and after a compaction), and a connect with `SessionSpec.resume_session_id` loads it
 (`_load_conversation`), so `resume=` continues a run of another process.
-
-Seam for what is not written yet: text tool calls (a wire whose `features.native_tools` is
-False): `_request` will describe the tools in the system prompt and send the conversation as text
-(textcalls.describe_tools, to_text_messages), and `_kept_response` will read the calls from the
-reply (textcalls.parse_calls); until then such a wire is refused at connect.
 """
 
 from __future__ import annotations
@@ -65,6 +66,13 @@ from agenter.backends.model_api._harness.keeper import ConversationKeeper, load,
 from agenter.backends.model_api._harness.prompts import CONTEXT_NUDGE, CUTOFF_NUDGE, STRUCTURED_NUDGE, tool_guidance
 from agenter.backends.model_api._harness.retry import RetryPolicy
 from agenter.backends.model_api._harness.shell import BASH_TOOL_NAME, bash_tool_definition, network_allowed
+from agenter.backends.model_api._harness.textcalls import (
+    STOP_SEQUENCES,
+    describe_tools,
+    looks_like_text_calls,
+    parse_calls,
+    to_text_messages,
+)
 from agenter.backends.model_api._harness.wire import (
     Block,
     BlockDone,
@@ -111,6 +119,11 @@ class LoopConfig:
     temperature: float | None = None
     thinking: str | int | None = None
     effort: str | None = None
+    #: How the model makes tool calls: "native" (on the wire), "text" (written in its reply,
+    #: textcalls.py), "auto" (native until a reply holds text calls instead); and the option
+    #: that sets it (named in messages).
+    tool_calls: str = "native"
+    tool_calls_option: str = "tool_calls"
     #: MCP servers whose tools the model gets (mcptools.py).
     mcp_servers: tuple[MCPServer, ...] = ()
     #: Where the conversation is kept (keeper.py): None, the default file store; False, nowhere
@@ -148,6 +161,11 @@ class HarnessBackend(BaseBackend[OptionsT]):
         self._max_tokens = self.config.max_tokens
         self._escalated = False
         self._pending_results: list[Block] | None = None
+        #: Text tool-call mode (see the module docstring): its system prompt once switched on,
+        #: the parse error to send back, and the STATUS note of an automatic switch.
+        self._text_system: str | None = None
+        self._text_feedback: str | None = None
+        self._text_notice: str | None = None
         self._keeper: ConversationKeeper | None = None
         self._store: ConversationStore | None = None
         self._resume_store: ConversationStore | None = None
@@ -277,12 +295,12 @@ class HarnessBackend(BaseBackend[OptionsT]):
         # The first imports of the SDK and of the price table take seconds on a busy machine:
         # the wire imports off the event loop, and so does the price lookup.
         wire = self._wire = await self._open_wire()
-        if not wire.features.native_tools:
-            raise ConfigurationError(
-                f"the {self.name} backend's wire has no native tool calls, and the harness's text tool-call "
-                "mode is not written yet", parameter="backend")
-        await asyncio.to_thread(is_known_model, self.ledger.model, self.ledger.provider)
         config = self.config
+        if not wire.features.native_tools and config.tool_calls == "native":
+            raise ConfigurationError(
+                f"the {self.name} backend's wire has no native tool calls: pass {config.tool_calls_option}='text' "
+                "(or 'auto') for tool calls written in the model's reply", parameter=config.tool_calls_option)
+        await asyncio.to_thread(is_known_model, self.ledger.model, self.ledger.provider)
         self._retry = RetryPolicy(
             max_retries=config.max_retries, max_wait=config.max_retry_wait, backend=self.name,
             api_label=wire.api_label, auth_hint=wire.auth_hint, failure=wire.failure, redact=self.redact)
@@ -291,6 +309,8 @@ class HarnessBackend(BaseBackend[OptionsT]):
         self._session_id = session_id
         self._system = self._system_prompt()
         self._tool_definitions = self._build_tool_definitions(spec)
+        if config.tool_calls == "text" or not wire.features.native_tools:
+            self._start_text_mode()
         self._start_keeping(session_id)
 
     async def _disconnect(self) -> None:
@@ -367,6 +387,9 @@ class HarnessBackend(BaseBackend[OptionsT]):
                 yield await self._compact(compactions, overflow)
                 continue
             response = self._kept_response(answer)
+            if self._text_notice is not None:
+                yield BackendMessage(MessageType.STATUS, content=self._text_notice)
+                self._text_notice = None
             responses += 1
             if response.stop != "context_length":
                 compactions = 0
@@ -384,6 +407,9 @@ class HarnessBackend(BaseBackend[OptionsT]):
                 yield message
             self._pending_results = None
             follow_up: list[Block] = list(results)
+            feedback, self._text_feedback = self._text_feedback, None
+            if feedback is not None:  # a text call that could not be read: the model corrects it
+                follow_up.append({"type": "text", "text": feedback})
             if self._tools.turn_ended():
                 append_user_content(self._messages, follow_up)
                 return
@@ -407,7 +433,7 @@ class HarnessBackend(BaseBackend[OptionsT]):
                 follow_up.append({"type": "text", "text": CUTOFF_NUDGE})
                 yield BackendMessage(MessageType.STATUS, content="response cut off at max_tokens; "
                                      f"asking the model to continue{note}")
-            elif not results:
+            elif not results and feedback is None:
                 if self.spec.output_type is not None and not nudged_for_result:
                     nudged_for_result = True
                     follow_up.append({"type": "text", "text": STRUCTURED_NUDGE})
@@ -439,16 +465,46 @@ class HarnessBackend(BaseBackend[OptionsT]):
     # ------------------------------------------------------------------ model responses
     def _request(self) -> WireRequest:
         """The loop's next request: the session's system prompt and tools (fixed, so the prefix
-        a provider caches stays the same), the conversation so far."""
+        a provider caches stays the same), the conversation so far. In text mode the tools are
+        in the system prompt and the conversation is sent as text."""
         config = self.config
+        if self._text_system is not None:
+            return WireRequest(system=self._text_system, messages=to_text_messages(self._messages),
+                               max_tokens=self._max_tokens, temperature=config.temperature,
+                               thinking=config.thinking, effort=config.effort, stop=STOP_SEQUENCES)
         return WireRequest(system=self._system, messages=self._messages, tools=self._tool_definitions,
                            max_tokens=self._max_tokens, temperature=config.temperature, thinking=config.thinking,
                            effort=config.effort)
 
     def _kept_response(self, answer: _Answer) -> WireResponse:
-        """The response as the loop goes on with it (native tool calls: as the wire read it)."""
-        assert answer.response is not None
-        return answer.response
+        """The response as the loop goes on with it: native tool calls as the wire read them; in
+        text mode (or on switching to it) the calls read from its text."""
+        response = answer.response
+        assert response is not None
+        if self._text_system is None:
+            if not self._switches_to_text(response):
+                return response
+            self._start_text_mode()
+            self._text_notice = (
+                "the model wrote its tool calls in its reply instead of on the wire: reading them from the text "
+                f"from now on ({self.config.tool_calls_option}='text' starts that way)")
+        turn = parse_calls(response.text(), [str(tool["name"]) for tool in self._tool_definitions])
+        self._text_feedback = turn.feedback
+        kept = [block for block in response.content if block.get("type") not in ("text", "tool_use")]
+        return WireResponse(content=kept + turn.blocks, stop="tool_use" if turn.calls else response.stop,
+                            usage=response.usage, stop_detail=response.stop_detail)
+
+    def _switches_to_text(self, response: WireResponse) -> bool:
+        """Automatic mode: a reply that made no native call but holds a text call naming an
+        offered tool."""
+        if self.config.tool_calls != "auto" or any(b.get("type") == "tool_use" for b in response.content):
+            return False
+        return looks_like_text_calls(response.text(), [str(tool["name"]) for tool in self._tool_definitions])
+
+    def _start_text_mode(self) -> None:
+        """Tool calls in text from now on: the tools described in the system prompt (fixed from
+        here, so the prefix stays the same)."""
+        self._text_system = self._system + "\n\n" + describe_tools(self._tool_definitions)
 
     async def _respond(self, answer: _Answer) -> AsyncIterator[BackendMessage]:
         """One model response, streamed; failed attempts are retried as the policy says."""

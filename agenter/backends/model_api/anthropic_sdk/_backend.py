@@ -27,7 +27,8 @@ class AnthropicSDKBackend(HarnessBackend[AnthropicSDKOptions]):
 
     name: ClassVar[str] = "anthropic-sdk"
     credentials: ClassVar[Credentials | None] = Credentials(
-        env=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_PROFILE"))
+        env=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_PROFILE",
+             "AWS_BEARER_TOKEN_BEDROCK"))
     auto_rank: ClassVar[int | None] = 80
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, structured_output=True, native_tool_loop=True,
