@@ -100,6 +100,9 @@ class ConversationKeeper:
         self._stored: list[Message] | None = copy.deepcopy(stored) if stored is not None else (
             [] if revision == 0 else None)
         self._revision = revision
+        #: The metadata as last written (None: not yet): a change (the switch to text tool
+        #: calls) goes with the next write.
+        self._written: dict[str, Any] | None = None
 
     async def keep(self, messages: list[Message]) -> None:
         """Write what changed since the last write (nothing when nothing did)."""
@@ -110,14 +113,14 @@ class ConversationKeeper:
             self._remember(messages, 0, revision)
             return
         at = _first_change(messages, stored)
-        if at == len(messages) == len(stored):
+        if at == len(messages) == len(stored) and self._written == self.metadata:
             return
         if at < len(stored) - 1:  # rewritten before the last stored message: a compaction
             revision = await asyncio.to_thread(self.store.save, self.session_id, messages, self.metadata,
                                                revision=self._revision)
             self._remember(messages, 0, revision)
             return
-        metadata = self.metadata if not stored else None
+        metadata = self.metadata if not stored or self._written != self.metadata else None
         revision = await asyncio.to_thread(self.store.append, self.session_id, messages[at:], at=at,
                                            metadata=metadata, revision=self._revision)
         self._remember(messages, at, revision)
@@ -126,6 +129,7 @@ class ConversationKeeper:
         kept = self._stored[:at] if self._stored is not None and at else []
         self._stored = kept + copy.deepcopy(messages[at:])
         self._revision = revision
+        self._written = copy.deepcopy(self.metadata)
 
 
 def _first_change(messages: list[Message], stored: list[Message]) -> int:

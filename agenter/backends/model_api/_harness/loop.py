@@ -31,7 +31,8 @@ The tools of the MCP servers in the `mcp_servers` option are the model's too (mc
 started at connect and ended at disconnect). The conversation is kept in a conversation store
 (keeper.py: `_save_conversation` when a prompt was added, after each round of tool results, at the
 end of a turn and after a compaction), and a connect with `SessionSpec.resume_session_id` loads it
-(`_load_conversation`), so `resume=` continues a run of another process.
+(`_load_conversation`), so `resume=` continues a run of another process (in text tool-call mode
+too: the store's metadata says so, and the resumed session starts in it).
 """
 
 from __future__ import annotations
@@ -207,7 +208,8 @@ class HarnessBackend(BaseBackend[OptionsT]):
         if store is None:
             return
         metadata = {"backend": self.name, "model": self.ledger.model,
-                    "tools": [tool["name"] for tool in self._tool_definitions]}
+                    "tools": [tool["name"] for tool in self._tool_definitions],
+                    "tool_calls": "native" if self._text_system is None else "text"}
         loaded = self._loaded
         if loaded is None:
             self._keeper = ConversationKeeper(store, session_id, metadata)
@@ -216,6 +218,13 @@ class HarnessBackend(BaseBackend[OptionsT]):
                                               revision=loaded.revision)
         else:
             self._keeper = ConversationKeeper(store, session_id, metadata, revision=None)
+
+    def _resumes_in_text_mode(self) -> bool:
+        """A resumed conversation that was in text tool-call mode (an automatic switch included)
+        goes on in it: its tool calls are in its text."""
+        loaded = self._loaded
+        return loaded is not None and self.config.tool_calls != "native" and \
+            loaded.metadata.get("tool_calls") == "text"
 
     def _cannot_resume(self, session_id: str) -> str:
         where = ("conversation_store=False keeps the conversation only in the process that ran it"
@@ -309,7 +318,7 @@ class HarnessBackend(BaseBackend[OptionsT]):
         self._session_id = session_id
         self._system = self._system_prompt()
         self._tool_definitions = self._build_tool_definitions(spec)
-        if config.tool_calls == "text" or not wire.features.native_tools:
+        if config.tool_calls == "text" or not wire.features.native_tools or self._resumes_in_text_mode():
             self._start_text_mode()
         self._start_keeping(session_id)
 
@@ -503,8 +512,10 @@ class HarnessBackend(BaseBackend[OptionsT]):
 
     def _start_text_mode(self) -> None:
         """Tool calls in text from now on: the tools described in the system prompt (fixed from
-        here, so the prefix stays the same)."""
+        here, so the prefix stays the same); the conversation store is told at its next write."""
         self._text_system = self._system + "\n\n" + describe_tools(self._tool_definitions)
+        if self._keeper is not None:
+            self._keeper.metadata["tool_calls"] = "text"
 
     async def _respond(self, answer: _Answer) -> AsyncIterator[BackendMessage]:
         """One model response, streamed; failed attempts are retried as the policy says."""
