@@ -1,6 +1,7 @@
 """MCP servers in agenter's own agent (model_api/_harness/mcptools.py): real MCP server processes
 (tests/fixtures/mcp_notes_server.py, on the `mcp` package's MCPServer) over stdio and streamable
-HTTP, the real anthropic-sdk and gemini backends against the scripted model server. Each call
+HTTP, the real anthropic-sdk, gemini and openai (Chat Completions and Responses) backends against
+the scripted model server. Each call
 goes through the permission gate; a stdio server not on the allow-list is never started; no
 server outlives its session (checked by pid)."""
 
@@ -235,6 +236,44 @@ async def test_gemini_calls_mcp_tools(scripted_model_server, repo, tmp_path):
                  if "functionResponse" in part]
     assert "42" in json.dumps(responses[0]) and "wrote 11 characters" in json.dumps(responses[1])
     assert_gone(pid_file)
+
+
+@agent_test
+@pytest.mark.parametrize("wire", ["chat", "responses"])
+async def test_openai_calls_mcp_tools_on_both_wires(scripted_model_server, repo, tmp_path, wire):
+    pid_file = tmp_path / "notes.pid"
+    server = scripted_model_server([
+        reply(tool_call("mcp__notes__add", {"a": 20, "b": 22})),
+        reply(tool_call("mcp__notes__write_note", {"text": "from openai"})),
+        reply(text("Done.")),
+    ])
+    agent = AutonomousCodingAgent(backend="openai", model="scripted-model", base_url=server.openai_base_url,
+                                  api_key="sk-test-SUPERSECRET-mcp-openai-0123", openai_wire=wire,
+                                  mcp_servers=[notes(pid_file)], permissions=ALLOW_NOTES)
+    result = await agent.execute("Use the notes tools", cwd=repo)
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert result.files == {"notes.txt": "from openai"}
+    first, last = server.model_requests[0].body, server.model_requests[-1].body
+    if wire == "chat":
+        declared = [tool["function"]["name"] for tool in first["tools"]]
+        answers = [m["content"] for m in last["messages"] if m["role"] == "tool"]
+    else:
+        declared = [tool["name"] for tool in first["tools"]]
+        answers = [item["output"] for item in last["input"] if item.get("type") == "function_call_output"]
+    assert "mcp__notes__add" in declared and "mcp__notes__write_note" in declared
+    assert answers == ["42", "wrote 11 characters to notes.txt"]
+    assert_gone(pid_file)
+
+
+def test_openai_refuses_mcp_servers_on_its_context_path(tmp_path):
+    from agenter._errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="MCP servers run in agenter's own agent, not on the context path"):
+        AutonomousCodingAgent(backend="openai", model="m", api_key="k", mode="analysis",
+                              mcp_servers=[notes(tmp_path / "x.pid")])
+    # With openai_context="tools" analysis runs the agent, which takes them.
+    AutonomousCodingAgent(backend="openai", model="m", api_key="k", mode="analysis", openai_context="tools",
+                          mcp_servers=[notes(tmp_path / "x.pid")])
 
 
 # ---------------------------------------------------------------------------------------------

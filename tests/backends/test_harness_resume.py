@@ -25,8 +25,10 @@ from agenter.session.transcript import read_transcript
 from agenter.store import ConversationConflictError, FileConversationStore, StoreError
 from agenter.testing import hang, reply, text, tool_call
 
-KEYS = {"anthropic-sdk": "sk-test-SUPERSECRET-resume-0123456789", "gemini": "AIza-test-SUPERSECRET-resume-0123456789"}
-WIRES = ["anthropic-sdk", "gemini"]
+KEYS = {"anthropic-sdk": "sk-test-SUPERSECRET-resume-0123456789", "gemini": "AIza-test-SUPERSECRET-resume-0123456789",
+        "openai-chat": "sk-test-SUPERSECRET-chat-0123456789", "openai-responses": "sk-test-SUPERSECRET-resp-0123456789"}
+#: Every wire of the harness: anthropic, gemini, and openai's Chat Completions and Responses.
+WIRES = ["anthropic-sdk", "gemini", "openai-chat", "openai-responses"]
 agent_test = pytest.mark.agent
 
 
@@ -45,8 +47,16 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder / "agenter" / "conversations"
 
 
-def make_agent(server: Any, backend: str = "anthropic-sdk", **kwargs: Any) -> AutonomousCodingAgent:
-    return AutonomousCodingAgent(backend=backend, base_url=server.base_url, api_key=KEYS[backend], **kwargs)
+def agent_kwargs(server: Any, wire: str) -> dict[str, Any]:
+    """The facade's arguments for `wire` against the scripted server."""
+    if wire.startswith("openai-"):
+        return {"backend": "openai", "model": "scripted-model", "base_url": server.openai_base_url,
+                "openai_wire": wire.removeprefix("openai-"), "api_key": KEYS[wire]}
+    return {"backend": wire, "base_url": server.base_url, "api_key": KEYS[wire]}
+
+
+def make_agent(server: Any, wire: str = "anthropic-sdk", **kwargs: Any) -> AutonomousCodingAgent:
+    return AutonomousCodingAgent(**agent_kwargs(server, wire), **kwargs)
 
 
 def request_text(server: Any, index: int) -> str:
@@ -54,10 +64,10 @@ def request_text(server: Any, index: int) -> str:
 
 
 RUN_ONE = """
-import asyncio, sys
+import asyncio, json, sys
 from agenter import AutonomousCodingAgent
-backend, base_url, key, repo, logs = sys.argv[1:6]
-agent = AutonomousCodingAgent(backend=backend, base_url=base_url, api_key=key, log_dir=logs)
+arguments, repo, logs = sys.argv[1:4]
+agent = AutonomousCodingAgent(**json.loads(arguments), log_dir=logs)
 
 async def main():
     async with agent.session(cwd=repo) as session:
@@ -80,8 +90,9 @@ async def test_a_run_killed_mid_session_is_continued_by_a_new_process(scripted_m
         reply(tool_call("write_file", {"path": "second.txt", "content": "2\n"})),
         reply(text("Back again.")),
     ])
-    run_one = subprocess.Popen([sys.executable, "-c", RUN_ONE, backend, server.base_url, KEYS[backend], str(repo),
-                                str(logs)], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    arguments = json.dumps(agent_kwargs(server, backend))
+    run_one = subprocess.Popen([sys.executable, "-c", RUN_ONE, arguments, str(repo), str(logs)],
+                               start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         await asyncio.to_thread(server.wait_for_requests, 3, 90)
         os.killpg(run_one.pid, signal.SIGKILL)  # no cleanup of any kind
@@ -113,13 +124,25 @@ async def test_a_run_killed_mid_session_is_continued_by_a_new_process(scripted_m
         assert said in resumed, said
     assert resumed.index("Write first.txt") < resumed.index("Wrote first.txt.") < resumed.index("Now wait for me") \
         < resumed.index("Continue")
+    body = server.model_requests[3].body
     if backend == "anthropic-sdk":
-        messages = server.model_requests[3].body["messages"]
+        messages = body["messages"]
         assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user"]
         assert [b["text"] for b in messages[-1]["content"]] == ["Now wait for me", "Continue"]
+    elif backend == "openai-chat":
+        roles = [m["role"] for m in body["messages"]]
+        assert roles == ["system", "user", "assistant", "tool", "assistant", "user"], roles
+        call = body["messages"][2]["tool_calls"][0]
+        assert body["messages"][3]["tool_call_id"] == call["id"]  # the call and its result, paired
+    elif backend == "openai-responses":
+        kinds = [item.get("type", item.get("role")) for item in body["input"]]
+        assert kinds.count("function_call") == 1 and kinds.count("function_call_output") == 1, kinds
+    else:
+        roles = [content["role"] for content in body["contents"]]
+        assert roles == ["user", "model", "user", "model", "user"], roles
     # The store holds the continued conversation under the same id; nothing holds the key.
     after = FileConversationStore(folder).load(killed.session_id)
-    assert after is not None and after.metadata["backend"] == backend
+    assert after is not None and after.metadata["backend"] == agent_kwargs(server, backend)["backend"]
     assert "Back again." in json.dumps(after.messages[-1])
     for file in [*folder.iterdir(), *logs.glob("*.jsonl")]:
         assert KEYS[backend] not in file.read_text(errors="replace")
@@ -143,6 +166,33 @@ async def test_resume_by_id_finds_the_conversation_in_the_users_cache(scripted_m
     assert second.session_id == first.session_id
     later = request_text(server, 2)
     assert "Write a.txt" in later and "Wrote a.txt." in later and "What did I ask?" in later
+
+
+@agent_test
+async def test_a_session_switched_to_text_tool_calls_resumes_in_text_mode(scripted_model_server, repo, cache):
+    server = scripted_model_server([
+        reply(text('Let me write it.\n```json\n{"name": "write_file", "arguments": {"path": "n.txt", '
+                   '"content": "n\\n"}}\n```')),
+        reply(text("Done.")),
+        reply(text("Still writing calls as text.")),
+    ])
+    first = await make_agent(server, "openai-chat").execute("Write n.txt", cwd=repo)  # openai_tool_calls="auto"
+    assert first.status is CodingStatus.COMPLETED, first.error
+    assert FileConversationStore(cache).load(first.session_id).metadata["tool_calls"] == "text"
+    second = await make_agent(server, "openai-chat").execute("And now?", cwd=repo, resume=first.session_id,
+                                                             require_changes=False)
+    assert second.status is CodingStatus.COMPLETED, second.error
+    resumed = server.model_requests[2].body
+    # The new process starts in text mode: no tools on the wire, the tools in the system prompt,
+    # the earlier call in its text form.
+    assert "tools" not in resumed and "# Tools" in resumed["messages"][0]["content"]
+    assert "<tool_call>" in json.dumps(resumed) and "Write n.txt" in json.dumps(resumed)
+    # openai_tool_calls="native" is the user's word: it resumes natively.
+    third = scripted_model_server([reply(text("Native."))])
+    again = await make_agent(third, "openai-chat", openai_tool_calls="native").execute(
+        "Native now", cwd=repo, resume=first.session_id, require_changes=False)
+    assert again.status is CodingStatus.COMPLETED, again.error
+    assert "tools" in third.model_requests[0].body
 
 
 @agent_test
