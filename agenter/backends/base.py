@@ -839,4 +839,4 @@ class BaseBackend(BackendClass, Generic[OptionsT]):
         if internal:
             written = {p for p in written if not p.startswith(internal)}
             deleted = {p for p in deleted if not p.startswith(internal)}
-        return ModifiedFiles(written=written, deleted=deleted)
+        return ModifiedFiles(written=written, deleted=deleted, created=diff.created & written)

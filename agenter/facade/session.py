@@ -427,4 +427,5 @@ async def one_request(config: AgentConfig, request: CodingRequest, *,
 def _usage_of(result: CodingResult) -> Usage:
     return Usage(input_tokens=result.input_tokens, output_tokens=result.output_tokens,
                  cache_read_tokens=result.cache_read_tokens, cache_write_tokens=result.cache_write_tokens,
-                 cost_usd=result.total_cost_usd)
+                 cost_usd=result.total_cost_usd, estimated_input_tokens=result.estimated_input_tokens,
+                 estimated_output_tokens=result.estimated_output_tokens)

@@ -417,7 +417,7 @@ def check_opaque_fields_kept(harness: StoreHarness, tmp_path: Path) -> None:
     store.append("t", messages[1:], at=1)
     loaded = store.load("t")
     assert loaded is not None and loaded.messages == messages, "an opaque field came back changed"
-    key = "sk-test-" + "K" * 24
+    key = "sk-proj-" + "a1b2" * 6
     store.append("t", [{"role": "assistant", "content": [{"type": "text", "text": key, "signature": key}]}], at=4)
     loaded = store.load("t")
     assert loaded is not None

@@ -185,8 +185,10 @@ class Kit:
         self.servers: list[Any] = []
 
     # ------------------------------------------------------------------ building
-    def server(self, script: list[ScriptItem] | None = None, *, default: ScriptItem = None) -> Any:
-        made = self._start_server(script or [], default=default, handler=self.case.handler)
+    def server(self, script: list[ScriptItem] | None = None, *, default: ScriptItem = None,
+               handler: Callable[[Any], Any] | None = None) -> Any:
+        """A scripted model server; `handler` answers requests before the script (default: the case's)."""
+        made = self._start_server(script or [], default=default, handler=handler or self.case.handler)
         self.servers.append(made)
         return made
 
@@ -317,11 +319,13 @@ class Kit:
         assert all(API_KEY not in str(e) for e in errors)
 
     async def check_time_budget(self, cwd: Path, *, session_only: bool = False, budget: float | None = None,
-                                within: float = 2.0) -> list[set[int]]:
+                                within: float = 2.0, counts_sent: bool = False) -> list[set[int]]:
         """A hung model: the run returns within the budget + `within` seconds, and no process it
         started (one seen while the model hung included) outlives it. `session_only`: run the
         session on the backend directly, for a backend the facade does not build in autonomous
         mode (it has no shell). `budget`: the time budget (default: the program's start-up + 2 s).
+        `counts_sent`: a request that reached the model before the budget ended counts in the
+        result (agenter's estimate at least: the agent CLIs' runs cut short count what was sent).
         Returns the processes carrying the token at each model request (all ended by now)."""
         budget = budget if budget is not None else self.case.startup + 2
         seen: list[set[int]] = []
@@ -351,6 +355,8 @@ class Kit:
         assert took < budget + within, f"took {took:.1f} s with a budget of {budget} s"
         assert not self.leftovers()
         assert not {pid for pids in seen for pid in pids if _pids.is_alive(pid)}, "a process outlived the budget"
+        if counts_sent and server.model_requests:
+            assert result.total_tokens > 0, result
         return seen
 
     async def check_big_prompt(self, cwd: Path) -> None:

@@ -18,7 +18,8 @@ def plain(secrets: list[str], text: str) -> str:
     return text
 
 
-PIECES = ["sk-", "sk-abcdefghij12", "AIza" + "b" * 22, "Bearer ", "BEARER\t", "bearer  ", "x-api-key: ",
+PIECES = ["sk-", "sk-abcdefghij12", "sk-abcdefghij1234567", "task", "ghp_", "github_pat_", "ghp_" + "a1" * 18,
+          "AIza" + "b" * 22, "Bearer ", "BEARER\t", "bearer  ", "x-api-key: ",
           "X-API-\u212aEY=", "x-goog-api-key:'", "api-\u212aey", "bear\u0131r ", "\u0130", "abcdefgh1234",
           "hello ", "pkg/mod.py", "\u00e9t\u00e9 ", "topsecret-value", "\n", " ", "\"", "'", ",", "-", "A"]
 
@@ -35,8 +36,8 @@ def test_texts_are_redacted_as_by_the_plain_algorithm() -> None:
 
 def test_case_folded_key_shapes_are_caught() -> None:
     redactor = Redactor(env={})
-    assert redactor("X-API-\u212aEY: abcdefghij") == "X-API-\u212aEY: [REDACTED]"  # a Kelvin sign
-    assert redactor("BeArEr abcdefghijkl") == "BeArEr [REDACTED]"
+    assert redactor("X-API-\u212aEY: abcdefgh12") == "X-API-\u212aEY: [REDACTED]"  # a Kelvin sign
+    assert redactor("BeArEr abcdefghijk1") == "BeArEr [REDACTED]"
 
 
 def test_a_list_is_looked_at_whole_and_item_by_item_when_it_holds_anything() -> None:
@@ -44,7 +45,7 @@ def test_a_list_is_looked_at_whole_and_item_by_item_when_it_holds_anything() -> 
     clean = [f"pkg/mod{i}.py" for i in range(50)]
     copied = redactor.data(clean)
     assert copied == clean and copied is not clean
-    dirty = [*clean, "key topsecret-value", "Bearer abcdefghijk", 3, None]
+    dirty = [*clean, "key topsecret-value", "Bearer abcdefghijk1", 3, None]
     assert redactor.data(dirty) == [*clean, "key [REDACTED]", "Bearer [REDACTED]", 3, None]
     # A match made only by joining two items redacts nothing that is not in one of them.
     assert redactor.data(["sk", "-abcdefghijkl", "x", "y"]) == ["sk", "-abcdefghijkl", "x", "y"]

@@ -293,12 +293,38 @@ async def test_slow_start_is_the_time_budget_not_an_error(tmp_path):
     assert result.iterations == 0
 
 
-async def test_writes_outside_allowed_paths_fail_whatever_the_backend(tmp_path):
-    result = await agent(write("docs/notes.md", "x\n"), write("src/ok.py", "x = 1\n")).execute(
+async def test_a_new_file_outside_allowed_paths_is_removed_and_sent_back_to_the_model(tmp_path):
+    """A write that got past the backend (here: the backend does not check): the new file is
+    removed, named in permission_denials, and the next iteration is told; the run goes on."""
+    def both(ctx: TurnContext):
+        return [ctx.write("docs/notes.md", "x\n"), ctx.write("src/ok.py", "x = 1\n"), "wrote both"]
+
+    result = await agent(both, write("src/ok.py", "x = 2\n")).execute(
         CodingRequest(prompt="p", cwd=tmp_path, allowed_write_paths=["src/"]))
-    assert result.status is CodingStatus.FAILED
-    assert "docs/notes.md" in result.error and "allowed_write_paths" in result.error
-    assert result.files == {"docs/notes.md": "x\n"}
+    assert result.status is CodingStatus.COMPLETED and result.iterations == 2, result
+    assert not (tmp_path / "docs" / "notes.md").exists()
+    assert result.files == {"src/ok.py": "x = 2\n"}
+    assert [(d["target"], d["rule"]) for d in result.permission_denials] == [("docs/notes.md", "allowed_write_paths")]
+    retry = RECORD.prompts[1]
+    assert "You created docs/notes.md, outside the files you may change (allowed_write_paths: src/)" in retry
+    assert "write docs/notes.md: written outside allowed_write_paths" in retry
+
+
+async def test_a_change_to_an_existing_file_outside_allowed_paths_fails_the_run(tmp_path):
+    """agenter keeps no copy of a file's earlier content: a change it cannot undo ends the run,
+    named; a new file written beside it is still removed."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "notes.md").write_text("old\n")
+
+    def both(ctx: TurnContext):
+        return [ctx.write("docs/notes.md", "x\n"), ctx.write("stray.md", "y\n"), ctx.write("src/ok.py", "x = 1\n")]
+
+    result = await agent(both).execute(CodingRequest(prompt="p", cwd=tmp_path, allowed_write_paths=["src/"]))
+    assert result.status is CodingStatus.FAILED and result.iterations == 1
+    assert "docs/notes.md" in result.error and "allowed_write_paths" in result.error and "stray.md" not in result.error
+    assert "could not undo" in result.error
+    assert result.files == {"docs/notes.md": "x\n", "src/ok.py": "x = 1\n"}
+    assert not (tmp_path / "stray.md").exists()
     allowed = await agent(write("src/ok.py", "x = 1\n")).execute(
         CodingRequest(prompt="p", cwd=tmp_path, allowed_write_paths=["src/"]))
     assert allowed.status is CodingStatus.COMPLETED

@@ -50,7 +50,7 @@ def aider(shared: Path) -> Case:
         # its own. The facade builds agents in autonomous mode only for backends with a shell;
         # Aider runs none headless (agenter answers no to its shell questions), so the time
         # budget's session runs on the backend directly.
-        resume={"second_turn": False, "big_prompt": False}, time_budget={"session_only": True},
+        resume={"second_turn": False, "big_prompt": False}, time_budget={"session_only": True, "counts_sent": True},
         error_classes=True, install="pipx install aider-chat")
 
 
@@ -68,7 +68,7 @@ def claude(shared: Path) -> Case:
         shell=lambda command: reply(tool_call("Bash", {"command": command, "description": "Run it"})),
         read=lambda path: reply(tool_call("Glob", {"pattern": "*.txt"})),
         output=lambda value: reply(tool_call("StructuredOutput", value)),
-        sandbox=HAVE_SANDBOX, handler=side_requests, resume={}, time_budget={}, error_classes=True,
+        sandbox=HAVE_SANDBOX, handler=side_requests, resume={}, time_budget={"counts_sent": True}, error_classes=True,
         install="npm install -g @anthropic-ai/claude-code")
 
 
@@ -86,7 +86,7 @@ def codex(shared: Path) -> Case:
     return Case(backend=CodexCliBackend, program=need(CODEX, "the Codex CLI (npm install)"), wire="openai",
                 model="gpt-5.5", write=codex_write, shell=codex_shell,
                 read=lambda path: codex_shell(f"cat {path} || true"),
-                output=lambda value: reply(text(json.dumps(value))), sandbox=True, resume={}, time_budget={},
+                output=lambda value: reply(text(json.dumps(value))), sandbox=True, resume={}, time_budget={"counts_sent": True},
                 error_classes=True, install="npm install -g @openai/codex")
 
 
@@ -101,7 +101,7 @@ def gemini(shared: Path) -> Case:
         model="gemini-2.5-flash", startup=4.0,
         write=lambda path, content: reply(tool_call("write_file", {"file_path": path, "content": content})),
         shell=gemini_shell, read=lambda path: reply(tool_call("list_directory", {"dir_path": "."})),
-        output=fenced_json, skip_checks=SLOW_SKIPS, resume={}, time_budget={}, error_classes=True,
+        output=fenced_json, skip_checks=SLOW_SKIPS, resume={}, time_budget={"counts_sent": True}, error_classes=True,
         install="npm install -g @google/gemini-cli")
 
 
@@ -119,7 +119,7 @@ def opencode(shared: Path) -> Case:
         write=lambda path, content: reply(tool_call("write", {"filePath": path, "content": content})),
         shell=lambda command: reply(tool_call("bash", {"command": command, "description": "Run it"})),
         read=lambda path: reply(tool_call("glob", {"pattern": "*.txt"})),
-        output=fenced_json, skip_checks=SLOW_SKIPS, resume={"second_turn": False}, time_budget={},
+        output=fenced_json, skip_checks=SLOW_SKIPS, resume={"second_turn": False}, time_budget={"counts_sent": True},
         error_classes=True, install="npm install -g opencode-ai")
 
 

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlparse
 
 from agenter._errors import ConfigurationError
+from agenter._types import Usage
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, SessionSpec
 from agenter.backends.model_api._completion import (
     Completion,
@@ -147,7 +148,21 @@ class OpenAICompatBackend(HarnessBackend[OpenAIOptions], CompletionBackend[OpenA
             self.redact.add(key)
         wire = ResponsesWire if options.openai_wire == "responses" else ChatWire
         return wire(make_client(options, key), model=self.model, official=self._official(), streaming=options.stream,
-                    extra_body=options.openai_extra_body)
+                    extra_body=options.openai_extra_body, on_request=self._request_in_flight)
+
+    def _request_in_flight(self, estimate: Usage) -> None:
+        """The wire's word on the request in flight before its response streams (httpx's
+        request trace): its prompt's estimate once its body has reached the server, so that a
+        request cancelled while the model works counts what a paid API bills for it; nothing
+        (Usage()) when the server answered with an error status. The context path counts its
+        own estimate of its prompt, the one its running figures continue."""
+        if self._context_path:
+            if estimate.total_tokens:
+                self.request_sent()
+            else:
+                self.ledger.running(Usage())
+            return
+        self.ledger.running(estimate)
 
     def _official(self) -> bool:
         """The OpenAI API itself (some parameters differ from compatible servers')."""

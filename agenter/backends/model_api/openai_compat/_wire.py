@@ -20,7 +20,9 @@ What only OpenAI's wires know is here:
   reasoning summaries on Responses: shown as thinking, never sent back), tool-call arguments
   accumulated into tool_use blocks, usage (Chat Completions sends it last, asked for with
   `stream_options.include_usage`; until it comes, an estimate at 4 characters a token lets
-  budgets see the response), the finish reason in the wire protocol's words;
+  budgets see the response, its prompt from when httpx's request trace says the body was
+  written, so a request cancelled before any answer still counts), the finish reason in the
+  wire protocol's words;
 - failures: the client's exceptions (`_completion.openai_failure`, which litellm shares), an
   error event inside a stream, and a Responses stream that ends with `response.failed`.
 
@@ -32,10 +34,12 @@ The `openai` package is imported only when a backend connects.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import secrets
-from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +76,8 @@ RUNNING_EVERY = 400
 _CHAT_STOPS: dict[str, Stop] = {"tool_calls": "tool_use", "function_call": "tool_use", "length": "max_tokens",
                                 "content_filter": "refusal"}
 _TOOL_CHOICE = {"auto": "auto", "any": "required", "none": "none"}
+#: Called once the body of the request this task is sending has been written (httpx's request trace).
+_SENDING: ContextVar[Callable[[], None] | None] = ContextVar("agenter_openai_sending", default=None)
 
 
 def make_client(options: OpenAIOptions, key: str | None) -> Any:
@@ -79,8 +85,22 @@ def make_client(options: OpenAIOptions, key: str | None) -> Any:
     path's, each a STATUS message). `key` None: the placeholder a keyless local server takes."""
     import openai
 
+    # httpx's request trace says when a request's body has been written: the wire counts its
+    # prompt from then on (_OpenAIWire.sending), also when it is cancelled before any answer.
+    http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [_trace_request]})
     return openai.AsyncOpenAI(api_key=key or NO_KEY, base_url=options.base_url or None, max_retries=0,
-                              timeout=options.request_timeout)
+                              timeout=options.request_timeout, http_client=http)
+
+
+async def _trace_request(request: Any) -> None:
+    request.extensions["trace"] = _trace
+
+
+async def _trace(event: str, info: Any) -> None:
+    if event.endswith(".send_request_body.complete"):
+        sent = _SENDING.get()
+        if sent is not None:
+            sent()
 
 
 class ResponseFailed(Exception):
@@ -101,8 +121,10 @@ class _OpenAIWire:
     auth_hint = "check api_key (or OPENAI_API_KEY)"
 
     def __init__(self, client: Any, *, model: str, official: bool, streaming: bool = True,
-                 extra_body: Mapping[str, Any] | None = None):
+                 extra_body: Mapping[str, Any] | None = None, on_request: Callable[[Usage], None] | None = None):
         self._client = client
+        #: Told the usage of a request in flight before its response comes (see `sending`).
+        self.on_request = on_request
         self.model = model
         #: The OpenAI API itself (some parameters differ from compatible servers').
         self.official = official
@@ -129,10 +151,10 @@ class _OpenAIWire:
         params = self.params(request, output)
         if self.streaming:
             return self._streamed(params, _prompt_chars(request))
-        return self._unstreamed(params)
+        return self._unstreamed(params, _prompt_chars(request))
 
     async def complete(self, request: WireRequest, *, output: OutputFormat | None = None) -> WireResponse:
-        return await drain(self._unstreamed(self.params(request, output)))
+        return await drain(self._unstreamed(self.params(request, output), None))
 
     def params(self, request: WireRequest, output: OutputFormat | None = None) -> dict[str, Any]:
         raise NotImplementedError
@@ -141,9 +163,32 @@ class _OpenAIWire:
         """One streamed request's pieces."""
         raise NotImplementedError
 
-    def _unstreamed(self, params: dict[str, Any]) -> AsyncGenerator[Piece, None]:
-        """One unstreamed request: its completed blocks, then the response."""
+    def _unstreamed(self, params: dict[str, Any], prompt_chars: int | None) -> AsyncGenerator[Piece, None]:
+        """One unstreamed request: its completed blocks, then the response. `prompt_chars`
+        None: a request of the wire's own use (compaction's summary), not told to `on_request`."""
         raise NotImplementedError
+
+    @contextlib.contextmanager
+    def sending(self, prompt_chars: int | None) -> Iterator[None]:
+        """Around the call that sends a request: once its body has been written, `on_request`
+        is told its prompt's estimate (a paid API bills a prompt it received, also when the
+        request is cancelled before any answer); when the server answers with an error status,
+        it is told Usage() (an error answer bills nothing). Before that moment nothing counts:
+        a request cancelled while it was being sent may not have reached the model."""
+        import openai
+
+        report = self.on_request
+        if report is None or prompt_chars is None:
+            yield
+            return
+        token = _SENDING.set(lambda: report(_Reader(prompt_chars).estimate()))
+        try:
+            yield
+        except openai.APIStatusError:
+            report(Usage())
+            raise
+        finally:
+            _SENDING.reset(token)
 
     def failure(self, exc: BaseException) -> Failure | None:
         """The Failure an exception of the openai client stands for (None: not an API failure)."""
@@ -198,8 +243,9 @@ class ChatWire(_OpenAIWire):
 
         reader = _ChatReader(prompt_chars)
         try:
-            stream = await self._client.chat.completions.create(
-                **params, stream=True, stream_options={"include_usage": True})
+            with self.sending(prompt_chars):
+                stream = await self._client.chat.completions.create(
+                    **params, stream=True, stream_options={"include_usage": True})
             async with stream:
                 # The request is accepted: its prompt counts from now, also if the stream drops.
                 yield Running(reader.estimate())
@@ -215,8 +261,9 @@ class ChatWire(_OpenAIWire):
         for piece in reader.finished():
             yield piece
 
-    async def _unstreamed(self, params: dict[str, Any]) -> AsyncGenerator[Piece, None]:
-        answer = await self._client.chat.completions.create(**params)
+    async def _unstreamed(self, params: dict[str, Any], prompt_chars: int | None) -> AsyncGenerator[Piece, None]:
+        with self.sending(prompt_chars):
+            answer = await self._client.chat.completions.create(**params)
         reader = _ChatReader(0)
         reader.usage = chat_usage(getattr(answer, "usage", None))
         choices = getattr(answer, "choices", None) or []
@@ -266,7 +313,8 @@ class ResponsesWire(_OpenAIWire):
 
         reader = _ResponsesReader(prompt_chars)
         try:
-            stream = await self._client.responses.create(**params, stream=True)
+            with self.sending(prompt_chars):
+                stream = await self._client.responses.create(**params, stream=True)
             async with stream:
                 yield Running(reader.estimate())
                 async for event in stream:
@@ -281,8 +329,9 @@ class ResponsesWire(_OpenAIWire):
         for piece in reader.finished():
             yield piece
 
-    async def _unstreamed(self, params: dict[str, Any]) -> AsyncGenerator[Piece, None]:
-        answer = await self._client.responses.create(**params)
+    async def _unstreamed(self, params: dict[str, Any], prompt_chars: int | None) -> AsyncGenerator[Piece, None]:
+        with self.sending(prompt_chars):
+            answer = await self._client.responses.create(**params)
         reader = _ResponsesReader(0)
         reader.final = answer
         for piece in reader.finished():
@@ -407,8 +456,9 @@ class _Reader:
     reported_at: int = 0
 
     def estimate(self) -> Usage:
+        """The running figure until usage is reported, marked as agenter's estimate."""
         return Usage(input_tokens=self.prompt_chars // CHARS_PER_TOKEN,
-                     output_tokens=self.output_chars // CHARS_PER_TOKEN)
+                     output_tokens=self.output_chars // CHARS_PER_TOKEN).as_estimate()
 
     def grew(self, chars: int) -> Iterator[Piece]:
         """A running estimate every RUNNING_EVERY characters (while no usage was reported)."""

@@ -290,16 +290,27 @@ async def test_sandbox_false_runs_unconfined(scripted_model_server, codex_path, 
 
 
 @agent_test
-async def test_writes_outside_allowed_write_paths_fail_the_run(scripted_model_server, codex_path, repo):
+async def test_writes_outside_allowed_write_paths_are_undone_or_fail_the_run(scripted_model_server, codex_path, repo):
+    """A shell command writes past allowed_write_paths (the session's check, whatever the
+    backend): a new file is removed and sent back to the model, which then completes; a change
+    to a file that existed before cannot be undone and fails the run."""
     server = scripted_model_server([
         reply(shell("mkdir -p src && echo ok > src/ok.py && echo no > README.md")),
+        reply(text("done")),
+        reply(text("Understood: only src/ changes.")),
+        reply(shell("echo more >> app.py")),
         reply(text("done")),
     ])
     agent = AutonomousCodingAgent(backend="codex", model=MODEL, **options(server, codex_path))
     result = await agent.execute("Edit src only", cwd=repo, allowed_write_paths=["src/"])
-    assert result.status is CodingStatus.FAILED  # the session's check, whatever the backend
-    assert "README.md" in (result.error or "") and "src/ok.py" not in (result.error or "")
-    assert "src/" in json.dumps(server.model_requests[0].body["input"])  # the model was told
+    assert result.status is CodingStatus.COMPLETED and result.iterations == 2, result
+    assert not (repo / "README.md").exists() and (repo / "src" / "ok.py").read_text() == "ok\n"
+    assert [d["target"] for d in result.permission_denials] == ["README.md"]
+    assert "src/" in json.dumps(server.model_requests[0].body["input"])  # the model was told the rule
+    assert "You created README.md" in json.dumps(server.model_requests[2].body["input"])  # and what was removed
+    failed = await agent.execute("Edit src only", cwd=repo, allowed_write_paths=["src/"])
+    assert failed.status is CodingStatus.FAILED  # app.py existed: its change cannot be undone
+    assert "app.py" in (failed.error or "") and "src/ok.py" not in (failed.error or "")
 
 
 @agent_test

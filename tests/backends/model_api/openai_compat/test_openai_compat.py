@@ -17,7 +17,7 @@ from agenter._errors import BackendError, ConfigurationError
 from agenter.backends import load_backend
 from agenter.backends.base import BackendSettings, SessionSpec
 from agenter.backends.model_api.openai_compat import OpenAICompatBackend, OpenAIOptions
-from agenter.testing import ScriptedModelServer, disconnect, http_error, reply, text, thinking
+from agenter.testing import ScriptedModelServer, disconnect, hang, http_error, reply, text, thinking
 
 from ..completion import Answer, completion_agent, proposal
 
@@ -228,6 +228,46 @@ async def test_usage_counts_cached_tokens_apart_and_is_priced(tmp_path: Path):
     assert (result.input_tokens, result.cache_read_tokens, result.output_tokens) == (1200, 1000, 100)
     # gpt-4o-mini: $0.15/M input, $0.075/M cached input, $0.60/M output
     assert result.total_cost_usd == pytest.approx(1200 * 0.15e-6 + 1000 * 0.075e-6 + 100 * 0.6e-6, rel=1e-3)
+
+
+async def test_a_request_cancelled_after_it_was_sent_counts_its_prompt_as_an_estimate(tmp_path: Path):
+    """On the context path, through execute(): a paid API bills the prompt of a request it
+    received, so the time budget cancelling a request the model never answers still counts its
+    prompt, marked as agenter's estimate. The budget is set past this machine's time to a
+    request (a run measures it, once the imports are done)."""
+    import time
+
+    from agenter import Budget
+    from agenter.testing import estimate_tokens
+
+    (tmp_path / "notes.txt").write_text("hello " * 1000)
+    arrived: list[float] = []
+
+    def note(request: Any) -> None:
+        arrived.append(time.monotonic())
+        return None  # the script answers
+
+    with ScriptedModelServer([reply(text("ok")), reply(text("ok"))], handler=note) as warm:
+        await make_agent(warm, mode="analysis").execute("Say ok.", cwd=tmp_path, require_changes=False)
+        began = time.monotonic()
+        await make_agent(warm, mode="analysis").execute("Say ok.", cwd=tmp_path, require_changes=False)
+    budget = max(2.0, 3 * (arrived[1] - began))
+    with ScriptedModelServer([], default=hang()) as server:
+        agent = make_agent(server, mode="analysis", budget=Budget(max_time_seconds=budget))
+        result = await agent.execute("Summarize notes.txt.", cwd=tmp_path, require_changes=False)
+        sent = server.wait_for_requests(1)
+    assert result.status is CodingStatus.BUDGET_EXCEEDED and result.exceeded_limit == "time"
+    prompt = sum(estimate_tokens(m["content"]) for m in sent[0].body["messages"])
+    assert result.input_tokens > 1000 and abs(result.input_tokens - prompt) <= len(sent[0].body["messages"])
+    assert result.estimated_input_tokens == result.input_tokens and result.estimated_tokens == result.total_tokens
+
+
+async def test_an_error_answer_costs_no_tokens_and_reported_usage_is_not_an_estimate(tmp_path: Path):
+    with ScriptedModelServer([http_error(500, "down"), reply(text("fine"), usage={"input_tokens": 30,
+                                                                                   "output_tokens": 4})]) as server:
+        result = await make_agent(server, mode="analysis").execute("Q?", cwd=tmp_path, require_changes=False)
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert (result.input_tokens, result.output_tokens, result.estimated_tokens) == (30, 4, 0)
 
 
 async def test_the_session_spec_chooses_the_path_at_connect(tmp_path: Path):

@@ -529,6 +529,42 @@ async def test_a_hung_model_stops_at_the_time_budget(scripted_model_server, repo
 
 @agent_test
 @pytest.mark.parametrize("wire", WIRES)
+async def test_a_request_cancelled_while_the_model_works_counts_its_prompt_as_an_estimate(scripted_model_server,
+                                                                                         repo, wire):
+    """Through execute(): a paid API bills the prompt of a request it received, so the time
+    budget cancelling a request the model never answers (not even a response header) still
+    counts its prompt, marked as agenter's estimate; an HTTP error answer counts nothing. The
+    budget is set past this machine's time to a request (a run measures it, once the imports are
+    done), so the request is sent before the budget ends."""
+    arrived: list[float] = []
+
+    def note(request: Any) -> None:
+        arrived.append(time.monotonic())
+        return None  # the script answers
+
+    warm = scripted_model_server([reply(text("ok")), reply(text("ok"))], handler=note)
+    await make_agent(warm, wire).execute("Say ok.", cwd=repo, require_changes=False)  # the imports, once
+    began = time.monotonic()
+    first = await make_agent(warm, wire).execute("Say ok.", cwd=repo, require_changes=False)
+    assert first.ok and first.estimated_tokens == 0, first  # the scripted server reports usage
+    budget = max(2.0, 3 * (arrived[1] - began))
+    server = scripted_model_server(default=hang())
+    result = await make_agent(server, wire, budget=Budget(max_time_seconds=budget)).execute("Read app.py.", cwd=repo)
+    assert result.status is CodingStatus.BUDGET_EXCEEDED and result.exceeded_limit == "time", result
+    (sent,) = server.model_requests
+    body_tokens = len(sent.raw_body) / 4  # the wire's own estimate: its prompt before the wire's framing
+    assert 0.6 * body_tokens < result.input_tokens <= body_tokens, (result, body_tokens)
+    assert result.output_tokens == 0 and result.estimated_input_tokens == result.input_tokens
+    assert result.estimated_tokens == result.total_tokens
+
+    server = scripted_model_server(default=http_error(500, "model crashed"))
+    failed = await make_agent(server, wire, max_retries=1).execute("Read app.py.", cwd=repo)
+    assert failed.status is CodingStatus.ERROR and len(server.model_requests) == 2, failed
+    assert failed.total_tokens == 0, failed  # two error answers: nothing billed
+
+
+@agent_test
+@pytest.mark.parametrize("wire", WIRES)
 async def test_auth_failure_is_not_retried_and_never_shows_the_key(scripted_model_server, repo, wire):
     server = scripted_model_server([http_error(401, f"Incorrect API key provided: {API_KEY}")])
     events = [e async for e in make_agent(server, wire).stream_execute("go", cwd=repo)]
