@@ -216,6 +216,12 @@ class SessionSpec:
     resume_session_id: str | None = None
     #: "autonomous" (the agent edits), "patch" (agenter applies proposed changes) or "analysis".
     mode: str = "autonomous"
+    #: The folder of the run's transcripts (None: the run writes none). A backend that keeps its
+    #: conversation itself keeps it beside them (agenter's own agent: `<log_dir>/conversations`).
+    log_dir: Path | None = None
+    #: The folder of the transcript `resume_session_id` was read from (None: the resume named
+    #: the session id itself): where that conversation was kept.
+    resume_log_dir: Path | None = None
 
 
 @dataclass(frozen=True)

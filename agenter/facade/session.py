@@ -70,6 +70,12 @@ class Steer:
         return self.taken
 
 
+def _transcript_dir(resumed_from: dict[str, Any] | None) -> Path | None:
+    """The folder of the transcript a resume named (None: it named a session id)."""
+    transcript = (resumed_from or {}).get("transcript")
+    return Path(transcript).parent if transcript else None
+
+
 class AgentSession:
     """One connected backend serving requests one at a time (see the module docstring).
 
@@ -194,7 +200,8 @@ class AgentSession:
                                  system_prompt=template.system_prompt,
                                  output_type=output_type_for(config.mode, template.output_type),
                                  resume_session_id=str(template.resume) if template.resume else None,
-                                 mode=config.mode)
+                                 mode=config.mode, log_dir=Path(self._log_dir) if self._log_dir is not None else None,
+                                 resume_log_dir=_transcript_dir(self._resumed_from))
         if self._single:
             self._state = "open"  # its run connects the backend (see the module docstring)
             return
