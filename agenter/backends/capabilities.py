@@ -36,6 +36,7 @@ class BackendCapabilities:
     subagents: bool = False
     sandbox: bool = False  # sandbox=True can be honoured
     resume: bool = False  # a retry prompt lands in the same conversation
+    steering: bool = False  # takes a user message while a turn runs (session.steer)
 
     def names(self) -> list[str]:
         """The capabilities this backend has."""
@@ -53,7 +54,7 @@ MODE_REQUIREMENTS: dict[str, tuple[str, ...]] = {
 
 _INSTEAD = {
     "autonomous": "run it in patch mode (mode='patch'), where agenter applies the model's proposed "
-                  "changes, or choose a backend with its own tool loop (anthropic-sdk, claude-code, codex, ...)",
+                  "changes, or choose a backend with its own tool loop (anthropic-sdk, openai, claude-code, codex, ...)",
     "patch": "choose a backend that returns structured output",
     "analysis": "choose a backend that answers with text",
 }

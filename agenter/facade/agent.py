@@ -104,7 +104,7 @@ class AutonomousCodingAgent:
         self.permissions = policy
         self._settings = BackendSettings(model=model, tools=self.tools, sandbox=sandbox, options=self.options,
                                          permissions=policy, on_permission=on_permission,
-                                         permission_timeout=permission_timeout)
+                                         permission_timeout=permission_timeout, mode=mode)
         self._backend_class.check_settings(self._settings)
         check_mode(mode, self.capabilities, self.backend_name)
         self.mode: Mode = mode

@@ -32,9 +32,10 @@ Message = dict[str, Any]
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 #: Fields of a block that are the provider's opaque blobs (a thinking block's signature, a
-#: redacted thinking block's encrypted data): written as they came, never scrubbed, because the
-#: API refuses a changed one on resume and they hold no text of ours. Keyed by block type.
-OPAQUE_FIELDS = {"thinking": "signature", "redacted_thinking": "data"}
+#: redacted thinking block's encrypted data, the thought signature Gemini puts on a text or a
+#: function call): written as they came, never scrubbed, because the API refuses a changed one
+#: on resume and they hold no text of ours. Keyed by block type.
+OPAQUE_FIELDS = {"thinking": "signature", "redacted_thinking": "data", "text": "signature", "tool_use": "signature"}
 
 
 class StoreError(AgenterError):

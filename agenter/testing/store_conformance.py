@@ -28,7 +28,8 @@ What the checks prove:
   nothing; an id that is a secret is refused;
 - secrets (a redactor's extra values, a secret-named environment variable's value, key-shaped
   strings), written through save and append, are in neither what load returns nor the raw
-  bytes; the provider's opaque fields (a thinking block's signature) are kept as they came;
+  bytes; the provider's opaque fields (a thinking block's signature, Gemini's signature on a
+  text or tool_use block) are kept as they came;
 - what is not JSON data is refused before anything is written;
 - concurrent writers, threads and processes, to different ids and to one id: nothing torn,
   nothing interleaved; appends that pass their revision (and retry on conflict) all land once, in
@@ -394,8 +395,10 @@ def check_secrets_never_stored(harness: StoreHarness, tmp_path: Path) -> None:
 
 
 def check_opaque_fields_kept(harness: StoreHarness, tmp_path: Path) -> None:
-    """A thinking block's signature and a redacted thinking block's data come back as they were
-    (the provider refuses a changed one), even where they look like a key."""
+    """A thinking block's signature, a redacted thinking block's data and the signature of a
+    text or tool_use block (Gemini's thought signatures) come back as they were (the provider
+    refuses a changed one), even where they look like a key; the text beside them is still
+    scrubbed."""
     store = harness.open(harness.location(tmp_path))
     signature = "EqQBCkgIARABGAIiQL" + "AIza" + "Z" * 30 + "/+=="
     data = "AIza" + "D" * 40
@@ -405,11 +408,21 @@ def check_opaque_fields_kept(harness: StoreHarness, tmp_path: Path) -> None:
             {"type": "thinking", "thinking": "hmm", "signature": signature},
             {"type": "redacted_thinking", "data": data},
             {"type": "text", "text": "done"}]},
+        _text("user", "go on"),
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "calling", "signature": signature},
+            {"type": "tool_use", "id": "c1", "name": "grep", "input": {}, "signature": data}]},
     ]
     store.save("t", messages[:1])
     store.append("t", messages[1:], at=1)
     loaded = store.load("t")
     assert loaded is not None and loaded.messages == messages, "an opaque field came back changed"
+    key = "sk-proj-" + "a1b2" * 6
+    store.append("t", [{"role": "assistant", "content": [{"type": "text", "text": key, "signature": key}]}], at=4)
+    loaded = store.load("t")
+    assert loaded is not None
+    kept = loaded.messages[-1]["content"][0]
+    assert kept == {"type": "text", "text": "[REDACTED]", "signature": key}, "only the signature is opaque"
 
 
 # ---------------------------------------------------------------------- concurrency and crashes

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from permission_kit import FAKE_KEY, diverged_repo, private_home, remote_head
 
 from agenter import AutonomousCodingAgent
 from agenter.permissions import PermissionAnswer
 from agenter.sandbox.confine import choose_mechanism
 from agenter.testing import ScriptedModelServer, reply, text, tool_call
+from agenter.testing._scene import FAKE_KEY, diverged_repo, private_home, remote_head
 
 API_KEY = "AIza-test-ADKPERMISSIONS-0123456789abcdef"
 KEY_LINE = FAKE_KEY.splitlines()[1]

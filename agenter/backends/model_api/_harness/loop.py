@@ -14,20 +14,25 @@ Around each model response the loop keeps the conversation valid and going:
   once;
 - every tool_use is answered by exactly one tool_result, also when the turn fails or is
   cancelled (conversation.close_open_tool_uses);
-- a failed request is retried as the one policy says (retry.py over agenter.backends._failures).
+- a failed request is retried as the one policy says (retry.py over agenter.backends._failures);
+- tool calls the model writes in its text (textcalls.py), for models that make none on the wire:
+  `LoopConfig.tool_calls` "text" (or a wire without native tools) describes the tools in the
+  system prompt, sends the conversation as text and reads each reply for calls; "auto" starts
+  native and switches to text for the rest of the session when a reply makes no native call but
+  holds a text call naming an offered tool (that reply's calls run); a call that cannot be read
+  goes back to the model with the parse error.
 
 A provider's backend subclasses HarnessBackend and writes only what is its own: its options and
 `loop_config` (what the harness reads of them), `requirements`, and `_open_wire` (its client and
 wire). Analysis and patch mode (and a plan-mode policy) run the same loop read-only: only the
 tools that read are offered and the bash tool's sandbox is read-only.
 
-Seams for what is not written yet:
-- text tool calls (a wire whose `features.native_tools` is False): `_request` will describe the
-  tools in the system prompt and send the conversation as text (textcalls.describe_tools,
-  to_text_messages), and `_kept_response` will read the calls from the reply (textcalls.
-  parse_calls); until then such a wire is refused at connect;
-- a conversation store: `_load_conversation` (at connect, for `SessionSpec.resume_session_id`) and
-  `_save_conversation` (after each completed turn).
+The tools of the MCP servers in the `mcp_servers` option are the model's too (mcptools.py,
+started at connect and ended at disconnect). The conversation is kept in a conversation store
+(keeper.py: `_save_conversation` when a prompt was added, after each round of tool results, at the
+end of a turn and after a compaction), and a connect with `SessionSpec.resume_session_id` loads it
+(`_load_conversation`), so `resume=` continues a run of another process (in text tool-call mode
+too: the store's metadata says so, and the resumed session starts in it).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from agenter._errors import BackendError, ConfigurationError
+from agenter.backends._mcp import MCPServer
 from agenter.backends._prompts import (
     REFUSAL_TOOL_DESCRIPTION,
     REFUSAL_TOOL_NAME,
@@ -57,9 +63,23 @@ from agenter.backends.model_api._harness.files import (
     TEXT_EDITOR_TOOL_DEFINITION,
     TEXT_EDITOR_TOOL_NAME,
 )
-from agenter.backends.model_api._harness.prompts import CONTEXT_NUDGE, CUTOFF_NUDGE, STRUCTURED_NUDGE, tool_guidance
+from agenter.backends.model_api._harness.keeper import ConversationKeeper, load, same_store, stores_for
+from agenter.backends.model_api._harness.prompts import (
+    CONTEXT_NUDGE,
+    CUTOFF_NUDGE,
+    STEER_NOTE,
+    STRUCTURED_NUDGE,
+    tool_guidance,
+)
 from agenter.backends.model_api._harness.retry import RetryPolicy
 from agenter.backends.model_api._harness.shell import BASH_TOOL_NAME, bash_tool_definition, network_allowed
+from agenter.backends.model_api._harness.textcalls import (
+    STOP_SEQUENCES,
+    describe_tools,
+    looks_like_text_calls,
+    parse_calls,
+    to_text_messages,
+)
 from agenter.backends.model_api._harness.wire import (
     Block,
     BlockDone,
@@ -72,8 +92,9 @@ from agenter.backends.model_api._harness.wire import (
     WireRequest,
     WireResponse,
 )
-from agenter.host.requirements import Requirement
+from agenter.host.requirements import PythonPackage, Requirement
 from agenter.sandbox.confine import ShellSandboxAvailable
+from agenter.store import ConversationStore
 
 MAX_CUTOFF_NUDGES = 3
 
@@ -105,6 +126,16 @@ class LoopConfig:
     temperature: float | None = None
     thinking: str | int | None = None
     effort: str | None = None
+    #: How the model makes tool calls: "native" (on the wire), "text" (written in its reply,
+    #: textcalls.py), "auto" (native until a reply holds text calls instead); and the option
+    #: that sets it (named in messages).
+    tool_calls: str = "native"
+    tool_calls_option: str = "tool_calls"
+    #: MCP servers whose tools the model gets (mcptools.py).
+    mcp_servers: tuple[MCPServer, ...] = ()
+    #: Where the conversation is kept (keeper.py): None, the default file store; False, nowhere
+    #: but the process; else a ConversationStore.
+    conversation_store: Any = None
 
 
 @dataclass
@@ -120,8 +151,9 @@ class HarnessBackend(BaseBackend[OptionsT]):
 
     reserved_tool_names: ClassVar[frozenset[str]] = frozenset({TEXT_EDITOR_TOOL_NAME, BASH_TOOL_NAME,
                                                                *FILE_TOOL_NAMES})
-    # Every tool call of the loop passes the gate; "network" is the bash tool's network access.
-    permission_kinds: ClassVar[frozenset[str]] = frozenset({"read", "edit", "shell", "network", "custom"})
+    # Every tool call of the loop passes the gate; "network" is the bash tool's network access,
+    # "mcp" the MCP servers' starts and tool calls.
+    permission_kinds: ClassVar[frozenset[str]] = frozenset({"read", "edit", "shell", "network", "mcp", "custom"})
 
     def __init__(self, settings: BackendSettings[OptionsT]):
         super().__init__(settings)
@@ -136,6 +168,18 @@ class HarnessBackend(BaseBackend[OptionsT]):
         self._max_tokens = self.config.max_tokens
         self._escalated = False
         self._pending_results: list[Block] | None = None
+        #: Text tool-call mode (see the module docstring): its system prompt once switched on,
+        #: the parse error to send back, and the STATUS note of an automatic switch.
+        self._text_system: str | None = None
+        self._text_feedback: str | None = None
+        self._text_notice: str | None = None
+        #: Messages the user sent while a turn runs (steer), and whether one runs.
+        self._steers: list[str] = []
+        self._in_turn = False
+        self._keeper: ConversationKeeper | None = None
+        self._store: ConversationStore | None = None
+        self._resume_store: ConversationStore | None = None
+        self._loaded: Any = None  # the agenter.store.Conversation a resume loaded
 
     # ------------------------------------------------------------------ what a provider writes
     @classmethod
@@ -148,15 +192,55 @@ class HarnessBackend(BaseBackend[OptionsT]):
         the wire. Raises ConfigurationError for missing credentials."""
         raise NotImplementedError
 
-    # ------------------------------------------------------------------ seams (conversation store)
+    # ------------------------------------------------------------------ the conversation store (keeper.py)
     async def _load_conversation(self, session_id: str) -> list[Message] | None:
         """The stored conversation `session_id` names, to continue it (None: none is stored;
-        connect then refuses to resume). No store yet: always None."""
-        return None
+        connect then refuses to resume)."""
+        store = self._resume_store
+        if store is None:
+            return None
+        found = await load(store, session_id, backend=self.name, redact=self.redact)
+        if found is None:
+            return None
+        messages, self._loaded = found
+        return messages
 
     async def _save_conversation(self) -> None:
-        """Keep the conversation after a completed turn (`self.messages`, `self.session_id`).
-        No store yet: nothing."""
+        """Keep the conversation where it is complete (every tool_use answered)."""
+        if self._keeper is not None:
+            await self._keeper.keep(self._messages)
+
+    def _start_keeping(self, session_id: str) -> None:
+        """The keeper of this session: it continues the loaded conversation when the run writes
+        to the store it came from, else saves it whole first."""
+        store = self._store
+        if store is None:
+            return
+        metadata = {"backend": self.name, "model": self.ledger.model,
+                    "tools": [tool["name"] for tool in self._tool_definitions],
+                    "tool_calls": "native" if self._text_system is None else "text"}
+        loaded = self._loaded
+        if loaded is None:
+            self._keeper = ConversationKeeper(store, session_id, metadata)
+        elif self._resume_store is not None and same_store(store, self._resume_store):
+            self._keeper = ConversationKeeper(store, session_id, metadata, stored=loaded.messages,
+                                              revision=loaded.revision)
+        else:
+            self._keeper = ConversationKeeper(store, session_id, metadata, revision=None)
+
+    def _resumes_in_text_mode(self) -> bool:
+        """A resumed conversation that was in text tool-call mode (an automatic switch included)
+        goes on in it: its tool calls are in its text."""
+        loaded = self._loaded
+        return loaded is not None and self.config.tool_calls != "native" and \
+            loaded.metadata.get("tool_calls") == "text"
+
+    def _cannot_resume(self, session_id: str) -> str:
+        where = ("conversation_store=False keeps the conversation only in the process that ran it"
+                 if self._resume_store is None else
+                 f"{self._resume_store!r} holds no conversation under that id (resume with the earlier run's "
+                 "transcript, or with the log_dir that run had)")
+        return f"the {self.name} backend cannot resume session {session_id!r}: {where}"
 
     # ------------------------------------------------------------------ class-level checks
     @classmethod
@@ -170,9 +254,13 @@ class HarnessBackend(BaseBackend[OptionsT]):
         built the check fails with what to do, rather than quietly leaving the tool out). A
         provider adds its package in front."""
         config = cls._config_of(settings)
+        needs: list[Requirement] = []
+        if config.mcp_servers:
+            needs.append(PythonPackage(module="mcp", distribution="mcp", min_major=2,
+                                       install="pip install 'agenter-sdk[mcp]'"))
         if settings.sandbox and config.shell:
-            return [ShellSandboxAvailable(config.shell_sandbox)]
-        return []
+            needs.append(ShellSandboxAvailable(config.shell_sandbox))
+        return needs
 
     @classmethod
     def validate_settings(cls, settings: BackendSettings[Any]) -> None:
@@ -213,24 +301,24 @@ class HarnessBackend(BaseBackend[OptionsT]):
     async def _connect(self, spec: SessionSpec) -> None:
         from agenter.usage import is_known_model
 
+        self._store, self._resume_store = stores_for(self.config.conversation_store, spec.log_dir,
+                                                     spec.resume_log_dir, self.redact)
         session_id = uuid.uuid4().hex
         if spec.resume_session_id:
             stored = await self._load_conversation(spec.resume_session_id)
             if stored is None:
-                raise ConfigurationError(
-                    f"the {self.name} backend cannot resume session {spec.resume_session_id!r}: its "
-                    "conversation lives only as long as one run", parameter="resume")
+                raise ConfigurationError(self._cannot_resume(spec.resume_session_id), parameter="resume")
             self._messages, session_id = list(stored), spec.resume_session_id
         await self._tools.open(spec)
         # The first imports of the SDK and of the price table take seconds on a busy machine:
         # the wire imports off the event loop, and so does the price lookup.
         wire = self._wire = await self._open_wire()
-        if not wire.features.native_tools:
-            raise ConfigurationError(
-                f"the {self.name} backend's wire has no native tool calls, and the harness's text tool-call "
-                "mode is not written yet", parameter="backend")
-        await asyncio.to_thread(is_known_model, self.ledger.model, self.ledger.provider)
         config = self.config
+        if not wire.features.native_tools and config.tool_calls == "native":
+            raise ConfigurationError(
+                f"the {self.name} backend's wire has no native tool calls: pass {config.tool_calls_option}='text' "
+                "(or 'auto') for tool calls written in the model's reply", parameter=config.tool_calls_option)
+        await asyncio.to_thread(is_known_model, self.ledger.model, self.ledger.provider)
         self._retry = RetryPolicy(
             max_retries=config.max_retries, max_wait=config.max_retry_wait, backend=self.name,
             api_label=wire.api_label, auth_hint=wire.auth_hint, failure=wire.failure, redact=self.redact)
@@ -239,6 +327,9 @@ class HarnessBackend(BaseBackend[OptionsT]):
         self._session_id = session_id
         self._system = self._system_prompt()
         self._tool_definitions = self._build_tool_definitions(spec)
+        if config.tool_calls == "text" or not wire.features.native_tools or self._resumes_in_text_mode():
+            self._start_text_mode()
+        self._start_keeping(session_id)
 
     async def _disconnect(self) -> None:
         wire, self._wire = self._wire, None
@@ -266,6 +357,8 @@ class HarnessBackend(BaseBackend[OptionsT]):
                                               read_only=self.read_only_session, timeout=self.config.shell_timeout))
         for tool in self.settings.tools:
             tools.append({"name": tool.name, "description": tool.description, "input_schema": tool.input_schema})
+        if self._tools.mcp is not None:
+            tools.extend(self._tools.mcp.definitions(read_only=self.read_only_session))
         tools.append({"name": REFUSAL_TOOL_NAME, "description": REFUSAL_TOOL_DESCRIPTION,
                       "input_schema": REFUSAL_TOOL_SCHEMA})
         if spec.output_type is not None:
@@ -277,12 +370,39 @@ class HarnessBackend(BaseBackend[OptionsT]):
         return tools
 
     # ------------------------------------------------------------------ one turn
+    def steer(self, text: str) -> str | None:
+        """Take a user message for the running turn: it reaches the model at the next safe point,
+        with the next request after the tool results, or, when the model had finished, as a new
+        message the turn goes on with. Between turns there is nothing to deliver it to."""
+        if not isinstance(text, str) or not text.strip():
+            return "the message is empty"
+        if not self._in_turn:
+            return "no request is running (the agent is idle or its work is being validated): send it as the next request"
+        self._steers.append(text)
+        return None
+
+    def _take_steers(self, where: str) -> tuple[list[Block], list[BackendMessage]]:
+        """The pending steers as text blocks for the next user message, and their STEERED messages."""
+        steers, self._steers = self._steers, []
+        blocks: list[Block] = [{"type": "text", "text": STEER_NOTE + text} for text in steers]
+        return blocks, [BackendMessage(MessageType.STEERED, content=text, details={"text": text, "where": where})
+                        for text in steers]
+
     async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
         append_user_content(self._messages, [{"type": "text", "text": prompt}])
+        self._in_turn = True
+        await self._save_conversation()
         try:
             async for message in self._tool_loop():
                 yield message
+            self._in_turn = False
+            for text in self._steers:  # the turn ended another way (refused, out of responses)
+                yield BackendMessage(MessageType.STATUS, content=f"a steering message was not delivered: the turn "
+                                     f"ended first ({text[:80]!r}); send it as the next request",
+                                     details={"steer_undelivered": text})
         finally:
+            self._in_turn = False
+            self._steers = []
             # Invariant: every tool_use is answered, also when cancelled or failing mid-turn.
             close_open_tool_uses(self._messages, self._pending_results)
             self._pending_results = None
@@ -311,6 +431,9 @@ class HarnessBackend(BaseBackend[OptionsT]):
                 yield await self._compact(compactions, overflow)
                 continue
             response = self._kept_response(answer)
+            if self._text_notice is not None:
+                yield BackendMessage(MessageType.STATUS, content=self._text_notice)
+                self._text_notice = None
             responses += 1
             if response.stop != "context_length":
                 compactions = 0
@@ -328,6 +451,9 @@ class HarnessBackend(BaseBackend[OptionsT]):
                 yield message
             self._pending_results = None
             follow_up: list[Block] = list(results)
+            feedback, self._text_feedback = self._text_feedback, None
+            if feedback is not None:  # a text call that could not be read: the model corrects it
+                follow_up.append({"type": "text", "text": feedback})
             if self._tools.turn_ended():
                 append_user_content(self._messages, follow_up)
                 return
@@ -351,20 +477,31 @@ class HarnessBackend(BaseBackend[OptionsT]):
                 follow_up.append({"type": "text", "text": CUTOFF_NUDGE})
                 yield BackendMessage(MessageType.STATUS, content="response cut off at max_tokens; "
                                      f"asking the model to continue{note}")
-            elif not results:
+            elif not results and feedback is None and not self._steers:
                 if self.spec.output_type is not None and not nudged_for_result:
                     nudged_for_result = True
                     follow_up.append({"type": "text", "text": STRUCTURED_NUDGE})
                 else:
                     return
+            if self._steers:
+                # The safe point: after this response's tool calls ran, before the next request.
+                where = ("after the tool calls, with their results" if results
+                         else "after the model's answer: the turn goes on")
+                blocks, steered = self._take_steers(where)
+                follow_up.extend(blocks)
+                for message in steered:
+                    yield message
             append_user_content(self._messages, follow_up)
+            await self._save_conversation()
         yield BackendMessage(MessageType.STATUS, content=(
             f"stopped after {limit} model responses in this iteration ({self.config.max_turns_option})"))
 
     async def _compact(self, number: int, overflow: BackendError | None) -> BackendMessage:
         compactor = self._compactor
         assert compactor is not None
-        return await compactor.compact(self._messages, number, overflow)
+        message = await compactor.compact(self._messages, number, overflow)
+        await self._save_conversation()
+        return message
 
     def _escalate_max_tokens(self) -> str:
         if self._escalated:
@@ -380,16 +517,48 @@ class HarnessBackend(BaseBackend[OptionsT]):
     # ------------------------------------------------------------------ model responses
     def _request(self) -> WireRequest:
         """The loop's next request: the session's system prompt and tools (fixed, so the prefix
-        a provider caches stays the same), the conversation so far."""
+        a provider caches stays the same), the conversation so far. In text mode the tools are
+        in the system prompt and the conversation is sent as text."""
         config = self.config
+        if self._text_system is not None:
+            return WireRequest(system=self._text_system, messages=to_text_messages(self._messages),
+                               max_tokens=self._max_tokens, temperature=config.temperature,
+                               thinking=config.thinking, effort=config.effort, stop=STOP_SEQUENCES)
         return WireRequest(system=self._system, messages=self._messages, tools=self._tool_definitions,
                            max_tokens=self._max_tokens, temperature=config.temperature, thinking=config.thinking,
                            effort=config.effort)
 
     def _kept_response(self, answer: _Answer) -> WireResponse:
-        """The response as the loop goes on with it (native tool calls: as the wire read it)."""
-        assert answer.response is not None
-        return answer.response
+        """The response as the loop goes on with it: native tool calls as the wire read them; in
+        text mode (or on switching to it) the calls read from its text."""
+        response = answer.response
+        assert response is not None
+        if self._text_system is None:
+            if not self._switches_to_text(response):
+                return response
+            self._start_text_mode()
+            self._text_notice = (
+                "the model wrote its tool calls in its reply instead of on the wire: reading them from the text "
+                f"from now on ({self.config.tool_calls_option}='text' starts that way)")
+        turn = parse_calls(response.text(), [str(tool["name"]) for tool in self._tool_definitions])
+        self._text_feedback = turn.feedback
+        kept = [block for block in response.content if block.get("type") not in ("text", "tool_use")]
+        return WireResponse(content=kept + turn.blocks, stop="tool_use" if turn.calls else response.stop,
+                            usage=response.usage, stop_detail=response.stop_detail)
+
+    def _switches_to_text(self, response: WireResponse) -> bool:
+        """Automatic mode: a reply that made no native call but holds a text call naming an
+        offered tool."""
+        if self.config.tool_calls != "auto" or any(b.get("type") == "tool_use" for b in response.content):
+            return False
+        return looks_like_text_calls(response.text(), [str(tool["name"]) for tool in self._tool_definitions])
+
+    def _start_text_mode(self) -> None:
+        """Tool calls in text from now on: the tools described in the system prompt (fixed from
+        here, so the prefix stays the same); the conversation store is told at its next write."""
+        self._text_system = self._system + "\n\n" + describe_tools(self._tool_definitions)
+        if self._keeper is not None:
+            self._keeper.metadata["tool_calls"] = "text"
 
     async def _respond(self, answer: _Answer) -> AsyncIterator[BackendMessage]:
         """One model response, streamed; failed attempts are retried as the policy says."""

@@ -115,6 +115,9 @@ class WireRequest:
     cache: bool = True
     #: Seconds for this request (None: the client's timeout).
     timeout: float | None = None
+    #: Stop sequences (text tool-call mode: a model that writes a tool's result itself is making
+    #: it up). A wire whose API takes none leaves them out (the text parser cuts there anyway).
+    stop: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
