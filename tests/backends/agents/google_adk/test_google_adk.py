@@ -1,7 +1,9 @@
 """google-adk backend: the real backend, the real Google ADK (LlmAgent + Runner) and the real
 google-genai SDK, over real HTTP against the scripted model server's Gemini wire. Files are
-checked on disk; requests as the server saw them. Nothing patches ADK or google-genai. The pure
-translation rules (_events, _permissions) have plain unit tests at the end."""
+checked on disk; requests as the server saw them. Nothing patches ADK or google-genai. The
+conformance suite, the kit's permission proofs, resume, the error classes and the time budget
+run from tests/backends/test_contract.py (this folder's cases.py); the pure translation rules
+(_events, _permissions) have plain unit tests at the end."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from agenter.backends.agents.google_adk import GoogleADKBackend, GoogleADKOption
 from agenter.backends.agents.google_adk._events import TurnEvents, refused_beside, tool_answer
 from agenter.backends.agents.google_adk._permissions import tool_call as gate_call
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
-from agenter.testing import conformance, hang, http_error, refusal_reply, reply, text, tool_call
+from agenter.testing import hang, http_error, refusal_reply, reply, text, tool_call
 from agenter.tools import tool
 from agenter.tools.spec import ToolSpec
 
@@ -205,49 +207,6 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
 
 
 sys.addaudithook(_audit)
-
-
-# ---------------------------------------------------------------------------------------------
-# The backend contract (agenter.testing.conformance)
-
-
-class GoogleADKHarness:
-    """Plays every conformance scenario through the scripted server's Gemini wire ("shell" runs
-    the command with ADK's Execute tool, sandboxed)."""
-
-    capabilities = GoogleADKBackend.capabilities
-
-    def __init__(self, start_server: Any):
-        self.start_server = start_server
-
-    def supports(self, scenario: str) -> bool:
-        return scenario in ("write", "shell", "refuse", "output", "fail", "usage", "hang")
-
-    def make(self, scenario: str, cwd: Path) -> GoogleADKBackend:
-        usage = {"input_tokens": 1200, "output_tokens": 40}
-        scripts: dict[str, Any] = {
-            "write": [reply(tool_call("WriteFile", {"path": conformance.WRITE_PATH,
-                                                    "content": conformance.WRITE_CONTENT})), reply(text("done"))],
-            "shell": [reply(tool_call("Execute", {"command": conformance.SHELL_COMMAND})), reply(text("done"))],
-            "refuse": [reply(tool_call("refuse_task", {"reason": conformance.REFUSAL_REASON}))],
-            "output": [reply(tool_call("set_model_response", conformance.OUTPUT_VALUE))],
-            "usage": [reply(tool_call("Execute", {"command": "ls"}), usage=usage), reply(text("done"), usage=usage)],
-            "hang": [hang()],
-        }
-        if scenario == "fail":
-            return make_backend(self.start_server(default=http_error(500, "scripted failure")))
-        return make_backend(self.start_server(scripts[scenario]))
-
-
-@pytest.fixture
-def harness(scripted_model_server: Any) -> GoogleADKHarness:
-    return GoogleADKHarness(scripted_model_server)
-
-
-@agent_test
-@pytest.mark.parametrize("check", conformance.CHECKS, ids=conformance.check_id)
-async def test_conformance(check, harness, tmp_path):
-    await check(harness, tmp_path)
 
 
 # ---------------------------------------------------------------------------------------------
