@@ -15,7 +15,8 @@ Tools: ADK's `EnvironmentToolset` (Execute, ReadFile, EditFile, WriteFile) over 
 an ADK environment whose commands run through agenter's shell runner (`agenter.sandbox.commands`:
 confined by Landlock, bubblewrap or Seatbelt with sandbox=True) and whose file I/O goes through
 the session's PathResolver; the custom tools and the refusal tool as ADK tools; MCP servers
-through ADK's `McpToolset`; structured output through ADK's `output_schema` (its
+through ADK's `McpToolset` (`_mcp`: a stdio server started only when the gate allows it, every
+server's tools listed at connect); structured output through ADK's `output_schema` (its
 `set_model_response` tool on the Gemini API). Every call passes the permission gate in ADK's
 `before_tool_callback` first: a refused call is answered `{"error": reason}` without running, and
 the run goes on.
@@ -52,6 +53,7 @@ from agenter.backends.agents.google_adk._permissions import (
     RESERVED_TOOL_NAMES,
     SHELL,
     UNGATED,
+    MCPToolName,
     tool_call,
 )
 from agenter.backends.base import (
@@ -113,9 +115,10 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
         self._runner: Any = None
         self._sessions: Any = None
         self._run_config: Any = None
+        self._mcp_toolsets: list[Any] = []
         self._mcp_marks: list[str] = []
-        #: MCP tool name -> its server (filled as ADK's toolsets list their tools).
-        self._mcp_server_of: dict[str, str] = {}
+        #: The model's name of each MCP tool -> its server and name (filled as the toolsets list them).
+        self._mcp_tools: dict[str, MCPToolName] = {}
         #: The names of the tools this backend gave the agent (ADK answers the others "not found").
         self._offered: set[str] = set()
         self._runtime: Any = None
@@ -181,10 +184,7 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
         runtime.prepare_environment()
         await asyncio.to_thread(runtime.warm)
         await self._open_client()
-        toolsets: list[Any] = []
-        if self.options.mcp_servers:  # ADK's MCP support (and the mcp package) take seconds to import
-            await asyncio.to_thread(importlib.import_module, "google.adk.tools.mcp_tool")
-            toolsets, self._mcp_marks = runtime.mcp_toolsets(self.options.mcp_servers, self.cwd, self._mcp_server_of)
+        toolsets = await self._open_mcp()
         agent = runtime.build_agent(
             model=self.model, client=self._client, instructions=self._instructions(), tools=[
                 *self._tools(runtime), *toolsets], output_schema=spec.output_type,
@@ -195,6 +195,34 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
         self._runner = runtime.build_runner(agent, self._sessions)
         self._run_config = runtime.run_config(self.options.adk_max_llm_calls)
         self._session_id = await self._open_session(spec.resume_session_id)
+
+    async def _open_mcp(self) -> list[Any]:
+        """ADK's McpToolset per configured server, listed (stdio servers started) now. A stdio
+        server starts only when the gate allows starting it (its bypass-immune `mcp-stdio` check:
+        the policy's `allowed_mcp_servers`, or on_permission; a `deny mcp:<name>` rule refuses
+        it): a refusal fails the connect before any server has started."""
+        from agenter.permissions import ToolCall
+
+        servers = self.options.mcp_servers
+        if not servers:
+            return []
+        for server in servers:
+            self.redact.add(*server.secrets())
+            if server.transport != "stdio":
+                continue
+            decision = await self.permit(ToolCall.mcp_server_start(server.name, server.command_line()))
+            if not decision.allowed:
+                raise ConfigurationError(
+                    f"the MCP server {server.name!r} was not started: {decision.reason} A stdio server starts only "
+                    f"when the permission policy lists it (permissions={{'mode': ..., 'allowed_mcp_servers': "
+                    f"['{server.name}']}}, or the line 'mcp-server {server.name}' in its text form) or "
+                    "on_permission allows it", parameter="permissions")
+        # ADK's MCP support and the mcp package take seconds to import.
+        mcp = await asyncio.to_thread(importlib.import_module, "agenter.backends.agents.google_adk._mcp")
+        self._mcp_toolsets, self._mcp_marks = mcp.toolsets(servers, self.cwd, self._mcp_tools,
+                                                           read_only_session=self.read_only_session)
+        await mcp.open_toolsets(self._mcp_toolsets, self.name)
+        return list(self._mcp_toolsets)
 
     async def _open_client(self) -> None:
         from agenter.backends._genai import make_genai_client
@@ -257,6 +285,10 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
         if sessions is not None and hasattr(sessions, "close"):
             with contextlib.suppress(Exception):
                 await sessions.close()
+        for toolset in self._mcp_toolsets:  # closed with the runner, unless the connect failed before it
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(toolset.close(), 15)
+        self._mcp_toolsets = []
         for mark in self._mcp_marks:
             with contextlib.suppress(Exception):
                 await reap(mark)
@@ -338,8 +370,8 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
         runs once the turn has handed the report on."""
         name, call_id = tool.name, tool_context.function_call_id or ""
         self._runtime.CURRENT_CALL.set((call_id, name))
-        server = self._mcp_server_of.get(name)
-        if server is None and name not in self._offered and name not in UNGATED:
+        mcp = self._mcp_tools.get(name)
+        if mcp is None and name not in self._offered and name not in UNGATED:
             # Not a tool this session offered (ADK may still know one by that name): never run.
             self._denied.add(call_id)
             return {"error": f"There is no tool named {name!r} in this session."}
@@ -348,7 +380,7 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
             # ADK runs a response's calls side by side: a refusal in the same response stops the rest.
             self._denied.add(call_id)
             return {"error": REFUSED_BESIDE}
-        call = tool_call(name, args, self._custom, server)
+        call = tool_call(name, args, self._custom, mcp)
         if call is not None:
             decision = await self.permit(call)
             if not decision.allowed:

@@ -1,7 +1,8 @@
 """Options of the google-adk backend (keyword arguments of AutonomousCodingAgent).
 
 Free of ADK: the facade builds and checks these before `google.adk` is imported. An MCP server
-is a small config: a stdio `command` the backend starts, or a streamable-HTTP `url`.
+is agenter's one shape for it (`agenter.backends._mcp.MCPServer`): a stdio `command` ADK starts,
+or a streamable-HTTP `url`.
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator
 
+from agenter.backends._mcp import MCPServer
 from agenter.backends.base import BackendOptions
 
-__all__ = ["DEFAULT_MODEL", "IN_MEMORY", "MCPServerConfig", "GoogleADKOptions", "default_session_db"]
+__all__ = ["DEFAULT_MODEL", "IN_MEMORY", "GoogleADKOptions", "default_session_db"]
 
 #: The model when none is given (the gemini backend's default too).
 DEFAULT_MODEL = "gemini-2.5-pro"
@@ -30,28 +32,6 @@ def default_session_db(environ: dict[str, str] | None = None) -> Path:
     cache = env.get("XDG_CACHE_HOME", "")
     base = Path(cache) if cache and os.path.isabs(cache) else Path.home() / ".cache"
     return base / "agenter" / "google-adk" / "sessions.db"
-
-
-class MCPServerConfig(BaseModel):
-    """An MCP server given to ADK's McpToolset: a stdio `command` the backend starts, or a
-    streamable-HTTP `url`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="The server's name (in `mcp:NAME/tool` rules).")
-    command: str | None = None
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict, description="Added to agenter's environment for the server.")
-    cwd: str | None = None
-    url: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
-    timeout: float = Field(10.0, gt=0, description="Seconds for one request to the server.")
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> MCPServerConfig:
-        if bool(self.command) == bool(self.url):
-            raise ValueError(f"MCP server {self.name!r} needs exactly one of `command` or `url`")
-        return self
 
 
 class GoogleADKOptions(BackendOptions):
@@ -76,8 +56,10 @@ class GoogleADKOptions(BackendOptions):
         default_factory=dict, description="Extra environment variables for the agent's shell commands.")
     mcp_servers: list[Any] = Field(
         default_factory=list,
-        description="MCP servers for ADK's McpToolset: {name, command, args, env, cwd} (stdio) or {name, url, "
-                    "headers} (streamable HTTP). Every call passes the permission gate.")
+        description="MCP servers for ADK's McpToolset: {name, command, args, env, cwd} (stdio, started only when "
+                    "the policy lists it in allowed_mcp_servers or on_permission allows it) or {name, url, "
+                    "http_headers, bearer_token_env_var} (streamable HTTP); enabled_tools, startup_timeout_sec, "
+                    "tool_timeout_sec. Their tools are named <server>_<tool>; every call passes the permission gate.")
     # Only this backend's.
     adk_vertex: bool = Field(
         False, description="Call Gemini on Vertex AI: with an API key in express mode, else with Application Default "
@@ -101,11 +83,11 @@ class GoogleADKOptions(BackendOptions):
     @field_validator("mcp_servers")
     @classmethod
     def _servers(cls, servers: list[Any]) -> list[Any]:
-        checked: list[MCPServerConfig] = []
+        checked: list[MCPServer] = []
         for server in servers:
             if isinstance(server, dict):
-                server = MCPServerConfig.model_validate(server)
-            elif not isinstance(server, MCPServerConfig):
+                server = MCPServer.model_validate(server)
+            elif not isinstance(server, MCPServer):
                 raise ValueError(f"an MCP server must be a dict ({{name, command}} or {{name, url}}), not "
                                  f"{type(server).__name__}")
             checked.append(server)

@@ -1,5 +1,5 @@
 """ADK's tool calls as the permission gate sees them. Free of ADK imports: the backend passes a
-call's tool name, its arguments and, for an MCP tool, its server's name.
+call's tool name, its arguments and, for an MCP tool, its server and its own name.
 
 The agent's tools are ADK's own environment tools (`Execute`, `ReadFile`, `EditFile`,
 `WriteFile`: `google.adk.tools.environment`), the user's custom tools, agenter's refusal tool,
@@ -10,6 +10,7 @@ call but the refusal and the structured answer passes the gate before it runs.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from agenter.backends._prompts import REFUSAL_TOOL_NAME
@@ -17,7 +18,7 @@ from agenter.permissions import ToolCall
 from agenter.tools import Tool
 
 __all__ = ["ENFORCED_KINDS", "FILE_READ", "FILE_WRITES", "OUTPUT_TOOL", "RESERVED_TOOL_NAMES", "SHELL", "UNGATED",
-           "tool_call"]
+           "MCPToolName", "tool_call"]
 
 #: ADK's environment tools (google.adk.tools.environment), by the names the model calls them.
 SHELL = "Execute"
@@ -35,13 +36,22 @@ RESERVED_TOOL_NAMES = frozenset({SHELL, FILE_READ, *FILE_WRITES, OUTPUT_TOOL, "t
 ENFORCED_KINDS = frozenset({"read", "edit", "shell", "network", "mcp", "custom"})
 
 
+@dataclass(frozen=True)
+class MCPToolName:
+    """What the model's name for an MCP tool (`<server>_<tool>`) stands for."""
+
+    server: str
+    tool: str
+    read_only: bool
+
+
 def tool_call(name: str, arguments: Mapping[str, Any] | None, custom: Mapping[str, Tool],
-              mcp_server: str | None = None) -> ToolCall | None:
-    """The gate's view of one call (None: an answer, not gated). `mcp_server`: the server of an
-    MCP tool, whose calls are `mcp:server/tool`."""
+              mcp: MCPToolName | None = None) -> ToolCall | None:
+    """The gate's view of one call (None: an answer, not gated). `mcp`: what an MCP tool's name
+    stands for; its calls are `mcp:server/tool`, read-only when the server marks the tool so."""
     data = dict(arguments) if isinstance(arguments, Mapping) else {}
-    if mcp_server is not None:
-        return ToolCall.mcp(mcp_server, name, data)
+    if mcp is not None:
+        return ToolCall.mcp(mcp.server, mcp.tool, data, read_only=mcp.read_only)
     if name in UNGATED:
         return None
     path = data.get("path")

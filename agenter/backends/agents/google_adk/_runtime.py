@@ -7,7 +7,6 @@
   agenter's tools would; `Environment`: that toolset, offering only the tools the session has;
 - `HostTool`: an ADK tool of agenter's (a custom tool, the refusal tool): a declaration from a
   JSON schema and an async handler;
-- `mcp_toolsets`: ADK's `McpToolset` per configured server, the tools it lists known by server;
 - `SessionStore`: ADK's `SqliteSessionService` scrubbing secrets from what it keeps;
 - `build_agent` / `build_runner`: the `LlmAgent` (ADK's `Gemini` model over agenter's
   google-genai client) and its `Runner`.
@@ -34,12 +33,10 @@ from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.environment import EnvironmentToolset
 from google.genai import types
 
-from agenter.backends.agents.google_adk._options import MCPServerConfig
-from agenter.host import marked_env
 from agenter.host.redact import Redactor
 
 __all__ = ["APP_NAME", "CURRENT_CALL", "USER_ID", "Environment", "HostTool", "SessionStore", "Workspace", "build_agent",
-           "build_runner", "mcp_toolsets", "prepare_environment", "run_config", "session_service"]
+           "build_runner", "prepare_environment", "run_config", "session_service"]
 
 log = logging.getLogger("agenter.backends.agents.google_adk")
 
@@ -192,42 +189,6 @@ class Environment(EnvironmentToolset):
 
 #: The four tools of ADK's EnvironmentToolset.
 _ENVIRONMENT_TOOLS = frozenset({"Execute", "ReadFile", "EditFile", "WriteFile"})
-
-
-def mcp_toolsets(configs: Sequence[MCPServerConfig], cwd: Path, server_of: dict[str, str]) -> tuple[list[Any],
-                                                                                                       list[str]]:
-    """ADK's McpToolset for each server, and the process marks of the stdio servers (for `reap`).
-    `server_of` is filled with tool name -> server name as the toolsets list their tools."""
-    from google.adk.tools.mcp_tool import McpToolset, StdioConnectionParams, StreamableHTTPConnectionParams
-    from mcp import StdioServerParameters
-
-    class NamedToolset(McpToolset):
-        def __init__(self, server: str, **kwargs: Any):
-            super().__init__(**kwargs)
-            self.server = server
-
-        async def get_tools(self, readonly_context: Any = None) -> list[Any]:
-            tools = await super().get_tools(readonly_context)
-            for tool in tools:
-                server_of[tool.name] = self.server
-            return list(tools)
-
-    toolsets: list[Any] = []
-    marks: list[str] = []
-    for config in configs:
-        if config.url:
-            params: Any = StreamableHTTPConnectionParams(url=config.url, headers=dict(config.headers) or None,
-                                                         timeout=config.timeout)
-        else:
-            env, mark = marked_env({**os.environ, **config.env})
-            marks.append(mark)
-            assert config.command is not None
-            params = StdioConnectionParams(
-                server_params=StdioServerParameters(command=config.command, args=list(config.args), env=env,
-                                                    cwd=config.cwd or str(cwd)),
-                timeout=config.timeout)
-        toolsets.append(NamedToolset(config.name, connection_params=params))
-    return toolsets, marks
 
 
 class SessionStore(SqliteSessionService):

@@ -26,6 +26,7 @@ from agenter import CodingEventType as E
 from agenter._errors import BackendError, ConfigurationError
 from agenter.backends.agents.google_adk import GoogleADKBackend, GoogleADKOptions
 from agenter.backends.agents.google_adk._events import TurnEvents, refused_beside, tool_answer
+from agenter.backends.agents.google_adk._permissions import MCPToolName
 from agenter.backends.agents.google_adk._permissions import tool_call as gate_call
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.testing import hang, http_error, refusal_reply, reply, text, tool_call
@@ -671,7 +672,8 @@ def test_the_gates_view_of_adks_calls():
     assert read.kind == "read" and read.paths == ("a.py",) and read.read_only
     assert gate_call("EditFile", {"path": "a.py"}, {}).kind == "edit"
     assert gate_call("WriteFile", {"path": "b.py"}, {}).paths == ("b.py",)
-    assert gate_call("echo", {"m": 1}, {}, mcp_server="files").kind == "mcp"
+    mcp = gate_call("files_echo", {"m": 1}, {}, MCPToolName("files", "echo", read_only=True))
+    assert mcp.kind == "mcp" and mcp.mcp_server == "files" and mcp.read_only
     assert gate_call("refuse_task", {}, {}) is None and gate_call("set_model_response", {}, {}) is None
     unknown = gate_call("mystery", {}, {})
     assert unknown.kind == "custom" and not unknown.read_only

@@ -249,17 +249,19 @@ async def test_unsandboxed_the_file_tools_may_leave_the_workspace_but_the_safety
 
 
 # ---------------------------------------------------------------------------------------------
-# MCP: ADK's McpToolset, every call through the gate
+# MCP: ADK's McpToolset, the server's start and every call through the gate
 
 MCP_SERVER = textwrap.dedent("""
     import sys
     from pathlib import Path
     from mcp.server.mcpserver import MCPServer
+    from mcp.types import ToolAnnotations
 
     server = MCPServer("files")
     marker = Path(sys.argv[1])
+    Path(sys.argv[2]).write_text("started")
 
-    @server.tool()
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
     def echo(message: str) -> str:
         \"\"\"Echo the message.\"\"\"
         return f"echo: {message}"
@@ -274,29 +276,68 @@ MCP_SERVER = textwrap.dedent("""
 """)
 
 
-@agent_test
-async def test_mcp_tools_run_through_adks_toolset_and_the_gate(scripted_model_server: Any, repo: Path,
-                                                               tmp_path: Path) -> None:
+@pytest.fixture
+def mcp_server(tmp_path: Path) -> dict[str, Any]:
     script = tmp_path / "files_server.py"
     script.write_text(MCP_SERVER)
-    marker = tmp_path / "deleted"
+    return {"name": "files", "command": sys.executable,
+            "args": [str(script), str(tmp_path / "deleted"), str(tmp_path / "started")]}
+
+
+@agent_test
+async def test_mcp_tools_run_through_adks_toolset_and_the_gate(scripted_model_server: Any, repo: Path,
+                                                               tmp_path: Path, mcp_server: dict[str, Any]) -> None:
     server = scripted_model_server([
-        reply(tool_call("echo", {"message": "hi"}, id="c_echo"), tool_call("delete_everything", {}, id="c_del")),
+        reply(tool_call("files_echo", {"message": "hi"}, id="c_echo"),
+              tool_call("files_delete_everything", {}, id="c_del")),
         reply(text("done")),
     ])
-    agent = make_agent(server, mcp_servers=[{"name": "files", "command": sys.executable,
-                                             "args": [str(script), str(marker)]}],
-                       permissions={"mode": "bypass", "rules": ["deny mcp:files/delete_*"]})
+    agent = make_agent(server, mcp_servers=[mcp_server], permissions={
+        "mode": "bypass", "rules": ["deny mcp:files/delete_*"], "allowed_mcp_servers": ["files"]})
     result, events = await run(agent, repo, require_changes=False)
     assert result["status"] == "completed", result
     said = outputs(server)
     assert "echo: hi" in said["c_echo"]
     assert "Permission denied by the rule 'deny mcp:files/delete_*'" in said["c_del"]
-    assert not marker.exists()
-    assert {"echo", "delete_everything"} <= offered(server)
-    assert sorted(decisions(events)) == [("files/delete_everything", "deny"), ("files/echo", "allow")]
+    assert not (tmp_path / "deleted").exists()
+    assert {"files_echo", "files_delete_everything"} <= offered(server)
+    # The server's start was decided first (listed in allowed_mcp_servers), then each call.
+    assert decisions(events)[0] == ("start MCP server files", "allow")
+    assert sorted(decisions(events)[1:]) == [("files/delete_everything", "deny"), ("files/echo", "allow")]
     # The server the backend started is gone with the session.
-    assert not [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p).count(str(script))]
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p).count(mcp_server["args"][0])]
+
+
+@agent_test
+async def test_an_unlisted_mcp_stdio_server_is_not_started(scripted_model_server: Any, repo: Path, tmp_path: Path,
+                                                           mcp_server: dict[str, Any]) -> None:
+    server = scripted_model_server(default=reply(text("unused")))
+    result, _ = await run(make_agent(server, mcp_servers=[mcp_server], permissions="bypass"), repo)
+    assert result["status"] == "error" and "the MCP server 'files' was not started" in result["error"], result
+    assert "allowed_mcp_servers" in result["error"]
+    assert not (tmp_path / "started").exists() and server.model_requests == []
+
+
+@agent_test
+async def test_an_mcp_server_that_cannot_start_fails_the_connect(scripted_model_server: Any, repo: Path) -> None:
+    server = scripted_model_server(default=reply(text("unused")))
+    broken = {"name": "broken", "command": sys.executable, "args": ["-c", "import sys; sys.exit(3)"],
+              "startup_timeout_sec": 20}
+    agent = make_agent(server, mcp_servers=[broken], permissions={"mode": "bypass", "allowed_mcp_servers": ["broken"]})
+    result, _ = await run(agent, repo)
+    assert result["status"] == "error" and "the MCP server 'broken'" in result["error"], result
+    assert server.model_requests == []
+
+
+@agent_test
+async def test_a_read_only_session_is_offered_only_read_only_mcp_tools(scripted_model_server: Any, repo: Path,
+                                                                       mcp_server: dict[str, Any]) -> None:
+    server = scripted_model_server([reply(text("looked"))])
+    agent = make_agent(server, mcp_servers=[mcp_server], mode="analysis",
+                       permissions={"mode": "plan", "allowed_mcp_servers": ["files"]})
+    result, _ = await run(agent, repo)
+    assert result["status"] == "completed", result
+    assert "files_echo" in offered(server) and "files_delete_everything" not in offered(server)
 
 
 def _cmdline(pid: str) -> str:
