@@ -111,7 +111,7 @@ class FileConversationStore:
     # ------------------------------------------------------------------ reading
     def load(self, session_id: str) -> Conversation | None:
         path = self.path(session_id)
-        if not path.exists():
+        if self._root_missing() or not path.exists():
             return None
         with self._lock(session_id, shared=True):
             try:
@@ -195,7 +195,7 @@ class FileConversationStore:
 
     def delete(self, session_id: str) -> bool:
         path = self.path(session_id)
-        if not self.root.is_dir():
+        if self._root_missing():
             return False
         with self._lock(session_id):
             existed = True
@@ -302,6 +302,19 @@ class FileConversationStore:
             yield
         finally:
             os.close(fd)
+
+    def _root_missing(self) -> bool:
+        """Whether the directory does not exist yet (nothing is stored); StoreError when it
+        cannot be reached (a regular file in its place or above it, no permission to look)."""
+        try:
+            info = os.stat(self.root)
+        except FileNotFoundError:
+            return True
+        except OSError as exc:
+            raise self._error("cannot reach", self.root, exc) from None
+        if not stat.S_ISDIR(info.st_mode):
+            raise StoreError(f"{self!r}: {str(self.root)!r} is not a directory")
+        return False
 
     def _ensure_root(self) -> None:
         """The directory, made 0700 if missing; one of another user is refused, a looser mode

@@ -30,6 +30,8 @@ What the checks prove:
   strings), written through save and append, are in neither what load returns nor the raw
   bytes; the provider's opaque fields (a thinking block's signature) are kept as they came;
 - what is not JSON data is refused before anything is written;
+- a store that cannot reach its storage raises StoreError from every method, in time, with a
+  one-line message naming the store (no None or [] as if nothing were stored);
 - concurrent writers, threads and processes, to different ids and to one id: nothing torn,
   nothing interleaved; appends that pass their revision (and retry on conflict) all land once, in
   each writer's order; whole saves racing a reader: every load is one writer's whole conversation;
@@ -62,6 +64,7 @@ from agenter.store import (
     ConversationStore,
     FileConversationStore,
     Message,
+    StoreError,
 )
 
 __all__ = [
@@ -123,12 +126,16 @@ class StoreHarness:
     ConversationStore whose redactor also hides `secrets`. Child processes import it, so it must
     be importable from the test's sys.path. `raw(location)` returns every byte the store keeps
     there. `location(tmp_path)` gives a fresh, empty location (default: a folder in tmp_path;
-    a Redis store would return a key prefix).
+    a Redis store would return a key prefix). `unreachable(tmp_path)` gives a location whose
+    storage cannot be reached at all.
     """
 
     factory: str
     raw: Callable[[str], bytes]
     location: Callable[[Path], str] = field(default=_default_location)
+    #: A location the store cannot reach (a folder under a regular file, a port nothing listens
+    #: on), for check_unreachable; None fails that check with what to give.
+    unreachable: Callable[[Path], str] | None = None
 
     def open(self, location: str, secrets: Sequence[str] = ()) -> ConversationStore:
         module, _, name = self.factory.partition(":")
@@ -138,7 +145,15 @@ class StoreHarness:
         return store
 
 
-FILE_STORE = StoreHarness(factory="agenter.testing.store_conformance:open_file_store", raw=file_store_bytes)
+def _under_a_file(tmp_path: Path) -> str:
+    """A folder below a regular file: no directory can ever be made there."""
+    blocker = tmp_path / "a-regular-file"
+    blocker.write_bytes(b"not a directory")
+    return str(blocker / "store")
+
+
+FILE_STORE = StoreHarness(factory="agenter.testing.store_conformance:open_file_store", raw=file_store_bytes,
+                          unreachable=_under_a_file)
 
 Check = Callable[[StoreHarness, Path], None]
 
@@ -412,6 +427,39 @@ def check_opaque_fields_kept(harness: StoreHarness, tmp_path: Path) -> None:
     assert loaded is not None and loaded.messages == messages, "an opaque field came back changed"
 
 
+#: Seconds one call to an unreachable store may take before it counts as hanging.
+UNREACHABLE_SECONDS = 20.0
+
+
+def check_unreachable(harness: StoreHarness, tmp_path: Path) -> None:
+    """A store whose storage cannot be reached: every method raises StoreError in time, its
+    message one line that names the store (its repr), never a None, [] or False as if nothing
+    were stored."""
+    if harness.unreachable is None:
+        raise AssertionError("the harness names no unreachable location: pass StoreHarness(unreachable=...), a "
+                             "function of tmp_path giving a location the store cannot reach")
+    store = harness.open(harness.unreachable(tmp_path))
+    calls: dict[str, Callable[[], object]] = {
+        "load": partial(store.load, "s"), "save": partial(store.save, "s", _conversation(1)),
+        "append": partial(store.append, "s", _conversation(1), at=0), "delete": partial(store.delete, "s"),
+        "session_ids": store.session_ids,
+    }
+    for name, call in calls.items():
+        began = time.monotonic()
+        try:
+            result = call()
+        except StoreError as exc:
+            message = str(exc)
+            assert "\n" not in message, f"{name}: the error is not one line: {message!r}"
+            assert repr(store) in message, f"{name}: the error does not name the store {store!r}: {message!r}"
+        except Exception as exc:  # the wrong type is the finding
+            raise AssertionError(f"{name} raised {type(exc).__name__}: {exc}, not StoreError") from exc
+        else:
+            raise AssertionError(f"{name} on an unreachable store returned {result!r} instead of raising StoreError")
+        took = time.monotonic() - began
+        assert took < UNREACHABLE_SECONDS, f"{name} took {took:.1f} s to find the store unreachable"
+
+
 # ---------------------------------------------------------------------- concurrency and crashes
 def _child_env() -> dict[str, str]:
     env = dict(os.environ)
@@ -618,6 +666,6 @@ def check_crash_between_writes(harness: StoreHarness, tmp_path: Path) -> None:
 CHECKS: tuple[Check, ...] = (
     check_save_load_delete, check_append_and_replace_tail, check_conflicts, check_unicode_and_surrogates,
     check_large_conversation, check_odd_ids_refused, check_not_json_refused, check_secrets_never_stored,
-    check_opaque_fields_kept, check_concurrent_writers_different_ids, check_concurrent_appends_same_id,
+    check_opaque_fields_kept, check_unreachable, check_concurrent_writers_different_ids, check_concurrent_appends_same_id,
     check_concurrent_saves_one_id, check_crash_between_writes,
 )
