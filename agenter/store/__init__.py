@@ -12,6 +12,8 @@ the suite a store must pass. See docs/sessions.md.
 Imports only the standard library and agenter's host layer.
 """
 
+from typing import TYPE_CHECKING
+
 from agenter.store._base import (
     Conversation,
     ConversationConflictError,
@@ -25,7 +27,24 @@ from agenter.store._base import (
 )
 from agenter.store._file import FileConversationStore, default_root
 
+if TYPE_CHECKING:
+    from agenter.store._sqlite import SQLiteConversationStore
+
 __all__ = [
     "Conversation", "ConversationConflictError", "ConversationStore", "FileConversationStore", "Message",
-    "StoreError", "check_session_id", "default_root", "dumps", "encode_messages", "encode_metadata",
+    "SQLiteConversationStore", "StoreError", "check_session_id", "default_root", "dumps", "encode_messages",
+    "encode_metadata",
 ]
+
+#: Stores whose module imports what `import agenter.store` should not pay for (sqlite3, redis):
+#: loaded on first access.
+_LAZY = {"SQLiteConversationStore": "agenter.store._sqlite"}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agenter.store' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -68,7 +68,8 @@ from agenter.store import (
 )
 
 __all__ = [
-    "BAD_IDS", "CHECKS", "FILE_STORE", "GOOD_IDS", "StoreHarness", "check_id", "file_store_bytes", "open_file_store",
+    "BAD_IDS", "CHECKS", "FILE_STORE", "GOOD_IDS", "SQLITE_STORE", "StoreHarness", "check_id", "file_store_bytes",
+    "open_file_store", "open_sqlite_store",
 ]
 
 #: Ids every store must refuse: separators, traversal, hidden, option-like, control characters,
@@ -106,8 +107,16 @@ def open_file_store(location: str, secrets: Sequence[str]) -> ConversationStore:
     return FileConversationStore(location, redact=Redactor(extra=list(secrets)))
 
 
+def open_sqlite_store(location: str, secrets: Sequence[str]) -> ConversationStore:
+    """The factory of the SQLite store for the suite: a database file in the location's folder."""
+    from agenter.store import SQLiteConversationStore
+
+    return SQLiteConversationStore(Path(location) / "conversations.sqlite3", redact=Redactor(extra=list(secrets)))
+
+
 def file_store_bytes(location: str) -> bytes:
-    """Every byte under the file store's directory (temporary and lock files included)."""
+    """Every byte under the file store's directory (temporary and lock files included; for the
+    SQLite store, the database with its -wal and -shm files)."""
     root = Path(location)
     if not root.exists():
         return b""
@@ -154,6 +163,8 @@ def _under_a_file(tmp_path: Path) -> str:
 
 FILE_STORE = StoreHarness(factory="agenter.testing.store_conformance:open_file_store", raw=file_store_bytes,
                           unreachable=_under_a_file)
+SQLITE_STORE = StoreHarness(factory="agenter.testing.store_conformance:open_sqlite_store", raw=file_store_bytes,
+                            unreachable=_under_a_file)
 
 Check = Callable[[StoreHarness, Path], None]
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
 
 from agenter.host.redact import Redactor
 from agenter.store import Conversation, ConversationConflictError, FileConversationStore, check_session_id
+from agenter.store._sqlite import _SCHEMA, FORMAT, VERSION, SQLiteConversationStore
 
 
 class InPlaceStore:
@@ -146,3 +148,24 @@ def unchecked_ids(location, secrets):
 
 
 __all__ = ["in_place", "scrubbing_signatures", "unchecked_ids", "unlocked", "unscrubbed"]
+
+
+class SQLiteAutocommitStore(SQLiteConversationStore):
+    """The SQLite store with each statement its own transaction: the revision check, the delete
+    of the old rows and the insert of the new ones are no longer one write."""
+
+    @contextlib.contextmanager
+    def _write(self, doing):
+        with self._errors(doing):
+            if self._missing():
+                self._create_file()
+            handle = self._handle()
+            if not handle.ready:
+                for statement in _SCHEMA:
+                    handle.connection.execute(statement, (FORMAT, VERSION) if "?" in statement else ())
+                self._check_schema(handle)
+            yield handle.connection
+
+
+def sqlite_autocommit(location, secrets):
+    return SQLiteAutocommitStore(Path(location) / "conversations.sqlite3", redact=Redactor(extra=secrets))
