@@ -28,17 +28,18 @@ from agenter.store._base import (
 from agenter.store._file import FileConversationStore, default_root
 
 if TYPE_CHECKING:
+    from agenter.store._redis import RedisConversationStore
     from agenter.store._sqlite import SQLiteConversationStore
 
 __all__ = [
     "Conversation", "ConversationConflictError", "ConversationStore", "FileConversationStore", "Message",
-    "SQLiteConversationStore", "StoreError", "check_session_id", "default_root", "dumps", "encode_messages",
+    "RedisConversationStore", "SQLiteConversationStore", "StoreError", "check_session_id", "default_root", "dumps", "encode_messages",
     "encode_metadata",
 ]
 
 #: Stores whose module imports what `import agenter.store` should not pay for (sqlite3, redis):
 #: loaded on first access.
-_LAZY = {"SQLiteConversationStore": "agenter.store._sqlite"}
+_LAZY = {"SQLiteConversationStore": "agenter.store._sqlite", "RedisConversationStore": "agenter.store._redis"}
 
 
 def __getattr__(name: str) -> object:

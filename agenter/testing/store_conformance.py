@@ -50,6 +50,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -69,7 +70,7 @@ from agenter.store import (
 
 __all__ = [
     "BAD_IDS", "CHECKS", "FILE_STORE", "GOOD_IDS", "SQLITE_STORE", "StoreHarness", "check_id", "file_store_bytes",
-    "open_file_store", "open_sqlite_store",
+    "open_file_store", "open_redis_store", "open_sqlite_store", "redis_harness", "redis_store_bytes",
 ]
 
 #: Ids every store must refuse: separators, traversal, hidden, option-like, control characters,
@@ -112,6 +113,59 @@ def open_sqlite_store(location: str, secrets: Sequence[str]) -> ConversationStor
     from agenter.store import SQLiteConversationStore
 
     return SQLiteConversationStore(Path(location) / "conversations.sqlite3", redact=Redactor(extra=list(secrets)))
+
+
+def open_redis_store(location: str, secrets: Sequence[str]) -> ConversationStore:
+    """The factory of the Redis store for the suite: `location` is a URL with a prefix parameter."""
+    from agenter.store import RedisConversationStore
+
+    return RedisConversationStore(location, redact=Redactor(extra=list(secrets)))
+
+
+def redis_store_bytes(location: str) -> bytes:
+    """Every key name and value under the location's prefix on its server (what the server holds
+    in memory and would persist)."""
+    import redis
+
+    from agenter.store._redis import DEFAULT_PREFIX, _split_url
+
+    url, prefix = _split_url(location)
+    client: Any = redis.Redis.from_url(url)  # replies are bytes (no decode_responses)
+    try:
+        parts: list[bytes] = []
+        for key in sorted(client.scan_iter(match=(prefix or DEFAULT_PREFIX) + "*")):
+            kind = client.type(key)
+            parts.append(key)
+            if kind == b"hash":
+                parts += [b for pair in sorted(client.hgetall(key).items()) for b in pair]
+            elif kind == b"list":
+                parts += client.lrange(key, 0, -1)
+            elif kind == b"set":
+                parts += sorted(client.smembers(key))
+            elif kind == b"string":
+                parts.append(client.get(key) or b"")
+            elif kind != b"none":  # deleted meanwhile
+                raise AssertionError(f"the store wrote a key {key!r} of type {kind!r}, which this harness cannot read")
+        return b"\n".join(parts)
+    finally:
+        client.close()
+
+
+def redis_harness(url: str) -> StoreHarness:
+    """The harness of the Redis store on the server at `url` (such as a RedisServer's): each
+    location a fresh key prefix on it; unreachable, a port of 127.0.0.1 nothing listens on."""
+    return StoreHarness(factory="agenter.testing.store_conformance:open_redis_store", raw=redis_store_bytes,
+                        location=partial(_redis_location, url), unreachable=_redis_unreachable)
+
+
+def _redis_location(url: str, tmp_path: Path) -> str:
+    return f"{url}?prefix=conformance-{uuid.uuid4().hex[:12]}:"
+
+
+def _redis_unreachable(tmp_path: Path) -> str:
+    from agenter.testing.redis_server import free_port
+
+    return f"redis://127.0.0.1:{free_port()}/0"
 
 
 def file_store_bytes(location: str) -> bytes:
