@@ -26,6 +26,7 @@ from agenter.store._base import (
     encode_metadata,
 )
 from agenter.store._file import FileConversationStore, default_root
+from agenter.store._open import open_store
 
 if TYPE_CHECKING:
     from agenter.store._redis import RedisConversationStore
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Conversation", "ConversationConflictError", "ConversationStore", "FileConversationStore", "Message",
     "RedisConversationStore", "SQLiteConversationStore", "StoreError", "check_session_id", "default_root", "dumps", "encode_messages",
-    "encode_metadata",
+    "encode_metadata", "open_store",
 ]
 
 #: Stores whose module imports what `import agenter.store` should not pay for (sqlite3, redis):
