@@ -35,6 +35,7 @@ import os
 import sqlite3
 import stat
 import threading
+import time
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -258,6 +259,8 @@ class SQLiteConversationStore:
                 self._create_file()
             handle = self._handle()
             db = handle.connection
+            if not handle.ready:
+                self._use_wal(db)
             db.execute("BEGIN IMMEDIATE")
             try:
                 if not handle.ready:
@@ -270,6 +273,26 @@ class SQLiteConversationStore:
                     db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
+
+    def _use_wal(self, db: sqlite3.Connection) -> None:
+        """Put the database in WAL mode (it stays so), before any lock is held. Only writers do:
+        a reader asking for the switch while a writer commits would deadlock with it, and SQLite
+        breaks that by failing one of them at once. The switch itself can meet another
+        connection's lock without waiting for it, so it is tried again until `timeout`."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                mode = db.execute("PRAGMA journal_mode").fetchone()[0]
+                if mode != "wal":
+                    mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.005)
+                continue
+            if mode != "wal":
+                raise StoreError(f"{self!r}: the database cannot be put in WAL mode (it stays in {mode!r} mode)")
+            return
 
     def _check_schema(self, handle: _Handle) -> bool:
         """Whether the tables are there (False: not yet); StoreError when the database holds
@@ -297,8 +320,6 @@ class SQLiteConversationStore:
             self._inherited.append(handle)  # the parent's: neither used nor closed here
         connection = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
         try:
-            if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                connection.execute("PRAGMA journal_mode=WAL")
             connection.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'NORMAL'}")
             connection.execute(f"PRAGMA journal_size_limit={_WAL_LIMIT}")
         except BaseException:

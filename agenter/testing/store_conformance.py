@@ -713,7 +713,10 @@ def check_crash_between_writes(harness: StoreHarness, tmp_path: Path) -> None:
             assert ready.strip() == "ready", f"the writer did not start: {process.stderr.read() if process.stderr else ''}"
             deadline = time.monotonic() + CHILD_SECONDS
             while store.load("crash") is None:
-                assert process.poll() is None and time.monotonic() < deadline, "the writer wrote nothing"
+                if process.poll() is not None:
+                    error = process.stderr.read() if process.stderr else ""
+                    raise AssertionError(f"the writer exited ({process.returncode}) before writing:\n{error[-3000:]}")
+                assert time.monotonic() < deadline, "the writer wrote nothing"
                 time.sleep(0.01)
             time.sleep(rng.uniform(0.02, 0.4))
             process.send_signal(signal.SIGKILL)

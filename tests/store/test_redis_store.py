@@ -45,8 +45,8 @@ def test_store_contract(check, server, tmp_path):
     check(sc.redis_harness(server.url), tmp_path)
 
 
-@pytest.mark.parametrize("check", [sc.check_concurrent_appends_same_id, sc.check_concurrent_saves_one_id],
-                         ids=sc.check_id)
+# Only the check that fails it every time (writers' appends overlap only now and then).
+@pytest.mark.parametrize("check", [sc.check_concurrent_saves_one_id], ids=sc.check_id)
 def test_the_suite_fails_a_redis_store_without_its_script(check, server, tmp_path):
     harness = sc.redis_harness(server.url)
     broken = sc.StoreHarness(factory="naive_stores:redis_unscripted", raw=harness.raw, location=harness.location)

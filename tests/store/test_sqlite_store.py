@@ -26,8 +26,9 @@ def test_is_a_conversation_store(tmp_path):
     assert isinstance(SQLiteConversationStore(tmp_path / "c.db"), ConversationStore)
 
 
-@pytest.mark.parametrize("check", [sc.check_concurrent_saves_one_id, sc.check_concurrent_appends_same_id],
-                         ids=sc.check_id)
+# Only the check that fails it every time: with each statement its own transaction, two writers'
+# appends overlap only now and then, but a reader always meets a save between its delete and insert.
+@pytest.mark.parametrize("check", [sc.check_concurrent_saves_one_id], ids=sc.check_id)
 def test_the_suite_fails_a_sqlite_store_without_transactions(check, tmp_path):
     broken = sc.StoreHarness(factory="naive_stores:sqlite_autocommit", raw=sc.file_store_bytes)
     with pytest.raises((AssertionError, StoreError)):
