@@ -1,20 +1,23 @@
 """The ConversationStore contract as a reusable test suite, for the built-in stores and your own.
 
 A store is checked through a `StoreHarness`: an importable factory that opens the store at a
-location (called here and in child processes, so two processes really share one store), and a
-function that returns every byte the store holds there (for the secrets check). Every check is
-a plain function `check(harness, tmp_path)`:
+location (called here and in child processes, so two processes really share one store), a
+function that returns every byte the store holds there (for the secrets check), and one that
+names a location the store cannot reach. Every check is a plain function `check(harness, tmp_path)`:
 
     from agenter.testing import store_conformance as sc
 
-    MY_STORE = sc.StoreHarness(factory="my_package.stores:open_for_tests", raw=my_raw_bytes)
+    MY_STORE = sc.StoreHarness(factory="my_package.stores:open_for_tests", raw=my_raw_bytes,
+                               unreachable=lambda tmp_path: "a location it cannot reach")
 
     @pytest.mark.parametrize("check", sc.CHECKS, ids=sc.check_id)
     def test_store_contract(check, tmp_path):
         check(MY_STORE, tmp_path)
 
 where `open_for_tests(location: str, secrets: list[str]) -> ConversationStore` opens the store
-at `location` with a redactor that also hides `secrets` (`Redactor(extra=secrets)`).
+at `location` with a redactor that also hides `secrets` (`Redactor(extra=secrets)`). The
+built-in stores' harnesses are FILE_STORE, SQLITE_STORE and `redis_harness(url)` (a server such
+as `agenter.testing.redis_server.RedisServer`'s).
 
 What the checks prove:
 
