@@ -305,3 +305,22 @@ def test_settings_the_backend_cannot_honour_fail_when_the_agent_is_built(monkeyp
     AutonomousCodingAgent(backend="openai-agents", base_url="http://127.0.0.1:9/v1")
     AutonomousCodingAgent(backend="openai-agents", api_key=API_KEY, sandbox=False, openai_agents_shell=False,
                           permissions={"mode": "bypass", "rules": ["allow network:github.com"]})
+
+
+def test_the_shell_sandbox_requirement_names_this_backends_options() -> None:
+    from agenter.backends.agents.openai_agents import OpenAIAgentsBackend, OpenAIAgentsOptions
+    from agenter.backends.base import BackendSettings
+    from agenter.sandbox.confine import ShellSandboxAvailable
+
+    def needs(sandbox: bool, **options: Any) -> list[Any]:
+        settings = BackendSettings(model=None, tools=[], sandbox=sandbox,
+                                   options=OpenAIAgentsOptions(api_key=API_KEY, **options))
+        return [r for r in OpenAIAgentsBackend.requirements(settings) if isinstance(r, ShellSandboxAvailable)]
+
+    (forced,) = needs(True, openai_agents_shell_sandbox="seatbelt")
+    assert forced.prefer == "seatbelt" and forced.prefix == "openai_agents"
+    if sys.platform != "darwin":  # no Seatbelt here: what to do, in this backend's option names
+        problem = forced.problem() or ""
+        assert "openai_agents_shell_sandbox='auto'" in problem and "openai_agents_shell=False" in problem
+        assert "anthropic" not in problem
+    assert needs(False) == [] and needs(True, openai_agents_shell=False) == []

@@ -58,7 +58,13 @@ from agenter.host import reap
 from agenter.host.requirements import Credentials, PythonPackage, Requirement
 from agenter.permissions import ToolCall
 from agenter.sandbox.commands import hidden_home_paths, network_allowed, probe_sandbox, run_shell, shell_env, timeout_of
-from agenter.sandbox.confine import Confinement, ShellSandboxAvailable, choose_mechanism, unavailable_reason
+from agenter.sandbox.confine import (
+    Confinement,
+    ShellSandboxAvailable,
+    choose_mechanism,
+    unavailable_reason,
+    unusable_hint,
+)
 
 __all__ = ["OpenAIAgentsBackend"]
 
@@ -69,9 +75,8 @@ MISSING_KEY = ("no OpenAI API key: set OPENAI_API_KEY or pass api_key=... (a ser
 NO_KEY = "no-key"
 #: Characters of a tool's answer the model reads; the middle of a longer one is cut.
 MAX_RESULT_CHARS = 100_000
-#: What to do when the shell's sandbox cannot run here, in this backend's option names.
-SANDBOX_HINT = ("Pass openai_agents_shell_sandbox= another mechanism, or openai_agents_shell=False (no shell tool) "
-                "or sandbox=False.")
+#: The prefix of this backend's shell options, for what to do when the shell's sandbox cannot run.
+OPTION_PREFIX = "openai_agents"
 INSTALL = "pip install 'agenter-sdk[openai-agents]'"
 
 
@@ -117,7 +122,7 @@ class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
             PythonPackage(module="openai", distribution="openai", install=INSTALL)]
         options = settings.options
         if settings.sandbox and getattr(options, "openai_agents_shell", True):
-            needs.append(ShellSandboxAvailable(getattr(options, "openai_agents_shell_sandbox", "auto")))
+            needs.append(ShellSandboxAvailable(getattr(options, "openai_agents_shell_sandbox", "auto"), OPTION_PREFIX))
         return needs
 
     @classmethod
@@ -203,7 +208,7 @@ class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
         prefer = self.options.openai_agents_shell_sandbox
         mechanism = choose_mechanism(prefer)
         if mechanism is None:
-            raise BackendError(unavailable_reason(prefer), backend=self.name, kind="missing_program")
+            raise BackendError(unavailable_reason(prefer, OPTION_PREFIX), backend=self.name, kind="missing_program")
         workspace = gate.workspace
         self._run_dir = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="agenter-openai-agents-"))
         tmpdir = self._run_dir / "tmp"
@@ -218,7 +223,7 @@ class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
             cwd=self.cwd, network=network_allowed(self.settings.permissions), read_only=self.read_only_session,
             writable=tuple(workspace.extra_roots), readable=tuple(dict.fromkeys(workspace.read_roots)),
             hidden=tuple(hidden), program=shutil.which("bwrap") or "bwrap", mechanism=mechanism, tmpdir=str(tmpdir))
-        await probe_sandbox(self._confinement, self._shell_env, self.name, hint=SANDBOX_HINT)
+        await probe_sandbox(self._confinement, self._shell_env, self.name, hint=unusable_hint(mechanism, OPTION_PREFIX))
 
     async def _start_mcp_servers(self) -> list[Any]:
         if not self.options.mcp_servers:
