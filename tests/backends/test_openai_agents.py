@@ -616,3 +616,47 @@ async def test_no_request_leaves_for_api_openai_com(scripted_model_server: Any, 
         proxy.stop()
     assert proxy.asked == []
     assert len(server.model_requests) == 2  # both runs reached the scripted model
+
+
+# ---------------------------------------------------------------------------------------------
+# Modes and refusals
+
+
+@agent_test
+@pytest.mark.parametrize("wire", WIRES)
+async def test_patch_mode_the_proposal_is_the_sdks_output_and_agenter_applies_it(scripted_model_server: Any,
+                                                                                 repo: Path, wire: str) -> None:
+    proposal = {"summary": "greet the world", "files": [
+        {"path": "app.py", "operation": "modify", "new_path": None, "diff": None, "content": None,
+         "search_replace": [{"search": "'hello'", "replace": "'hello, world'"}]}]}
+    server = scripted_model_server([reply(tool_call("read_file", {"path": "app.py"})),
+                                    reply(text(json.dumps(proposal)))])
+    result, _ = await run(make_agent(server, wire, mode="patch"), repo)
+    assert result["status"] == "completed", result
+    assert (repo / "app.py").read_text() == "def greet():\n    return 'hello, world'\n"
+    # The agent could only read: agenter applied the proposal.
+    assert set(offered_tools(server)) == {"shell", "read_file", "refuse_task"}
+
+
+@agent_test
+async def test_a_refusal_the_model_writes_is_a_refusal(scripted_model_server: Any, repo: Path) -> None:
+    from agenter.testing import refusal_reply
+
+    server = scripted_model_server([refusal_reply("I will not delete the production database.")])
+    result, _ = await run(make_agent(server), repo)
+    assert result["status"] == "refused", result
+    assert result["refusal_reason"] == "I will not delete the production database."
+
+
+@agent_test
+async def test_a_final_answer_that_is_not_the_output_type_is_a_backend_error(scripted_model_server: Any,
+                                                                            repo: Path) -> None:
+    server = scripted_model_server([reply(text("no JSON here"))])
+    backend = make_backend(server)
+    await backend.connect(SessionSpec(cwd=repo, output_type=Verdict, mode="analysis"))
+    try:
+        with pytest.raises(BackendError, match="Invalid JSON|output") as caught:
+            await run_turn(backend)
+    finally:
+        await backend.disconnect()
+    assert caught.value.backend == "openai-agents"
