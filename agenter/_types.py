@@ -58,9 +58,21 @@ class _Checked(BaseModel):
                 what = type(self).__name__
                 valid = sorted(type(self).model_fields)
                 message, name = describe_validation_error(exc, what, valid)
+                gone = _FIELDS_017.get((what, name))
+                if gone is not None and message.startswith("unknown"):
+                    message = f"unknown {what} field {name!r}: it was agenter 0.1.7's; today {gone}"
                 valid = valid if message.startswith("unknown") else None
                 raise ConfigurationError(f"{message}", parameter=name, valid=valid,
                                          valid_label=f"{what} fields" if valid else None) from None
+
+
+#: (model, field) of agenter 0.1.7 that are gone, and what replaces them.
+_FIELDS_017 = {
+    ("CodingRequest", "max_iterations"): "write CodingRequest(budget=Budget(max_iterations=...)), or "
+                                         "AutonomousCodingAgent(max_iterations=...)",
+    ("CodingRequest", "verbosity"): "logs come from agenter.configure_logging(level=...), progress from "
+                                    "stream_execute() events",
+}
 
 
 class Budget(_Checked):
@@ -263,3 +275,41 @@ class CodingResult(BaseModel):
     def total_duration_seconds(self) -> float:
         """The name agenter 0.1.7 used for duration_seconds."""
         return self.duration_seconds
+
+    @property
+    def total_input_tokens(self) -> int:
+        """agenter 0.1.7's name: every input token, cache reads and writes included, so that
+        total_tokens = total_input_tokens + output_tokens as in 0.1.7 (deprecated)."""
+        from agenter._compat import deprecated
+
+        deprecated("CodingResult.total_input_tokens",
+                   "result.input_tokens + result.cache_read_tokens + result.cache_write_tokens")
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    @property
+    def total_output_tokens(self) -> int:
+        """agenter 0.1.7's name of output_tokens (deprecated)."""
+        from agenter._compat import deprecated
+
+        deprecated("CodingResult.total_output_tokens", "result.output_tokens")
+        return self.output_tokens
+
+    if not TYPE_CHECKING:
+        def __getattr__(self, name: str) -> Any:
+            if name in _RESULT_FIELDS_017:
+                raise AttributeError(f"CodingResult.{name} is agenter 0.1.7's: {_RESULT_FIELDS_017[name]}",
+                                     name=name, obj=self)
+            return super().__getattr__(name)
+
+
+#: CodingResult fields of agenter 0.1.7 that have no counterpart of the same shape.
+_RESULT_FIELDS_017 = {
+    "exceeded_values": "result.exceeded_limit names the limit; with raise_on_budget_exceeded=True the "
+                       "BudgetExceededError has limit_value and actual_value",
+    "retryable": "result.error_kind classifies the failure (rate_limit, transient, auth, ...)",
+    "trace_dir": "AutonomousCodingAgent(log_dir=...) writes a transcript per run (docs/sessions.md)",
+    "request_index": "a session's results are AgentSession.results, in order",
+    "session_total_tokens": "the session's totals are AgentSession.usage (total_tokens)",
+    "session_total_cost_usd": "the session's totals are AgentSession.usage (cost_usd) and .total_cost_usd",
+    "session_total_duration_seconds": "time a session yourself; each result has duration_seconds",
+}

@@ -59,7 +59,7 @@ def test_a_mistyped_backend_gets_the_closest_name(tmp_path):
 
 @pytest.mark.parametrize(("backend", "reason"), [
     ("anthropic-sdk", "its conversation lives only as long as one run"),
-    ("openai", "it keeps no conversation"),
+    ("openai", "its conversation lives only as long as one run"),
 ])
 def test_resume_on_a_backend_that_cannot_continue_another_processes_run(tmp_path, backend, reason):
     logs = tmp_path / "logs"

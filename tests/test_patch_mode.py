@@ -400,13 +400,13 @@ async def test_json_schema_response_format_is_sent(project: Path):
 
 def test_autonomous_mode_fails_fast_with_the_capability_error():
     with pytest.raises(CapabilityError) as info:
-        AutonomousCodingAgent(backend="openai", model="gpt-5-mini", api_key="test-key")
+        AutonomousCodingAgent(backend="litellm", model="openai/gpt-5-mini", api_key="test-key")
     assert str(info.value) == (
-        "Cannot run in autonomous mode with backend=openai.\n"
+        "Cannot run in autonomous mode with backend=litellm.\n"
         "Required capabilities:\n- filesystem_edit\n- native_tool_loop\n"
         "Available capabilities:\n- text_completion\n- streaming\n- structured_output\n- sandbox\n"
         "Instead: run it in patch mode (mode='patch'), where agenter applies the model's proposed changes, "
-        "or choose a backend with its own tool loop (anthropic-sdk, claude-code, codex, ...).")
+        "or choose a backend with its own tool loop (anthropic-sdk, openai, claude-code, codex, ...).")
     assert info.value.required == ["filesystem_edit", "native_tool_loop"]
 
 

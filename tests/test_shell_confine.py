@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from agenter.backends.model_api.anthropic_sdk._shell import ShellResult, run_shell, shell_env
+from agenter.backends.model_api._harness.shell import ShellResult, run_shell, shell_env
 from agenter.sandbox import _landlock
 from agenter.sandbox._seatbelt import profile, sandbox_exec_argv
 from agenter.sandbox.confine import (

@@ -20,16 +20,9 @@ from agenter import AutonomousCodingAgent, CodingStatus
 from agenter._errors import BackendError
 from agenter._events import CodingEventType
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
-from agenter.backends.model_api.anthropic_sdk import AnthropicSDKBackend, AnthropicSDKOptions
-from agenter.backends.model_api.anthropic_sdk._backend import (
-    CONTEXT_NUDGE,
-    CUTOFF_NUDGE,
-    SUMMARY_MAX_TOKENS,
-    SUMMARY_SYSTEM,
-)
-from agenter.backends.model_api.anthropic_sdk._conversation import (
+from agenter.backends.model_api._harness.compaction import SUMMARY_MAX_TOKENS, SUMMARY_SYSTEM
+from agenter.backends.model_api._harness.conversation import (
     SUMMARY_MARK,
-    StreamAccumulator,
     compact,
     compaction_boundary,
     invariant_violations,
@@ -40,6 +33,9 @@ from agenter.backends.model_api.anthropic_sdk._conversation import (
     summarized_part,
     tool_result,
 )
+from agenter.backends.model_api._harness.prompts import CONTEXT_NUDGE, CUTOFF_NUDGE
+from agenter.backends.model_api.anthropic_sdk import AnthropicSDKBackend, AnthropicSDKOptions
+from agenter.backends.model_api.anthropic_sdk._events import StreamAccumulator
 from agenter.testing import http_error, reply, text, tool_call
 
 API_KEY = "sk-test-CONTEXT-0123456789abcdef"

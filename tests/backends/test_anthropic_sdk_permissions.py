@@ -19,8 +19,8 @@ from agenter import AutonomousCodingAgent
 from agenter import CodingEventType as E
 from agenter._errors import ConfigurationError
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
+from agenter.backends.model_api._harness.shell import ShellSandbox, run_shell, shell_env
 from agenter.backends.model_api.anthropic_sdk import AnthropicSDKBackend, AnthropicSDKOptions
-from agenter.backends.model_api.anthropic_sdk._shell import ShellSandbox, run_shell, shell_env
 from agenter.permissions import PermissionAnswer, PermissionPolicy
 from agenter.sandbox.confine import ShellSandboxAvailable
 from agenter.testing import reply, text, tool_call
@@ -514,7 +514,7 @@ def test_sandbox_command_line():
 
 def test_sandbox_hides_home_credentials(private_home, repo):
     """~/.ssh is empty inside the sandbox, even for a command the gate could not judge."""
-    from agenter.backends.model_api.anthropic_sdk._shell import hidden_home_paths
+    from agenter.backends.model_api._harness.shell import hidden_home_paths
     from agenter.permissions import Workspace
 
     workspace = Workspace(repo)
@@ -579,7 +579,7 @@ async def test_without_bash_the_model_is_told_there_is_no_shell(scripted_model_s
 
 @agent_test
 async def test_cancelled_parallel_batch_answers_every_call_once(scripted_model_server, repo):
-    from agenter.backends.model_api.anthropic_sdk._conversation import invariant_violations
+    from agenter.backends.model_api._harness.conversation import invariant_violations
 
     started: list[int] = []
     everyone = asyncio.Event()

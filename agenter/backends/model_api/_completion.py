@@ -1,8 +1,9 @@
-"""What the completion backends (openai, litellm) share: a model API that answers text, and the
-two modes agenter runs on it.
+"""The context path: a model API that answers text, and the two modes agenter runs on it — all of
+litellm, and openai's analysis and patch mode with openai_context="prompt" (openai_compat keeps
+it beside agenter's own agent, over the same wire).
 
-A completion API has no tool loop, no filesystem and no shell, so these backends never run in
-autonomous mode (the facade refuses it when the agent is built). They run:
+On this path there is no tool loop, no filesystem and no shell, so a pure completion backend
+never runs in autonomous mode (the facade refuses it when the agent is built). It runs:
 
 - analysis mode: the model reads the repository context agenter gives it and answers with text,
   or with structured output (JSON-schema response format where the server takes it; otherwise the
@@ -471,7 +472,7 @@ class CompletionBackend(BaseBackend[OptionsT]):
             if output is not None and output.mode != self._format_mode:
                 output = OutputFormat(self._format_mode, output.name, output.schema)
             try:
-                async for item in self._respond(messages, output):
+                async for item in self._respond_once(messages, output):
                     yield item
                 return
             except Exception as exc:
@@ -526,7 +527,7 @@ class CompletionBackend(BaseBackend[OptionsT]):
         raise BackendError(f"{api} error {status}{tried}: {message}", backend=self.name, status_code=status,
                            kind=verdict.kind)
 
-    async def _respond(self, messages: list[dict[str, str]],
+    async def _respond_once(self, messages: list[dict[str, str]],
                        output: OutputFormat | None) -> AsyncIterator[BackendMessage | Completion]:
         """One attempt: running usage while it streams, settled once when it is complete."""
         prompt_chars = sum(len(m["content"]) for m in messages)

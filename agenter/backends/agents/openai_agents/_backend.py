@@ -85,8 +85,8 @@ class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
 
     name: ClassVar[str] = "openai-agents"
     credentials: ClassVar[Credentials | None] = Credentials(env=("OPENAI_API_KEY",))
-    # After the plain openai backend: in patch and analysis modes the simpler one is chosen; in
-    # autonomous mode (which openai cannot run) this one.
+    # After the openai backend, which runs every mode on the same key and is installed wherever
+    # this one is: `backend="auto"` prefers agenter's own, lighter agent; this one is chosen by name.
     auto_rank: ClassVar[int | None] = 95
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, structured_output=True, native_tool_loop=True, custom_tools=True,

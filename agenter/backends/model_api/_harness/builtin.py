@@ -107,7 +107,7 @@ class _Running:
     is_error: bool = False
 
 
-_RUNNING: contextvars.ContextVar[_Running] = contextvars.ContextVar("agenter_anthropic_tool_call")
+_RUNNING: contextvars.ContextVar[_Running] = contextvars.ContextVar("agenter_harness_tool_call")
 
 
 class ReplyTool:
