@@ -4,8 +4,8 @@ LiteLLM. Aider has no sandbox: the runs use sandbox=False, and sandbox=True is r
 
 from __future__ import annotations
 
-import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,36 +16,17 @@ from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.backends.cli._base import TurnState
 from agenter.backends.cli._runner import parse_line
 from agenter.backends.cli.aider import AiderCliBackend, AiderCliOptions
-from agenter.testing import conformance, reply, text
+from agenter.testing import reply, text
 
-from .conftest import REPO, CliCase, conformance_checks, installed, need
+from ..kit import Case
+from . import cases
 
-AIDER = installed(REPO / ".venv-aider" / "bin" / "aider", name="aider")
 pytestmark = pytest.mark.agent
 
 
-def whole_file(path: str, content: str) -> Any:
-    """A reply in Aider's "whole" edit format: the file name, then the whole file fenced."""
-    return reply(text(f"Here it is.\n\n{path}\n```\n{content}```\n"))
-
-
 @pytest.fixture
-def case() -> CliCase:
-    return CliCase(
-        backend=AiderCliBackend, program=need(AIDER, "Aider (scripts/install-aider.sh)"), wire="openai",
-        model="openai/gpt-4.1", startup=8.0, options={"aider_edit_format": "whole"},
-        write=whole_file,
-        output=lambda value: reply(text("The answer: " + json.dumps(value))))
-
-
-@pytest.mark.parametrize("check", conformance_checks(slow=True), ids=conformance.check_id)
-async def test_conformance(check, kit, tmp_path):
-    await check(kit.harness(), tmp_path)
-
-
-async def test_resume_continues_the_same_session(kit, tmp_path):
-    # A short first prompt: Aider summarizes a long history with its weak model, a request of its own.
-    await kit.check_resume(tmp_path, second_turn=False, big_prompt=False)
+def case(tmp_path: Path) -> Case:
+    return cases.aider(tmp_path)
 
 
 async def test_a_300_kb_prompt(kit, tmp_path):
@@ -53,24 +34,10 @@ async def test_a_300_kb_prompt(kit, tmp_path):
     assert not list(tmp_path.glob(".aider*"))  # history and caches stay out of the workspace
 
 
-async def test_http_errors_end_in_their_class(kit, tmp_path):
-    await kit.check_error_classes(tmp_path)
-
-
-async def test_time_budget_with_a_hung_model(kit, tmp_path):
-    # The facade builds agents in autonomous mode only for backends with a shell; Aider runs none
-    # headless (agenter answers no to its shell questions), so the session runs on the backend directly.
-    await kit.check_time_budget(tmp_path, session_only=True)
-
-
-def test_missing_program_names_the_install_command(kit):
-    kit.check_missing_program("pipx install aider-chat")
-
-
 def test_sandbox_is_refused_before_anything_runs():
     with pytest.raises(ConfigurationError) as caught:
         # Any executable stands in for aider when it is not installed: the sandbox is refused first.
-        AutonomousCodingAgent(backend="aider-cli", program_path=AIDER or sys.executable, sandbox=True)
+        AutonomousCodingAgent(backend="aider-cli", program_path=cases.AIDER or sys.executable, sandbox=True)
     assert "sandbox=False" in str(caught.value)
 
 

@@ -23,7 +23,7 @@ from agenter.backends.cli.aider import _QUESTION, AiderCliBackend, AiderCliOptio
 from agenter.permissions import PermissionPolicy
 from agenter.testing import reply, text
 
-from .conftest import REPO, CliCase, installed, need
+from ..kit import REPO, Case, installed, need
 
 AIDER = installed(REPO / ".venv-aider" / "bin" / "aider", name="aider")
 
@@ -66,8 +66,8 @@ def recording_programs(folder: Path, log: Path) -> Path:
 
 
 @pytest.fixture
-def case() -> CliCase:
-    return CliCase(backend=AiderCliBackend, program=need(AIDER, "Aider (scripts/install-aider.sh)"), wire="openai",
+def case() -> Case:
+    return Case(backend=AiderCliBackend, program=need(AIDER, "Aider (scripts/install-aider.sh)"), wire="openai",
                    model="openai/gpt-4.1", write=lambda path, content: reply(text(f"{path}\n```\n{content}```\n")),
                    options={"aider_edit_format": "whole"})
 
