@@ -350,16 +350,16 @@ def _processes_running(pattern: str) -> list[int]:
 
 
 @agent_test
-@pytest.mark.parametrize("sandbox", [False, True])
+@pytest.mark.parametrize(("wire", "sandbox"), [("responses", False), ("chat", False), ("responses", True)])
 async def test_a_hung_command_and_a_hung_model_end_within_the_time_budget(scripted_model_server: Any, repo: Path,
-                                                                          sandbox: bool) -> None:
-    marker = f"sleep {4000 + int(sandbox)}"
+                                                                          wire: str, sandbox: bool) -> None:
+    marker = f"sleep {4000 + int(sandbox) + 2 * (wire == 'chat')}"
     server = scripted_model_server([
         reply(tool_call("shell", {"command": "echo started"})),
         reply(tool_call("shell", {"command": f"{marker} & {marker}", "timeout": 600})),
     ], default=hang())
     # A session: the backend connects before the request, whose time budget is the turn's alone.
-    async with make_agent(server, sandbox=sandbox).session(cwd=repo) as session:
+    async with make_agent(server, wire, sandbox=sandbox).session(cwd=repo) as session:
         started = time.monotonic()
         events = [e async for e in session.stream_execute("Do the task.", budget=Budget(max_time_seconds=3),
                                                           require_changes=False)]
@@ -491,6 +491,38 @@ async def test_an_sdk_session_object_of_the_users_keeps_the_conversation(scripte
     assert result.status.value == "completed" and result.session_id == "my-conversation"
     assert history_texts(server, 0) == ["an earlier question", "an earlier answer", "now this"]
     assert len(await sdk_session.get_items()) == 4
+
+
+SDK_SESSION_RESUME_SCRIPT = textwrap.dedent("""
+    import asyncio, json, sys
+    from agents import SQLiteSession
+    from agenter import AutonomousCodingAgent
+
+    base_url, key, db, cwd = sys.argv[1:5]
+    agent = AutonomousCodingAgent(backend="openai-agents", base_url=base_url, api_key=key, model="gpt-4.1",
+                                  openai_agents_session=SQLiteSession("ticket-42", db))
+    result = asyncio.run(agent.execute("second task", cwd=cwd, resume="ticket-42", require_changes=False))
+    print(json.dumps({"status": result.status.value, "session_id": result.session_id}))
+""")
+
+
+@agent_test
+async def test_an_sdk_session_the_sdk_persists_is_resumed_by_another_process(scripted_model_server: Any,
+                                                                            repo: Path, tmp_path: Path) -> None:
+    from agents import SQLiteSession
+
+    db = tmp_path / "conversations.db"
+    server = scripted_model_server([reply(text("first answer")), reply(text("second answer"))])
+    first = await make_agent(server, openai_agents_session=SQLiteSession("ticket-42", str(db))).execute(
+        "first task", cwd=repo, require_changes=False)
+    assert first.status.value == "completed" and first.session_id == "ticket-42"
+    done = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-c", SDK_SESSION_RESUME_SCRIPT, server.openai_base_url, API_KEY, str(db),
+                         str(repo)],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"status": "completed", "session_id": "ticket-42"}
+    assert history_texts(server, 1) == ["first task", "first answer", "second task"]
 
 
 # ---------------------------------------------------------------------------------------------

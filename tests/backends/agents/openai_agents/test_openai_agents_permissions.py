@@ -261,8 +261,9 @@ async def test_mcp_tools_run_through_the_sdk_and_the_gate(scripted_model_server:
         reply(tool_call("echo", {"message": "hi"}, id="c_echo"), tool_call("delete_everything", {}, id="c_del")),
         reply(text("done")),
     ])
+    # A generous timeout: on a loaded machine the server's Python takes seconds to import mcp.
     agent = make_agent(server, mcp_servers=[{"name": "files", "command": sys.executable,
-                                             "args": [str(script), str(marker)]}],
+                                             "args": [str(script), str(marker)], "timeout": 60}],
                        permissions={"mode": "bypass", "rules": ["deny mcp:files/delete_*"]})
     result, events = await run(agent, repo, require_changes=False)
     assert result["status"] == "completed", result
@@ -274,6 +275,100 @@ async def test_mcp_tools_run_through_the_sdk_and_the_gate(scripted_model_server:
     assert decisions(events) == [("files/echo", "allow"), ("files/delete_everything", "deny")]
     # The server the backend started is gone with the session.
     assert not [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p).count(str(script))]
+
+
+MCP_HTTP_SERVER = textwrap.dedent("""
+    import sys
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("web", log_level="WARNING")
+
+    @server.tool()
+    def lookup(term: str) -> str:
+        \"\"\"Look a term up.\"\"\"
+        return f"found: {term}"
+
+    @server.tool()
+    def publish(text: str) -> str:
+        \"\"\"Publish a text.\"\"\"
+        print("PUBLISHED", text, flush=True)
+        return "published"
+
+    server.run(transport="streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+""")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def _wait_listening(port: int, process: Any, seconds: float = 60) -> None:
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.stderr.read() if process.stderr else "the MCP server exited"
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.2)
+            continue
+        writer.close()
+        return
+    raise AssertionError(f"the MCP server did not listen on {port} within {seconds} s")
+
+
+@agent_test
+async def test_an_http_mcp_server_and_an_sdk_server_object_pass_the_gate_on_the_chat_wire(
+        scripted_model_server: Any, repo: Path, tmp_path: Path) -> None:
+    """A streamable-HTTP server (the url config) and a server object the user built with the SDK,
+    whose own `require_approval="always"` would pause the run for RunState.approve(): the gate
+    decides instead, and the run goes on."""
+    import subprocess
+
+    from agents.mcp import MCPServerStdio
+
+    script = tmp_path / "files_server.py"
+    script.write_text(MCP_SERVER)
+    marker = tmp_path / "deleted"
+    port = _free_port()
+    http_script = tmp_path / "web_server.py"
+    http_script.write_text(MCP_HTTP_SERVER)
+    web = subprocess.Popen([sys.executable, str(http_script), str(port)], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        await _wait_listening(port, web)
+        server = scripted_model_server([
+            reply(tool_call("lookup", {"term": "gate"}, id="c_lookup"), tool_call("publish", {"text": "x"}, id="c_pub"),
+                  tool_call("echo", {"message": "hi"}, id="c_echo"),
+                  tool_call("delete_everything", {}, id="c_del")),
+            reply(text("done")),
+        ])
+        theirs = MCPServerStdio({"command": sys.executable, "args": [str(script), str(marker)]}, name="files",
+                                require_approval="always", cache_tools_list=True, client_session_timeout_seconds=60)
+        web_config = {"name": "web", "url": f"http://127.0.0.1:{port}/mcp", "timeout": 60}
+        agent = make_agent(server, "chat", mcp_servers=[web_config, theirs],
+                           permissions={"mode": "bypass", "rules": ["deny mcp:web/publish", "deny mcp:files/delete_*"]})
+        result, events = await run(agent, repo, require_changes=False)
+    finally:
+        web.kill()
+        web.wait()
+    assert result["status"] == "completed", result
+    said = {call_id: json.dumps(output) for call_id, output in outputs(server).items()}
+    assert "found: gate" in said["c_lookup"] and "echo: hi" in said["c_echo"]
+    assert "Permission denied by the rule 'deny mcp:web/publish'" in said["c_pub"]
+    assert "Permission denied by the rule 'deny mcp:files/delete_*'" in said["c_del"]
+    assert not marker.exists() and "PUBLISHED" not in (web.stdout.read() if web.stdout else "")
+    offered = {t["function"]["name"] for t in server.model_requests[0].body["tools"]}
+    assert {"lookup", "publish", "echo", "delete_everything"} <= offered
+    assert sorted(decisions(events)) == [("files/delete_everything", "deny"), ("files/echo", "allow"),
+                                         ("web/lookup", "allow"), ("web/publish", "deny")]
+    assert len(server.model_requests) == 2  # no pause for the SDK's approval: the run went on
 
 
 def _cmdline(pid: str) -> str:
