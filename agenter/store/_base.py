@@ -120,6 +120,31 @@ def check_session_id(session_id: object, redact: Redactor | None = None) -> str:
     return session_id
 
 
+def is_session_id(value: object) -> bool:
+    """Whether `value` is a valid session id (for ids found in storage: one that is not was
+    not written by a store and is left out of `session_ids`)."""
+    return isinstance(value, str) and SESSION_ID.fullmatch(value) is not None
+
+
+def check_revision(revision: object) -> None:
+    """ConfigurationError unless `revision` is None or an int >= 0 (a revision a store returned)."""
+    if revision is not None and (type(revision) is not int or revision < 0):
+        raise ConfigurationError(f"revision must be an int >= 0 (a revision the store returned), got {revision!r}",
+                                 parameter="revision")
+
+
+def check_at(at: object) -> None:
+    """ConfigurationError unless `at` is an index (an int >= 0; a bool is not one)."""
+    if type(at) is not int or at < 0:
+        raise ConfigurationError(f"at must be an index (an int >= 0), got {at!r}", parameter="at")
+
+
+def conflict(session_id: str, why: str) -> ConversationConflictError:
+    """The error of a write that would lose another writer's work (`why` says what was found)."""
+    return ConversationConflictError(f"the stored conversation {session_id!r} changed under this writer: {why}; "
+                                     "load it again before writing")
+
+
 def dumps(value: object) -> bytes:
     """`value` as compact JSON in UTF-8. Text holding lone surrogates (a tool's output decoded
     with surrogateescape) cannot be UTF-8, so that value is written with \\u escapes instead:

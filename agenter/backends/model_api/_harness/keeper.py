@@ -39,6 +39,10 @@ def stores_for(option: Any, log_dir: Path | None, resume_log_dir: Path | None,
     when the conversation_store option is False."""
     if option is False:
         return None, None
+    if isinstance(option, str | os.PathLike):
+        from agenter.store import open_store
+
+        option = open_store(option, redact=redact)  # a folder, sqlite:///..., redis://...
     if option is not None:
         return option, option
     run = FileConversationStore.beside(log_dir, redact=redact)

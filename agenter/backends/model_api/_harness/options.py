@@ -11,6 +11,7 @@ on to the harness).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from pydantic import Field, field_validator
@@ -32,8 +33,9 @@ class HarnessOptions(BackendOptions):
     conversation_store: Any = Field(
         None,
         description="Where the conversation is kept for resume= in another process: None (the default: a file "
-                    "store beside the run's transcripts, else in the user's cache), a ConversationStore "
-                    "(agenter.store) of your own, or False (only in this process).")
+                    "store beside the run's transcripts, else in the user's cache), a folder path, a "
+                    "sqlite:///path.db or redis://host:port/db URL (agenter.store.open_store), a "
+                    "ConversationStore (agenter.store) of your own, or False (only in this process).")
 
     @field_validator("mcp_servers")
     @classmethod
@@ -53,5 +55,11 @@ class HarnessOptions(BackendOptions):
             return value
         if value is True:
             return None
-        raise ValueError("conversation_store takes a ConversationStore (agenter.store: load, save, append, delete, "
-                         f"session_ids), None for the default file store, or False; got {type(value).__name__}")
+        if isinstance(value, str | os.PathLike):
+            from agenter.store import open_store
+
+            open_store(value)  # a scheme that names no store is refused when the agent is built
+            return value
+        raise ValueError("conversation_store takes a folder path, a sqlite:// or redis:// URL, a ConversationStore "
+                         "(agenter.store: load, save, append, delete, session_ids), None for the default file "
+                         f"store, or False; got {type(value).__name__}")

@@ -234,8 +234,29 @@ async def test_a_store_of_your_own(scripted_model_server, repo, cache, tmp_path)
                                                                        resume=first.session_id, require_changes=False)
     assert second.status is CodingStatus.COMPLETED, second.error
     assert "Write a.txt" in request_text(server, 2)
-    with pytest.raises(ConfigurationError, match="conversation_store takes a ConversationStore"):
-        AutonomousCodingAgent(backend="anthropic-sdk", api_key=KEYS["anthropic-sdk"], conversation_store="/tmp/x")
+    with pytest.raises(ConfigurationError, match="conversation_store takes a folder path"):
+        AutonomousCodingAgent(backend="anthropic-sdk", api_key=KEYS["anthropic-sdk"], conversation_store=42)
+
+
+async def test_a_store_named_by_url(scripted_model_server, repo, cache, tmp_path):
+    """conversation_store="sqlite:///..." (or redis://, or a folder) goes through open_store."""
+    from agenter.store import SQLiteConversationStore
+
+    database = tmp_path / "conversations.db"
+    server = scripted_model_server([reply(text("Noted.")), reply(text("Still here."))])
+    url = f"sqlite://{database}"
+    first = await make_agent(server, conversation_store=url).execute("Remember 42.", cwd=repo,
+                                                                     require_changes=False)
+    assert first.status is CodingStatus.COMPLETED, first.error
+    with SQLiteConversationStore(database) as store:
+        assert store.session_ids() == [first.session_id]
+    second = await make_agent(server, conversation_store=url).execute("What was it?", cwd=repo,
+                                                                      resume=first.session_id, require_changes=False)
+    assert second.status is CodingStatus.COMPLETED, second.error
+    assert "Remember 42." in request_text(server, 1) and not cache.exists()
+    with pytest.raises(ConfigurationError, match="sqlite"):
+        AutonomousCodingAgent(backend="anthropic-sdk", api_key=KEYS["anthropic-sdk"],
+                              conversation_store="postgres://db/conversations")
 
 
 class FullDisk(FileConversationStore):
