@@ -19,8 +19,8 @@ from agenter.testing import conformance
 from .agents.acp import cases as acp
 from .agents.claude_code import cases as claude_code
 from .agents.codex import cases as codex
-from .agents.openai_agents import cases as openai_agents
 from .agents.google_adk import cases as google_adk
+from .agents.openai_agents import cases as openai_agents
 from .agents.openhands import cases as openhands
 from .cli import cases as cli
 from .kit import Case
