@@ -25,10 +25,11 @@ from pydantic import BaseModel
 from agenter import AutonomousCodingAgent, Budget, CodingStatus
 from agenter._errors import BackendError, ConfigurationError
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
+from agenter.backends.model_api._chat import ChatReader, chat_messages
 from agenter.backends.model_api._harness.conversation import invariant_violations
 from agenter.backends.model_api._harness.wire import WireRequest
 from agenter.backends.model_api.openai_compat import OpenAICompatBackend, OpenAIOptions
-from agenter.backends.model_api.openai_compat._wire import ChatWire, ResponsesWire, chat_messages, responses_input
+from agenter.backends.model_api.openai_compat._wire import ChatWire, ResponsesWire, responses_input
 from agenter.testing import conformance, disconnect, hang, http_error, refusal_reply, reply, text, thinking, tool_call
 
 API_KEY = "sk-test-OPENAI-SECRET-0123456789abcdef"
@@ -669,9 +670,7 @@ def _call(index: int, arguments: str, id: str | None = None, name: str | None = 
 
 
 def test_chat_stream_accumulates_tool_calls_and_drops_a_cut_off_one():
-    from agenter.backends.model_api.openai_compat._wire import _ChatReader
-
-    reader = _ChatReader(0)
+    reader = ChatReader(0)
     for chunk in [_chunk("Writing"), _chunk(calls=[_call(0, "", "c1", "write_file")]),
                   _chunk(calls=[_call(0, '{"path": ')]), _chunk(calls=[_call(0, '"a.py"}')]),
                   _chunk(calls=[_call(1, '{"path": "b.py", "content": "unfini', "c2", "write_file")]),
@@ -682,7 +681,7 @@ def test_chat_stream_accumulates_tool_calls_and_drops_a_cut_off_one():
     assert [b["type"] for b in response.content] == ["text", "tool_use"]
     assert response.content[1] == {"type": "tool_use", "id": "c1", "name": "write_file", "input": {"path": "a.py"}}
 
-    reader = _ChatReader(0)
+    reader = ChatReader(0)
     for chunk in [_chunk(calls=[_call(0, '{"path": ', "c1", "read_file")]), _chunk(finish="stop")]:
         reader.feed(chunk)
     response = reader.finished()[-1]
@@ -692,7 +691,7 @@ def test_chat_stream_accumulates_tool_calls_and_drops_a_cut_off_one():
 
     # A server that numbers no call: a piece with an id starts one, a piece without continues it;
     # a call without an id gets one.
-    reader = _ChatReader(0)
+    reader = ChatReader(0)
     for chunk in [_chunk(calls=[_call(None, '{"path":', "c1", "read_file")]), _chunk(calls=[_call(None, ' "a"}')]),
                   _chunk(calls=[_call(None, "{}", None, "list_directory")]), _chunk(finish="tool_calls")]:
         reader.feed(chunk)

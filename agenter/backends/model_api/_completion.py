@@ -846,11 +846,16 @@ def _specificity(name: str | None) -> int:
 
 
 def chat_usage(usage: Any) -> Usage | None:
-    """Chat Completions usage as agenter counts it: input without the cached part."""
+    """Chat Completions usage as agenter counts it: input without the cached part, nor the part
+    written to the cache (`cache_creation_input_tokens`: what LiteLLM reports for providers that
+    bill cache writes, Anthropic's; both are inside prompt_tokens there)."""
     if usage is None:
         return None
     prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
     details = getattr(usage, "prompt_tokens_details", None)
     cached = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
-    return Usage(input_tokens=max(prompt - cached, 0), output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-                 cache_read_tokens=cached)
+    written = getattr(usage, "cache_creation_input_tokens", None)
+    written = int(written) if isinstance(written, int) and written > 0 else 0
+    return Usage(input_tokens=max(prompt - cached - written, 0),
+                 output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+                 cache_read_tokens=cached, cache_write_tokens=written)
