@@ -1,6 +1,8 @@
-"""The litellm backend: real LiteLLM pointed at the scripted model server (its OpenAI provider with
-api_base), for the options, LiteLLM's own price, retries, errors, structured output and the
-backend contract (conformance suite). Patch mode itself is proven in tests/test_patch_mode.py.
+"""The litellm backend's context path (analysis and patch mode with litellm_context="prompt", the
+default): real LiteLLM pointed at the scripted model server (its OpenAI provider with api_base),
+for the options, LiteLLM's own price, retries, errors, structured output and the backend
+contract (conformance suite). Patch mode itself is proven in tests/test_patch_mode.py, agenter's
+own agent on LiteLLM in tests/backends/test_litellm_harness.py.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from agenter import AutonomousCodingAgent, CodingStatus
 from agenter._errors import ConfigurationError
 from agenter.backends import load_backend
 from agenter.backends.base import BackendSettings, SessionSpec
-from agenter.backends.capabilities import CapabilityError
 from agenter.testing import ScriptedModelServer, conformance, disconnect, hang, http_error, reply, text
 
 # Not imported here: the backend imports LiteLLM itself, after telling it to use the price map it
@@ -57,16 +58,12 @@ def _litellm_backend() -> Any:
 def test_registered_under_litellm():
     backend = _litellm_backend()
     assert load_backend("litellm") is backend
-    assert backend.capabilities.names() == ["text_completion", "streaming", "structured_output", "sandbox"]
-
-
-def test_autonomous_mode_fails_fast():
-    with pytest.raises(CapabilityError) as info:
-        AutonomousCodingAgent(backend="litellm", model="openai/gpt-5-mini")
-    assert str(info.value).startswith("Cannot run in autonomous mode with backend=litellm.\nRequired capabilities:\n"
-                                      "- filesystem_edit\n- native_tool_loop\nAvailable capabilities:\n"
-                                      "- text_completion\n- streaming\n- structured_output\n- sandbox\n"
-                                      "Instead: run it in patch mode (mode='patch')")
+    # The class declares what agenter's own agent does with it (tests/backends/test_litellm_harness.py);
+    # a session on the context path runs with the completion backends' capabilities.
+    assert backend.capabilities.native_tool_loop and backend.capabilities.filesystem_edit
+    agent = AutonomousCodingAgent(backend="litellm", model="openai/gpt-5-mini", mode="patch")
+    assert backend(agent._settings).capabilities.names() == ["text_completion", "streaming", "structured_output",
+                                                             "sandbox"]
 
 
 def test_model_is_required():

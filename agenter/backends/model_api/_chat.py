@@ -272,7 +272,7 @@ class ChatReader(StreamReader):
         if isinstance(content, str) and content:
             self.text_block(0).text += content
             pieces += [Delta(content, raw=raw), *self.grew(len(content))]
-        refusal = getattr(delta, "refusal", None)
+        refusal = getattr(delta, "refusal", None) or _specific(delta, "refusal")
         if isinstance(refusal, str) and refusal:
             self.refusal.append(refusal)
         return pieces
@@ -333,6 +333,12 @@ class ChatReader(StreamReader):
         signed = [b for b in self.thoughts if b.get("signature") or b.get("data")]  # complete ones only
         response.content = [*signed, *response.content]
         return [*done, response]
+
+
+def _specific(item: Any, name: str) -> Any:
+    """A field LiteLLM moved into `provider_specific_fields` (an OpenAI refusal, unstreamed)."""
+    fields = getattr(item, "provider_specific_fields", None)
+    return fields.get(name) if isinstance(fields, dict) else None
 
 
 def _reasoning(item: Any) -> str:

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from agenter._errors import ConfigurationError
-from agenter.backends.base import BackendMessage, BackendSettings, OptionsT, SessionSpec
+from agenter.backends.base import BackendMessage, BackendSettings, SessionSpec
 from agenter.backends.model_api._completion import (
     Completion,
     CompletionBackend,
+    CompletionOptions,
     Failure,
     OutputFormat,
     Piece,
@@ -42,6 +43,8 @@ from agenter.backends.model_api._harness.wire import Piece as WirePiece
 from agenter.host.requirements import Requirement
 
 __all__ = ["CONTEXT_CAPABILITIES", "ContextWire", "TwoPathBackend"]
+
+OptionsT = TypeVar("OptionsT", bound=CompletionOptions)
 
 #: What the context path can do (the completion backends' capabilities).
 CONTEXT_CAPABILITIES = CompletionBackend.capabilities
@@ -55,7 +58,7 @@ class ContextWire(ModelWire, Protocol):
         ...
 
 
-class TwoPathBackend(HarnessBackend[OptionsT], CompletionBackend[OptionsT]):  # type: ignore[type-var]
+class TwoPathBackend(HarnessBackend[OptionsT], CompletionBackend[OptionsT]):
     """agenter's own agent, or the context path in analysis and patch mode (see the module)."""
 
     #: The option that chooses the path in analysis and patch mode ("prompt" or "tools").
