@@ -1,6 +1,6 @@
-"""The context path: a model API that answers text, and the two modes agenter runs on it — all of
-litellm, and openai's analysis and patch mode with openai_context="prompt" (openai_compat keeps
-it beside agenter's own agent, over the same wire).
+"""The context path: a model API that answers text, and the two modes agenter runs on it — the
+analysis and patch mode of openai and litellm with openai_context / litellm_context="prompt"
+(both keep it beside agenter's own agent, over the same wire: `_two_paths.py`).
 
 On this path there is no tool loop, no filesystem and no shell, so a pure completion backend
 never runs in autonomous mode (the facade refuses it when the agent is built). It runs:
