@@ -149,6 +149,11 @@ class CodingRequest(_Checked):
         return value
 
 
+#: Characters per token where agenter estimates tokens nobody reported (a rule of thumb for
+#: English text and code).
+CHARS_PER_TOKEN = 4
+
+
 class CodingStatus(str, Enum):
     COMPLETED = "completed"
     COMPLETED_WITH_LIMIT_EXCEEDED = "completed_with_limit_exceeded"
@@ -159,18 +164,44 @@ class CodingStatus(str, Enum):
 
 
 class Usage(BaseModel):
-    """Token counts and cost. Backends report cumulative usage for their whole session."""
+    """Token counts and cost. Backends report cumulative usage for their whole session.
+
+    `estimated_input_tokens` and `estimated_output_tokens` say how many of `input_tokens` and
+    `output_tokens` agenter estimated (about four characters a token) because nobody reported
+    them: a request cancelled after it was sent, a program that reports nothing, a side call a
+    program makes without reporting it. 0 means every figure was reported by the API or program.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     cost_usd: float = 0.0
+    estimated_input_tokens: int = 0
+    estimated_output_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
         # Cache reads and writes are input tokens billed at other rates; count them once here.
         return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    @property
+    def estimated_tokens(self) -> int:
+        """How many of `total_tokens` are agenter's estimate."""
+        return self.estimated_input_tokens + self.estimated_output_tokens
+
+    @classmethod
+    def estimate(cls, *, input_chars: int = 0, output_chars: int = 0) -> Usage:
+        """Tokens for text nobody counted: about four characters a token (rounded up), marked as
+        an estimate."""
+        input_tokens, output_tokens = -(-input_chars // CHARS_PER_TOKEN), -(-output_chars // CHARS_PER_TOKEN)
+        return cls(input_tokens=input_tokens, output_tokens=output_tokens,
+                   estimated_input_tokens=input_tokens, estimated_output_tokens=output_tokens)
+
+    def as_estimate(self) -> Usage:
+        """The same figures, all marked as agenter's estimate."""
+        return self.model_copy(update={"estimated_input_tokens": self.input_tokens,
+                                       "estimated_output_tokens": self.output_tokens})
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -179,6 +210,8 @@ class Usage(BaseModel):
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             cost_usd=self.cost_usd + other.cost_usd,
+            estimated_input_tokens=self.estimated_input_tokens + other.estimated_input_tokens,
+            estimated_output_tokens=self.estimated_output_tokens + other.estimated_output_tokens,
         )
 
     def minus(self, earlier: Usage) -> Usage:
@@ -189,6 +222,8 @@ class Usage(BaseModel):
             cache_read_tokens=max(self.cache_read_tokens - earlier.cache_read_tokens, 0),
             cache_write_tokens=max(self.cache_write_tokens - earlier.cache_write_tokens, 0),
             cost_usd=max(self.cost_usd - earlier.cost_usd, 0.0),
+            estimated_input_tokens=max(self.estimated_input_tokens - earlier.estimated_input_tokens, 0),
+            estimated_output_tokens=max(self.estimated_output_tokens - earlier.estimated_output_tokens, 0),
         )
 
     def maximum(self, other: Usage) -> Usage:
@@ -199,6 +234,8 @@ class Usage(BaseModel):
             cache_read_tokens=max(self.cache_read_tokens, other.cache_read_tokens),
             cache_write_tokens=max(self.cache_write_tokens, other.cache_write_tokens),
             cost_usd=max(self.cost_usd, other.cost_usd),
+            estimated_input_tokens=max(self.estimated_input_tokens, other.estimated_input_tokens),
+            estimated_output_tokens=max(self.estimated_output_tokens, other.estimated_output_tokens),
         )
 
     def covers(self, other: Usage) -> bool:
@@ -210,10 +247,13 @@ class Usage(BaseModel):
 
 @dataclass
 class ModifiedFiles:
-    """Paths (relative to cwd, POSIX separators) a turn changed."""
+    """Paths (relative to cwd, POSIX separators) a turn changed. `created`: the written paths
+    known not to have existed before (the workspace was compared; a file a tool reported
+    writing is not known to be new), so that agenter may remove one it refuses."""
 
     written: set[str] = field(default_factory=set)
     deleted: set[str] = field(default_factory=set)
+    created: set[str] = field(default_factory=set, compare=False)
 
     def __bool__(self) -> bool:
         return bool(self.written or self.deleted)
@@ -221,7 +261,10 @@ class ModifiedFiles:
     def __or__(self, other: ModifiedFiles) -> ModifiedFiles:
         written = (self.written | other.written) - other.deleted
         deleted = (self.deleted - other.written) | other.deleted
-        return ModifiedFiles(written=written, deleted=deleted)
+        # New since the earlier changes began: created then and still there, or created now
+        # (a file deleted earlier and written again existed before).
+        created = ((self.created - other.deleted) | (other.created - self.deleted)) & written
+        return ModifiedFiles(written=written, deleted=deleted, created=created)
 
     @property
     def all(self) -> list[str]:
@@ -244,6 +287,10 @@ class CodingResult(BaseModel):
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     total_tokens: int = 0
+    estimated_input_tokens: int = Field(
+        0, description="How many of input_tokens agenter estimated (about 4 characters a token) because no API "
+                       "or program reported them (a cancelled request, a side call the program does not report).")
+    estimated_output_tokens: int = Field(0, description="How many of output_tokens agenter estimated.")
     total_cost_usd: float = 0.0
     duration_seconds: float = 0.0
     output: Any = None
@@ -270,6 +317,11 @@ class CodingResult(BaseModel):
     @property
     def ok(self) -> bool:
         return self.status is CodingStatus.COMPLETED
+
+    @property
+    def estimated_tokens(self) -> int:
+        """How many of total_tokens are agenter's estimate (0: every figure was reported)."""
+        return self.estimated_input_tokens + self.estimated_output_tokens
 
     @property
     def total_duration_seconds(self) -> float:

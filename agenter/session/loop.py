@@ -64,6 +64,7 @@ _KINDS = {
     MessageType.ERROR: CodingEventType.ERROR,
     MessageType.STATUS: CodingEventType.STATUS,
     MessageType.PLAN: CodingEventType.PLAN,
+    MessageType.STEERED: CodingEventType.STEERED,
 }
 #: The whole text or thinking that closes what was streamed in deltas.
 _CLOSES = {MessageType.TEXT: MessageType.TEXT_DELTA, MessageType.THINKING: MessageType.THINKING_DELTA}
@@ -211,6 +212,8 @@ class _RunState:
         self.refusal: Any = None
         self.validation_errors: list[str] = []
         self.started_turn = False
+        #: This iteration's files written outside allowed_write_paths, removed: told to the model.
+        self.outside = ""
 
 
 class CodingRun:
@@ -391,7 +394,7 @@ class CodingRun:
         if turn.last_text:
             state.summary = turn.last_text
         self._report = self._read_report()
-        changes = self._collect_changes()
+        changes = await self._undo_outside(self._collect_changes(), state)
         self._changed = self._changed | changes
         self._collect_denials()
         ending = self._turn_ending(turn, changes, state)
@@ -477,9 +480,19 @@ class CodingRun:
                 await asyncio.wait_for(self._connect_backend(),
                                        _timeout(max(self._limits.remaining_time(), 0.01)))
         except TimeoutError:
+            self._collect_connect_denials()
             raise _Outcome(CodingStatus.BUDGET_EXCEEDED,
                            self._limits.describe_time(self.backend.usage()) + " (while the backend started)",
                            TIME) from None
+        except BaseException:
+            self._collect_connect_denials()
+            raise
+
+    def _collect_connect_denials(self) -> None:
+        """What the gate refused while the backend started (an MCP server not allowed to start)
+        is in the result, though no turn ran to report it."""
+        with contextlib.suppress(Exception):
+            self._collect_denials(self.backend.denials())
 
     def _check_budget_before_iteration(self, state: _RunState) -> None:
         """The check before each iteration, which is also the check before a retry. Only a
@@ -507,11 +520,12 @@ class CodingRun:
                             "it changed: " + ", ".join(changes.all))
         outside = self._outside_allowed_paths(changes)
         if outside:
-            # Backends prevent what they can; whatever got through (a shell command, an agent
-            # writing by itself) is a failed run, never a silent success.
+            # Backends prevent what they can; a new file that got through was removed above, a
+            # change to a file that existed cannot be undone: a failed run, never a silent success.
             return _Outcome(CodingStatus.FAILED, (
                 "the agent changed files outside allowed_write_paths ("
-                f"{', '.join(self.request.allowed_write_paths or []) or 'none'}): " + ", ".join(outside)))
+                f"{', '.join(self.request.allowed_write_paths or []) or 'none'}): " + ", ".join(outside)
+                + " (agenter keeps no copy of a file's earlier content, so it could not undo the change)"))
         state.refusal = self._report.refusal
         if state.refusal is not None:
             return _Outcome(CodingStatus.REFUSED)
@@ -550,6 +564,8 @@ class CodingRun:
     def _verdict(self, results: list[ValidationResult], state: _RunState) -> list[str]:
         """The problems that fail this iteration (empty: it passed)."""
         problems = [f"[{r.validator}] {e}" for r in results if r.blocks for e in (r.errors or ["failed"])]
+        if state.outside:
+            problems.append(state.outside)
         state.output = self._report.output if self.request.output_type else None
         if self.request.output_type is not None and state.output is None:
             problems.append(
@@ -661,17 +677,57 @@ class CodingRun:
     def _collect_changes(self) -> ModifiedFiles:
         changes = self._report.files
         ours = self._own_files()
-        return ModifiedFiles(written=set(changes.written) - ours, deleted=set(changes.deleted) - ours)
+        folders = tuple(folder + "/" for folder in self._own_folders())
+
+        def theirs(paths: set[str]) -> set[str]:
+            return {p for p in paths if p not in ours and not p.startswith(folders)}
+
+        return ModifiedFiles(written=theirs(set(changes.written)), deleted=theirs(set(changes.deleted)),
+                             created=theirs(set(changes.created)))
+
+    async def _undo_outside(self, changes: ModifiedFiles, state: _RunState) -> ModifiedFiles:
+        """New files the turn wrote outside allowed_write_paths are removed and told to the model
+        (agenter.session.outside); the changes without them."""
+        state.outside = ""
+        allowed = self.request.allowed_write_paths
+        if self.mode != "autonomous" or allowed is None or not changes.created:
+            return changes
+        from agenter.session.outside import undo_outside
+
+        found = await asyncio.to_thread(undo_outside, Path(self.request.cwd), allowed, changes)
+        if not found.removed:
+            return changes
+        self._collect_denials(found.denials())
+        state.outside = found.problem()
+        removed = set(found.removed)
+        self._changed = ModifiedFiles(written=self._changed.written - removed, deleted=self._changed.deleted,
+                                      created=self._changed.created - removed)
+        return ModifiedFiles(written=changes.written - removed, deleted=changes.deleted,
+                             created=changes.created - removed)
 
     def _own_files(self) -> set[str]:
         """Files agenter itself writes in the workspace (a transcript in a log_dir inside it)."""
         if self._transcript is None:
             return set()
+        inside = self._in_workspace(self._transcript.path)
+        return {inside} if inside else set()
+
+    def _own_folders(self) -> list[str]:
+        """Folders of the workspace only agenter writes: the conversation stores of agenter's own
+        agent (agenter.store.default_root: beside the transcript, else in the user's cache)."""
+        from agenter.store import default_root
+
+        roots = [default_root(self._transcript.path.parent)] if self._transcript is not None else []
+        roots.append(default_root())
+        return [inside for inside in (self._in_workspace(root) for root in roots) if inside]
+
+    def _in_workspace(self, path: str | os.PathLike[str]) -> str | None:
+        """`path` relative to the workspace (posix), or None when it lies outside."""
         cwd = os.path.realpath(self.request.cwd)
-        path = os.path.realpath(self._transcript.path)
-        if not path.startswith(cwd.rstrip(os.sep) + os.sep):
-            return set()
-        return {Path(os.path.relpath(path, cwd)).as_posix()}
+        real = os.path.realpath(path)
+        if not real.startswith(cwd.rstrip(os.sep) + os.sep):
+            return None
+        return Path(os.path.relpath(real, cwd)).as_posix()
 
     def _collect_denials(self, denials: Any = None) -> None:
         for denial in self._report.denials if denials is None else denials:
@@ -749,6 +805,7 @@ class CodingRun:
             iterations=state.iteration, input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens, cache_read_tokens=usage.cache_read_tokens,
             cache_write_tokens=usage.cache_write_tokens, total_tokens=usage.total_tokens,
+            estimated_input_tokens=usage.estimated_input_tokens, estimated_output_tokens=usage.estimated_output_tokens,
             total_cost_usd=round(usage.cost_usd, 6), duration_seconds=round(self._limits.elapsed(), 3),
             output=state.output, error=outcome.error, exceeded_limit=outcome.exceeded, error_kind=outcome.kind,
             refusal_reason=self._redact(refusal.reason) if refusal else None,
@@ -819,12 +876,14 @@ class CodingSession(CodingRun):
                       DeprecationWarning, stacklevel=2)
 
         async def connect() -> None:
-            resume, _ = resolve_resume(request.resume, options["backend_name"])
+            resume, origin = resolve_resume(request.resume, options["backend_name"])
+            transcript = (origin or {}).get("transcript")
             await backend.connect(SessionSpec(
                 cwd=Path(request.cwd), allowed_write_paths=request.allowed_write_paths,
                 system_prompt=request.system_prompt,
                 output_type=output_type_for(options.get("mode", "autonomous"), request.output_type),
-                resume_session_id=resume, mode=options.get("mode", "autonomous")))
+                resume_session_id=resume, mode=options.get("mode", "autonomous"),
+                resume_log_dir=Path(transcript).parent if transcript else None))
 
         if not options.pop("connected", False):  # connected=True: the caller connected it
             options.setdefault("connect", connect)

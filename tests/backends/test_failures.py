@@ -350,6 +350,7 @@ async def test_openai_insufficient_quota_is_not_retried(tmp_path: Path):
     (429, openai(OPENAI_QUOTA, "insufficient_quota", "insufficient_quota")),
     (400, openai(CREDIT, "invalid_request_error", None)),  # a proxy passing Anthropic's answer on
 ], ids=["insufficient_quota", "credit_balance"])
+@pytest.mark.xdist_group("litellm")  # LiteLLM takes seconds to import: one worker does
 async def test_litellm_out_of_credit_is_a_quota_error(tmp_path: Path, status: int, body: dict[str, Any]):
     with ScriptedModelServer([], default=http_error(status, body=body)) as server:
         agent = AutonomousCodingAgent(backend="litellm", model="openai/scripted-model", mode="patch",

@@ -190,8 +190,9 @@ class StreamReader:
     reported_at: int = 0
 
     def estimate(self) -> Usage:
+        """The running figure until usage is reported, marked as agenter's estimate."""
         return Usage(input_tokens=self.prompt_chars // CHARS_PER_TOKEN,
-                     output_tokens=self.output_chars // CHARS_PER_TOKEN)
+                     output_tokens=self.output_chars // CHARS_PER_TOKEN).as_estimate()
 
     def grew(self, chars: int) -> Iterator[Piece]:
         """A running estimate every RUNNING_EVERY characters (while no usage was reported)."""

@@ -208,6 +208,8 @@ class CompletionBackend(BaseBackend[OptionsT]):
         self._format_mode = "json_schema" if self.options.structured_output == "auto" else self.options.structured_output
         self._resolver: Any = None
         self._estimated_note = False
+        #: The prompt of the request in flight, as an estimate: counted once the wire says it was sent.
+        self._in_flight: Usage | None = None
 
     @classmethod
     def validate_settings(cls, settings: Any) -> None:
@@ -220,6 +222,13 @@ class CompletionBackend(BaseBackend[OptionsT]):
                 "every applied proposal and their failures go back to the model.", parameter="allowed_commands")
 
     # ------------------------------------------------------------------ for subclasses
+    def request_sent(self) -> None:
+        """The wire's word that the request has reached the server (its body was written): from
+        then on its prompt counts, as an estimate until the response reports usage, so a request
+        cancelled while the model works still counts what the API bills for it."""
+        if self._in_flight is not None:
+            self.ledger.running(self._in_flight)
+
     async def _open_client(self) -> None:
         """Create the API client (imports off the event loop)."""
 
@@ -537,6 +546,7 @@ class CompletionBackend(BaseBackend[OptionsT]):
         settled = False
         reasoning: list[str] = []
         last_update = 0
+        self._in_flight = _estimate(prompt_chars, 0)
         try:
             async for item in self._stream_completion(messages, output):
                 if isinstance(item, Piece):
@@ -563,8 +573,14 @@ class CompletionBackend(BaseBackend[OptionsT]):
                     yield BackendMessage(MessageType.THINKING, content=completion.reasoning or "".join(reasoning))
                 yield completion
                 return
+        except Exception as exc:
+            failure = None if text_chars else self._classify_failure(exc)
+            if failure is not None and failure.status is not None:
+                self.ledger.running(Usage())  # the server answered with an error: no tokens billed
+            raise
         finally:
-            if not settled:
+            self._in_flight = None
+            if not settled:  # cancelled, or cut off: what was sent and what streamed are spent
                 self.ledger.abandon_running()
         raise StreamIncomplete("the response ended before it was complete")
 
@@ -721,7 +737,8 @@ def _file_block(path: str, text: str, truncated: bool = False) -> str:
 
 
 def _estimate(prompt_chars: int, output_chars: int) -> Usage:
-    return Usage(input_tokens=prompt_chars // CHARS_PER_TOKEN, output_tokens=output_chars // CHARS_PER_TOKEN)
+    return Usage(input_tokens=prompt_chars // CHARS_PER_TOKEN,
+                 output_tokens=output_chars // CHARS_PER_TOKEN).as_estimate()
 
 
 def _with_schema_hint(messages: list[dict[str, str]], output: OutputFormat) -> list[dict[str, str]]:

@@ -27,6 +27,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from agenter._errors import ConfigurationError
+from agenter._types import Usage
 from agenter.backends.base import BackendMessage, BackendSettings, SessionSpec
 from agenter.backends.model_api._completion import (
     Completion,
@@ -109,10 +110,15 @@ class TwoPathBackend(HarnessBackend[OptionsT], CompletionBackend[OptionsT]):
 
     @classmethod
     def _refuse_tools_on_context(cls, settings: BackendSettings[Any], mode: str) -> None:
-        if settings.tools:
-            raise ConfigurationError(
-                f"custom tools run in agenter's own agent, not on the context path of {mode} mode: "
-                f"pass {cls.context_option}='tools' to let the model call them", parameter="tools")
+        """What only the agent runs (custom tools, MCP servers) is refused on the context path,
+        where the model calls no tool."""
+        mcp_servers = getattr(settings.options, "mcp_servers", ())
+        for what, given, parameter in (("custom tools", settings.tools, "tools"),
+                                       ("MCP servers", mcp_servers, "mcp_servers")):
+            if given:
+                raise ConfigurationError(
+                    f"{what} run in agenter's own agent, not on the context path of {mode} mode: "
+                    f"pass {cls.context_option}='tools' to let the model call them", parameter=parameter)
 
     # ------------------------------------------------------------------ lifecycle
     async def _connect(self, spec: SessionSpec) -> None:
@@ -131,6 +137,21 @@ class TwoPathBackend(HarnessBackend[OptionsT], CompletionBackend[OptionsT]):
         if self._context_path:
             return CompletionBackend._turn(self, prompt)
         return HarnessBackend._turn(self, prompt)
+
+    # ------------------------------------------------------------------ usage of a request in flight
+    def _request_in_flight(self, estimate: Usage) -> None:
+        """The wire's word on the request in flight before its response streams (httpx's
+        request trace): its prompt's estimate once its body has reached the server, so that a
+        request cancelled while the model works counts what a paid API bills for it; nothing
+        (Usage()) when the server answered with an error status. The context path counts its
+        own estimate of its prompt, the one its running figures continue."""
+        if self._context_path:
+            if estimate.total_tokens:
+                self.request_sent()
+            else:
+                self.ledger.running(Usage())
+            return
+        self.ledger.running(estimate)
 
     # ------------------------------------------------------------------ the context path's hooks
     async def _open_client(self) -> None:

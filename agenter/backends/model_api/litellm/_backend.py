@@ -41,7 +41,8 @@ class LiteLLMBackend(TwoPathBackend[LiteLLMOptions]):
     credentials: ClassVar[Credentials | None] = Credentials(env=MODEL_PROVIDER_KEYS)
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, structured_output=True, native_tool_loop=True,
-        custom_tools=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True)
+        custom_tools=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True,
+        mcp=True, steering=True)
     options_model: ClassVar[type[BackendOptions]] = LiteLLMOptions
     api_label: ClassVar[str] = "LiteLLM"
     context_option: ClassVar[str] = "litellm_context"
@@ -80,7 +81,8 @@ class LiteLLMBackend(TwoPathBackend[LiteLLMOptions]):
             shell_timeout=options.litellm_shell_timeout, max_retries=options.max_retries,
             max_retry_wait=options.max_retry_wait, request_timeout=options.request_timeout,
             temperature=options.temperature, thinking=options.thinking, effort=options.effort,
-            tool_calls=options.litellm_tool_calls, tool_calls_option="litellm_tool_calls")
+            tool_calls=options.litellm_tool_calls, tool_calls_option="litellm_tool_calls",
+            mcp_servers=tuple(options.mcp_servers), conversation_store=options.conversation_store)
 
     # ------------------------------------------------------------------ the wire (both paths)
     async def _open_wire(self) -> ModelWire:

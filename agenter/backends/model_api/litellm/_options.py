@@ -7,17 +7,19 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from agenter.backends.model_api._completion import CompletionOptions
+from agenter.backends.model_api._harness.options import HarnessOptions
 
 
-class LiteLLMOptions(CompletionOptions):
+class LiteLLMOptions(CompletionOptions, HarnessOptions):
     """How the litellm backend calls litellm.acompletion and runs agenter's own agent.
 
     api_key and base_url (LiteLLM's api_base) are optional: LiteLLM reads each provider's own
     environment variables (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...) when they are not given. The
     options of the context path (structured_output, max_attempts, repo_map_tokens,
     context_tokens, read_step, max_read_files) apply to analysis and patch mode with
-    litellm_context="prompt"; the litellm_max_turns_per_iteration and litellm_shell* options to
-    the tool loop (autonomous mode, and litellm_context="tools").
+    litellm_context="prompt"; the litellm_max_turns_per_iteration and litellm_shell* options, and
+    the harness's mcp_servers and conversation_store, to the tool loop (autonomous mode, and
+    litellm_context="tools").
     """
 
     litellm_extra: dict[str, Any] = Field(

@@ -44,7 +44,8 @@ class OpenAICompatBackend(TwoPathBackend[OpenAIOptions]):
     auto_rank: ClassVar[int | None] = 90
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, structured_output=True, native_tool_loop=True,
-        custom_tools=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True)
+        custom_tools=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True,
+        mcp=True, steering=True)
     options_model: ClassVar[type[OpenAIOptions]] = OpenAIOptions
     price_provider: ClassVar[str | None] = "openai"
     api_label: ClassVar[str] = "OpenAI-compatible API"
@@ -75,7 +76,8 @@ class OpenAICompatBackend(TwoPathBackend[OpenAIOptions]):
             shell_timeout=options.openai_shell_timeout, max_retries=options.max_retries,
             max_retry_wait=options.max_retry_wait, request_timeout=options.request_timeout,
             temperature=options.temperature, effort=options.effort, tool_calls=options.openai_tool_calls,
-            tool_calls_option="openai_tool_calls")
+            tool_calls_option="openai_tool_calls", mcp_servers=tuple(options.mcp_servers),
+            conversation_store=options.conversation_store)
 
     # ------------------------------------------------------------------ the wire (both paths)
     async def _open_wire(self) -> ModelWire:
@@ -89,7 +91,7 @@ class OpenAICompatBackend(TwoPathBackend[OpenAIOptions]):
             self.redact.add(key)
         wire = ResponsesWire if options.openai_wire == "responses" else ChatWire
         return wire(make_client(options, key), model=self.model, official=self._official(), streaming=options.stream,
-                    extra_body=options.openai_extra_body)
+                    extra_body=options.openai_extra_body, on_request=self._request_in_flight)
 
     def _official(self) -> bool:
         """The OpenAI API itself (some parameters differ from compatible servers')."""

@@ -18,7 +18,8 @@ The Chat Completions shape itself (messages, the request body, the chunk reader)
 - reasoning (`reasoning_content` on compatible servers, reasoning summaries on Responses) is
   shown as thinking, never sent back; usage comes last (Chat Completions sends it when asked with
   `stream_options.include_usage`; until it comes, an estimate at 4 characters a token lets
-  budgets see the response);
+  budgets see the response, its prompt from when httpx's request trace says the body was
+  written, so a request cancelled before any answer still counts);
 - failures: the client's exceptions (`_completion.openai_failure`, which litellm shares), an
   error event inside a stream, and a Responses stream that ends with `response.failed`.
 
@@ -30,8 +31,10 @@ The `openai` package is imported only when a backend connects.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +74,8 @@ __all__ = ["ChatWire", "ResponseFailed", "ResponsesWire", "make_client", "respon
 
 #: Sent as the key to a server given by base_url when none is configured (the client needs one).
 NO_KEY = "no-key"
+#: Called once the body of the request this task is sending has been written (httpx's request trace).
+_SENDING: ContextVar[Callable[[], None] | None] = ContextVar("agenter_openai_sending", default=None)
 
 
 def make_client(options: OpenAIOptions, key: str | None) -> Any:
@@ -78,8 +83,22 @@ def make_client(options: OpenAIOptions, key: str | None) -> Any:
     path's, each a STATUS message). `key` None: the placeholder a keyless local server takes."""
     import openai
 
+    # httpx's request trace says when a request's body has been written: the wire counts its
+    # prompt from then on (_OpenAIWire.sending), also when it is cancelled before any answer.
+    http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [_trace_request]})
     return openai.AsyncOpenAI(api_key=key or NO_KEY, base_url=options.base_url or None, max_retries=0,
-                              timeout=options.request_timeout)
+                              timeout=options.request_timeout, http_client=http)
+
+
+async def _trace_request(request: Any) -> None:
+    request.extensions["trace"] = _trace
+
+
+async def _trace(event: str, info: Any) -> None:
+    if event.endswith(".send_request_body.complete"):
+        sent = _SENDING.get()
+        if sent is not None:
+            sent()
 
 
 class ResponseFailed(Exception):
@@ -100,8 +119,10 @@ class _OpenAIWire:
     auth_hint = "check api_key (or OPENAI_API_KEY)"
 
     def __init__(self, client: Any, *, model: str, official: bool, streaming: bool = True,
-                 extra_body: Mapping[str, Any] | None = None):
+                 extra_body: Mapping[str, Any] | None = None, on_request: Callable[[Usage], None] | None = None):
         self._client = client
+        #: Told the usage of a request in flight before its response comes (see `sending`).
+        self.on_request = on_request
         self.model = model
         #: The OpenAI API itself (some parameters differ from compatible servers').
         self.official = official
@@ -128,10 +149,10 @@ class _OpenAIWire:
         params = self.params(request, output)
         if self.streaming:
             return self._streamed(params, prompt_chars(request))
-        return self._unstreamed(params)
+        return self._unstreamed(params, prompt_chars(request))
 
     async def complete(self, request: WireRequest, *, output: OutputFormat | None = None) -> WireResponse:
-        return await drain(self._unstreamed(self.params(request, output)))
+        return await drain(self._unstreamed(self.params(request, output), None))
 
     def params(self, request: WireRequest, output: OutputFormat | None = None) -> dict[str, Any]:
         raise NotImplementedError
@@ -140,9 +161,32 @@ class _OpenAIWire:
         """One streamed request's pieces."""
         raise NotImplementedError
 
-    def _unstreamed(self, params: dict[str, Any]) -> AsyncGenerator[Piece, None]:
-        """One unstreamed request: its completed blocks, then the response."""
+    def _unstreamed(self, params: dict[str, Any], chars: int | None) -> AsyncGenerator[Piece, None]:
+        """One unstreamed request: its completed blocks, then the response. `chars`
+        None: a request of the wire's own use (compaction's summary), not told to `on_request`."""
         raise NotImplementedError
+
+    @contextlib.contextmanager
+    def sending(self, chars: int | None) -> Iterator[None]:
+        """Around the call that sends a request: once its body has been written, `on_request`
+        is told its prompt's estimate (a paid API bills a prompt it received, also when the
+        request is cancelled before any answer); when the server answers with an error status,
+        it is told Usage() (an error answer bills nothing). Before that moment nothing counts:
+        a request cancelled while it was being sent may not have reached the model."""
+        import openai
+
+        report = self.on_request
+        if report is None or chars is None:
+            yield
+            return
+        token = _SENDING.set(lambda: report(StreamReader(chars).estimate()))
+        try:
+            yield
+        except openai.APIStatusError:
+            report(Usage())
+            raise
+        finally:
+            _SENDING.reset(token)
 
     def failure(self, exc: BaseException) -> Failure | None:
         """The Failure an exception of the openai client stands for (None: not an API failure)."""
@@ -180,8 +224,9 @@ class ChatWire(_OpenAIWire):
 
         reader = ChatReader(chars)
         try:
-            stream = await self._client.chat.completions.create(
-                **params, stream=True, stream_options={"include_usage": True})
+            with self.sending(chars):
+                stream = await self._client.chat.completions.create(
+                    **params, stream=True, stream_options={"include_usage": True})
             async with stream:
                 # The request is accepted: its prompt counts from now, also if the stream drops.
                 yield Running(reader.estimate())
@@ -197,9 +242,11 @@ class ChatWire(_OpenAIWire):
         for piece in reader.finished():
             yield piece
 
-    async def _unstreamed(self, params: dict[str, Any]) -> AsyncGenerator[Piece, None]:
+    async def _unstreamed(self, params: dict[str, Any], chars: int | None) -> AsyncGenerator[Piece, None]:
+        with self.sending(chars):
+            answer = await self._client.chat.completions.create(**params)
         reader = ChatReader(0)
-        reader.take_answer(await self._client.chat.completions.create(**params))
+        reader.take_answer(answer)
         for piece in reader.finished():
             yield piece
 
@@ -237,7 +284,8 @@ class ResponsesWire(_OpenAIWire):
 
         reader = _ResponsesReader(chars)
         try:
-            stream = await self._client.responses.create(**params, stream=True)
+            with self.sending(chars):
+                stream = await self._client.responses.create(**params, stream=True)
             async with stream:
                 yield Running(reader.estimate())
                 async for event in stream:
@@ -252,8 +300,9 @@ class ResponsesWire(_OpenAIWire):
         for piece in reader.finished():
             yield piece
 
-    async def _unstreamed(self, params: dict[str, Any]) -> AsyncGenerator[Piece, None]:
-        answer = await self._client.responses.create(**params)
+    async def _unstreamed(self, params: dict[str, Any], chars: int | None) -> AsyncGenerator[Piece, None]:
+        with self.sending(chars):
+            answer = await self._client.responses.create(**params)
         reader = _ResponsesReader(0)
         reader.final = answer
         for piece in reader.finished():
