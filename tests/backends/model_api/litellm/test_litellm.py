@@ -51,7 +51,9 @@ def test_registered_under_litellm():
     assert load_backend("litellm") is backend
     # The class declares what agenter's own agent does with it (test_litellm_harness.py);
     # a session on the context path runs with the completion backends' capabilities.
-    assert backend.capabilities.native_tool_loop and backend.capabilities.filesystem_edit
+    assert backend.capabilities.names() == [
+        "text_completion", "streaming", "structured_output", "native_tool_loop", "custom_tools", "mcp",
+        "filesystem_read", "filesystem_edit", "shell", "sandbox", "resume", "steering"]
     agent = AutonomousCodingAgent(backend="litellm", model="openai/gpt-5-mini", mode="patch")
     assert backend(agent._settings).capabilities.names() == ["text_completion", "streaming", "structured_output",
                                                              "sandbox"]
@@ -143,3 +145,7 @@ async def test_auth_failure_fails_at_once(tmp_path: Path):
     assert len(server.model_requests) == 1
 
 
+def test_mcp_servers_are_refused_on_the_context_path():
+    with pytest.raises(ConfigurationError, match="MCP servers run in agenter's own agent.*litellm_context='tools'"):
+        AutonomousCodingAgent(backend="litellm", model="openai/x", mode="patch",
+                              mcp_servers=[{"name": "s", "command": "true"}])
