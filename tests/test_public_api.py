@@ -58,3 +58,23 @@ def test_base_backend_methods_a_backend_implements():
     for service in ("instructions", "refuse", "refuse_from_text", "accept_output", "parse_output",
                     "run_tool", "in_thread", "track", "relative", "changes_so_far"):
         assert callable(getattr(base, service))
+
+
+RESULT_FIELDS = {
+    "status", "files", "summary", "iterations", "input_tokens", "output_tokens", "cache_read_tokens",
+    "cache_write_tokens", "total_tokens", "total_cost_usd", "duration_seconds", "output", "error",
+    "exceeded_limit", "error_kind", "refusal_reason", "validation_errors", "validation", "diff", "attempts",
+    "permission_denials", "backend", "model", "session_id",
+}
+
+
+def test_result_fields_are_pinned():
+    # What a run reports: every validator's verdict (`validation`, ValidationResult objects, the
+    # class agenter.validators exports) beside the blocking problems (`validation_errors`).
+    assert set(agenter.CodingResult.model_fields) == RESULT_FIELDS
+    assert agenter.CodingResult.model_fields["validation"].annotation == list[agenter.ValidationResult]
+    assert set(agenter.ValidationResult.model_fields) == {
+        "validator", "passed", "errors", "blocking", "skipped", "details", "duration_seconds"}
+    from agenter.validators import ValidationResult
+
+    assert ValidationResult is agenter.ValidationResult

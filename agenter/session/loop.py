@@ -210,6 +210,8 @@ class _RunState:
         self.output: Any = None
         self.refusal: Any = None
         self.validation_errors: list[str] = []
+        #: The latest validation's verdicts, advisory ones included (result.validation).
+        self.validation: list[ValidationResult] = []
         self.started_turn = False
 
 
@@ -411,6 +413,7 @@ class CodingRun:
                 return
 
         results: list[ValidationResult] = []
+        state.validation = results  # filled as the validators answer: a stopped run keeps what ran
         try:
             async with contextlib.aclosing(self._validate(iteration, results)) as checks:
                 async for event in checks:
@@ -753,6 +756,9 @@ class CodingRun:
             output=state.output, error=outcome.error, exceeded_limit=outcome.exceeded, error_kind=outcome.kind,
             refusal_reason=self._redact(refusal.reason) if refusal else None,
             validation_errors=[self._redact(e) for e in state.validation_errors],
+            validation=[r.model_copy(update={"errors": [self._redact(e) for e in r.errors],
+                                             "details": self._redact(r.details) if r.details else r.details})
+                        for r in state.validation],
             permission_denials=[d.as_dict() for d in self._denials],
             attempts=self._attempts(),
             diff=diff, backend=self.backend_name, model=self.model, session_id=session_id)
