@@ -214,9 +214,16 @@ class SessionSpec:
     mode: str = "autonomous"
 
 
+#: The rule of a Denial for an action the agent took without asking (its own mode lets it), which
+#: agenter would have refused: it could not be stopped, only named.
+UNASKED_RULE = "unasked"
+
+
 @dataclass(frozen=True)
 class Denial:
-    """An action the run refused (a write outside the allowed paths, a denied command)."""
+    """An action the run refused (a write outside the allowed paths, a denied command), or, with
+    the rule UNASKED_RULE, one the agent took without asking that agenter would have refused
+    (it ran; the reason says what came of it)."""
 
     tool: str
     target: str

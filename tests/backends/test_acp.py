@@ -900,6 +900,50 @@ async def test_codex_acp_speaks_the_event_vocabulary(
     assert not any(m["kind"] == "text" for m in messages)
 
 
+@agent_test
+async def test_codex_acp_full_access_commands_that_write_where_agenter_refuses_are_named(
+        scripted_model_server: Any, tmp_path: Path, repo: Path, mark: str) -> None:
+    """codex-acp in full-access runs commands without asking, so agenter cannot refuse them.
+    A command that writes outside the workspace, or into .git/, changes no file the session can
+    see: the result used to say only "the agent changed no file". Each such path is now a
+    denial (rule 'unasked', saying the command ran) and is named in the FAILED reason."""
+    server = scripted_model_server([
+        reply(tool_call("exec_command", {"cmd": "printf x > ../outside.txt"})),
+        reply(tool_call("exec_command", {"cmd": "mkdir -p .git/hooks && printf x > .git/hooks/pre-commit"})),
+        reply(text("Done.")),
+    ])
+    options = codex_options(server, tmp_path, mark, acp_session_mode="full-access")
+    agent = AutonomousCodingAgent(backend="acp", validators=[], max_iterations=1, **options)
+    result = await agent.execute("write the files", cwd=repo, allowed_write_paths=["app.py"])
+    outside = str(tmp_path / "outside.txt")
+    assert (tmp_path / "outside.txt").exists()  # it ran: agenter could not stop it, only name it
+    assert result.status is CodingStatus.FAILED and result.files == {}
+    assert {(d["tool"], d["target"], d["rule"]) for d in result.permission_denials} == {
+        ("execute", outside, "unasked"), ("execute", ".git/hooks", "unasked"),
+        ("execute", ".git/hooks/pre-commit", "unasked")}
+    first = next(d for d in result.permission_denials if d["target"] == outside)
+    assert "ran `printf x > ../outside.txt` without asking" in first["reason"]
+    assert "outside the working directory" in first["reason"]
+    assert result.error == (
+        "the agent changed no file in 1 iteration(s); without asking, the agent ran commands that write "
+        f"where agenter does not allow: {', '.join(sorted([outside, '.git/hooks', '.git/hooks/pre-commit']))}")
+
+
+@agent_test
+async def test_codex_acp_full_access_commands_inside_the_allowed_paths_are_not_named(
+        scripted_model_server: Any, tmp_path: Path, repo: Path, mark: str) -> None:
+    """The audit reads the command line: writes to allowed files and to devices are no denial."""
+    server = scripted_model_server([
+        reply(tool_call("exec_command", {"cmd": "ls > /dev/null 2>&1 && printf 'X = 1\\n' > app.py"})),
+        reply(text("Done.")),
+    ])
+    options = codex_options(server, tmp_path, mark, acp_session_mode="full-access")
+    agent = AutonomousCodingAgent(backend="acp", validators=["syntax"], **options)
+    result = await agent.execute("set X", cwd=repo, allowed_write_paths=["app.py"])
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert result.files == {"app.py": "X = 1\n"} and result.permission_denials == []
+
+
 class ClaudeAgentHarness:
     """The conformance scenarios played by claude-agent-acp (Claude Code) against the scripted
     model server. Its edits and commands ask session/request_permission: the policy allows them."""

@@ -62,6 +62,7 @@ from agenter.backends.model_api.anthropic_sdk._file_tools import (
     TEXT_EDITOR_TOOL_DEFINITION,
     TEXT_EDITOR_TOOL_NAME,
     FileToolbox,
+    ToolOutcome,
 )
 from agenter.backends.model_api.anthropic_sdk._options import DEFAULT_BEDROCK_MODEL, DEFAULT_MODEL, AnthropicSDKOptions
 from agenter.backends.model_api.anthropic_sdk._retry import (
@@ -740,9 +741,7 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
             toolbox = self._results_box or toolbox
         # A tracked thread: a turn cancelled meanwhile waits for it before its last snapshot.
         outcome = await self.in_thread_named(name, toolbox.run, name, arguments)
-        self.track(written=sorted(outcome.written), deleted=sorted(outcome.deleted))
-        self._edits.extend((path, added, removed) for path, (added, removed) in outcome.edits.items())
-        return ToolReply(outcome.content, outcome.is_error)
+        return self._file_reply(name, outcome)
 
     async def _run_text_editor(self, name: str, arguments: dict[str, Any]) -> ToolReply:
         toolbox = self._toolbox
@@ -750,8 +749,16 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
         if arguments.get("command") == "view" and self._in_results_dir(arguments.get("path")):
             toolbox = self._results_box or toolbox
         outcome = await self.in_thread_named(name, toolbox.run_text_editor, arguments)
+        return self._file_reply(name, outcome)
+
+    def _file_reply(self, name: str, outcome: ToolOutcome) -> ToolReply:
+        """What a file tool changed (tracked), refused (a denial) and tells the model."""
         self.track(written=sorted(outcome.written), deleted=sorted(outcome.deleted))
         self._edits.extend((path, added, removed) for path, (added, removed) in outcome.edits.items())
+        if outcome.refused is not None:
+            # The gate allowed the call; the sandbox's path check (or allowed_write_paths) did not.
+            rule = "allowed_write_paths" if "writes are limited to" in outcome.content else "sandbox"
+            self.deny(name, outcome.refused, outcome.content, rule)
         return ToolReply(outcome.content, outcome.is_error)
 
     async def _run_bash(self, name: str, arguments: dict[str, Any]) -> ToolReply:
