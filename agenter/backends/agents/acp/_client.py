@@ -52,6 +52,13 @@ log = logging.getLogger("agenter.backends.agents.acp")
 SANDBOX_REFUSED = -32602
 #: The spec's "resource not found" error, for a file that does not exist.
 NOT_FOUND = -32002
+#: Agents (by initialize's agentInfo.name) that are answered an empty text for a file that does
+#: not exist, since they cannot tell any error answer from a failure. Gemini CLI (0.61) gets the
+#: JSON-RPC error as a plain object, which its file service does not recognise as ENOENT (it
+#: reads `.message` of Error instances only), so write_file's pre-read of a new file aborted the
+#: write ("Error checking existing file"). Its read_file reads the disk itself; only write_file
+#: and replace read through agenter, and for them an empty text means "create".
+MISSING_AS_EMPTY = frozenset({"gemini-cli"})
 #: Tool kinds that change files: their locations must be writable before a permission is granted.
 WRITING_KINDS = frozenset({"edit", "delete", "move"})
 #: Read results larger than this are refused rather than streamed into the agent's context.
@@ -105,6 +112,9 @@ class ACPClient:
         self._in_thread = in_thread
         self.session_id: str | None = None
         self.active = False  # updates outside a turn (history replay, command lists) are dropped
+        #: Answer a read of a missing file with an empty text, not the not-found error (set at
+        #: initialize for the agents in MISSING_AS_EMPTY).
+        self.missing_as_empty = False
         self.denied_in_turn = 0
         # session/update → BackendMessages (text deltas, commands, file edits, ...): _events
         self.events = UpdateMapper(relative=resolver.relative)
@@ -170,9 +180,13 @@ class ACPClient:
         except PathSecurityError as exc:
             self._refused("read", path, exc)
             raise RequestError(SANDBOX_REFUSED, str(exc), {"path": path}) from None
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        except (FileNotFoundError, NotADirectoryError):
+            if self.missing_as_empty:
+                return ReadTextFileResponse(content="")
             # The spec's wording: agents that match on the message find "Resource not found".
             raise RequestError(NOT_FOUND, f"Resource not found: {path}", {"path": path}) from None
+        except IsADirectoryError:
+            raise RequestError(NOT_FOUND, f"Resource not found: {path} is a directory", {"path": path}) from None
         except _TooLarge:
             raise RequestError(SANDBOX_REFUSED, f"Refused: {path} is larger than {MAX_READ_BYTES} "
                                "bytes; read a part of it another way", {"path": path}) from None
