@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 try:
     from langgraph.config import get_config, get_stream_writer
@@ -64,7 +64,15 @@ class CodingState(TypedDict, total=False):
     coding_result: dict[str, Any]
 
 
-CodingNode = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
+class CodingNode(Protocol):
+    """What create_coding_node and create_planning_node return: an async node of any graph state
+    (a mapping holding the prompt and cwd keys), returning the state update.
+
+    A protocol, not `Callable[[Mapping[str, Any]], ...]`: LangGraph's `add_node` takes a node whose
+    parameter is named `state` and typed like a state (a TypedDict, a dataclass or a model), so
+    mypy --strict refused the documented `graph.add_node("coder", create_coding_node(...))`."""
+
+    def __call__(self, state: Any) -> Awaitable[dict[str, Any]]: ...
 
 
 def create_coding_node(

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 from agenter._errors import ConfigurationError
 from agenter._events import CodingEvent, CodingEventType
 from agenter._types import Budget, CodingRequest, CodingResult, suggestion
-from agenter.backends import BackendCapabilities, BackendSettings, BaseBackend, load_backend
+from agenter.backends import BackendCapabilities, BackendClass, BackendSettings, load_backend
 from agenter.backends.capabilities import Mode, check_mode
 from agenter.facade._config import AgentConfig
 from agenter.tools import Tool, as_tool
@@ -38,7 +38,7 @@ class AutonomousCodingAgent:
     (docs/observability.md). `session(...)` keeps one agent conversation for many requests.
     """
 
-    def __init__(self, backend: str | type[BaseBackend[Any]] | Sequence[Any] = "anthropic-sdk",
+    def __init__(self, backend: str | type[BackendClass] | Sequence[Any] = "anthropic-sdk",
                  model: str | None = None,
                  tools: Sequence[Tool | Any] | None = None, validators: Sequence[Any] | None = None,
                  sandbox: bool = True, max_iterations: int | None = None, budget: Budget | None = None,
