@@ -90,3 +90,11 @@ class BudgetExceededError(AgenterError):
 
 class PathSecurityError(AgenterError, PermissionError):
     """A file operation tried to leave the sandbox (cwd and allowed_write_paths)."""
+
+
+#: The exceptions `agenter` exports show as agenter.X in tracebacks and reprs (where users import
+#: them from), not as this private module; pickling finds them there too.
+for _public in (AgenterError, ConfigurationError, RequirementError, BackendError, BudgetExceededError,
+                PathSecurityError):
+    _public.__module__ = "agenter"
+del _public

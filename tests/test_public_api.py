@@ -78,3 +78,25 @@ def test_result_fields_are_pinned():
     from agenter.validators import ValidationResult
 
     assert ValidationResult is agenter.ValidationResult
+
+
+def test_exported_exceptions_are_shown_where_users_import_them():
+    # A traceback says agenter.PathSecurityError, not the private agenter._errors (issue 25).
+    import pickle
+
+    for name in ("AgenterError", "ConfigurationError", "RequirementError", "BackendError",
+                 "BudgetExceededError", "PathSecurityError"):
+        cls = getattr(agenter, name)
+        assert cls.__module__ == "agenter" and repr(cls) == f"<class 'agenter.{name}'>"
+    error = agenter.PathSecurityError("Refused: '../x' resolves outside the working directory")
+    assert type(pickle.loads(pickle.dumps(error))) is agenter.PathSecurityError
+
+
+def test_repr_shows_the_model_that_runs():
+    # No model= given: the backend's default is what runs, and what the repr says (issue 25).
+    from agenter.backends.model_api.anthropic_sdk._options import DEFAULT_MODEL
+
+    agent = agenter.AutonomousCodingAgent(backend="anthropic-sdk", api_key="sk-test-0123456789")
+    assert repr(agent) == f"AutonomousCodingAgent(backend='anthropic-sdk', model={DEFAULT_MODEL!r})"
+    chosen = agenter.AutonomousCodingAgent(backend="anthropic-sdk", api_key="sk-test-0123456789", model="m-1")
+    assert repr(chosen) == "AutonomousCodingAgent(backend='anthropic-sdk', model='m-1')"

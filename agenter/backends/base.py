@@ -400,6 +400,12 @@ class BackendClass:
         """Raise ConfigurationError for combinations this backend cannot honour."""
 
     @classmethod
+    def model_for(cls, settings: BackendSettings[Any]) -> str | None:
+        """The model a backend built with `settings` uses, when the class knows it before anything
+        runs (the agent's repr); None: the agent program's own default, known once it runs."""
+        return settings.model
+
+    @classmethod
     def check_settings(cls, settings: BackendSettings[Any]) -> None:
         """Called when the facade is built: requirements first, then tool names and options."""
         check_requirements(cls.requirements(settings), backend=cls.name)

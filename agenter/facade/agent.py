@@ -233,7 +233,9 @@ class AutonomousCodingAgent:
                 parameter=name) from None
 
     def __repr__(self) -> str:
-        return f"AutonomousCodingAgent(backend={self.backend_name!r}, model={self.model!r})"
+        # The model that runs (a backend's default when none was given), not only the argument.
+        model = self.model or self._backend_class.model_for(self._settings)
+        return f"AutonomousCodingAgent(backend={self.backend_name!r}, model={model!r})"
 
 
 def _arguments() -> list[str]:

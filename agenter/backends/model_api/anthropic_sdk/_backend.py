@@ -214,7 +214,7 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
     def __init__(self, settings: BackendSettings[AnthropicSDKOptions]):
         super().__init__(settings)
         bedrock = self.options.anthropic_bedrock
-        self.model: str = settings.model or (DEFAULT_BEDROCK_MODEL if bedrock else DEFAULT_MODEL)
+        self.model: str = self.model_for(settings) or DEFAULT_MODEL
         self.ledger.model = self.model
         if bedrock:
             self.ledger.provider = "aws"  # genai-prices' Bedrock prices
@@ -241,7 +241,20 @@ class AnthropicSDKBackend(BaseBackend[AnthropicSDKOptions]):
         self._pending_results: list[dict[str, Any]] | None = None
         self._retry = RetryPolicy(
             max_retries=self.options.max_retries, max_wait=self.options.max_retry_wait, backend=self.name,
-            auth_hint="check your AWS credentials" if bedrock else "check ANTHROPIC_API_KEY", redact=self.redact)
+            auth_hint=self._auth_hint(), redact=self.redact)
+
+    def _auth_hint(self) -> str:
+        """What to check after a 401: the key the user gave, where it came from."""
+        if self.options.anthropic_bedrock:
+            return "check your AWS credentials"
+        if self.options.api_key is not None:
+            return "check the api_key= passed to AutonomousCodingAgent"
+        return "check ANTHROPIC_API_KEY"
+
+    @classmethod
+    def model_for(cls, settings: BackendSettings[Any]) -> str | None:
+        return settings.model or (DEFAULT_BEDROCK_MODEL if getattr(settings.options, "anthropic_bedrock", False)
+                                  else DEFAULT_MODEL)
 
     @classmethod
     def requirements(cls, settings: BackendSettings[Any]) -> Sequence[Requirement]:
