@@ -234,6 +234,7 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
         text = event.get("result")
         turn.result_text = text if isinstance(text, str) else None
         turn.output = event.get("structured_output")
+        self._record_denials(event.get("permission_denials"))
         if event.get("stop_reason") == "refusal":
             self.refuse({"reason": turn.result_text or "the model declined the request (stop_reason refusal)"})
         elif event.get("is_error") or str(event.get("subtype", "")).startswith("error"):
@@ -242,6 +243,25 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
             status = event.get("api_error_status")
             turn.fail(self.redact(sandbox_hint(detail or str(event.get("subtype")))),
                       status_code=status if isinstance(status, int) else None)
+
+    def _record_denials(self, denials: Any) -> None:
+        """Claude Code lists the tool calls its permission rules refused (the rules agenter
+        compiled from the policy, its safety denials) in the result: each is a run's denial, so
+        the result names it, not only the tool result the model read."""
+        for denied in denials if isinstance(denials, list) else []:
+            if not isinstance(denied, dict):
+                continue
+            name = str(denied.get("tool_name") or "tool")
+            arguments = table(denied.get("tool_input"))
+            command = arguments.get("command")
+            path = arguments.get(FILE_WRITE_TOOLS.get(name, "file_path")) or arguments.get("path")
+            if name == SHELL_TOOL and isinstance(command, str):
+                shown = command
+            else:
+                shown = (self.relative(path) or path) if isinstance(path, str) and path else name
+            self.deny(name, shown,
+                      "Claude Code's permission rules refused it (the rules agenter passes it from the "
+                      "policy: --disallowedTools, its permission mode)", rule="claude:permissions")
 
 
 def _run_cost(result: dict[str, Any]) -> float | None:
