@@ -29,6 +29,7 @@ from agenter.backends._programs.claude import (
     StreamedBlocks,
     bundled_cli,
     compacted,
+    denied_calls,
     exit_code,
     line_changes,
     result_text,
@@ -248,18 +249,8 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
         """Claude Code lists the tool calls its permission rules refused (the rules agenter
         compiled from the policy, its safety denials) in the result: each is a run's denial, so
         the result names it, not only the tool result the model read."""
-        for denied in denials if isinstance(denials, list) else []:
-            if not isinstance(denied, dict):
-                continue
-            name = str(denied.get("tool_name") or "tool")
-            arguments = table(denied.get("tool_input"))
-            command = arguments.get("command")
-            path = arguments.get(FILE_WRITE_TOOLS.get(name, "file_path")) or arguments.get("path")
-            if name == SHELL_TOOL and isinstance(command, str):
-                shown = command
-            else:
-                shown = (self.relative(path) or path) if isinstance(path, str) and path else name
-            self.deny(name, shown,
+        for _, name, target in denied_calls(denials):
+            self.deny(name, target if name == SHELL_TOOL else self.relative(target) or target,
                       "Claude Code's permission rules refused it (the rules agenter passes it from the "
                       "policy: --disallowedTools, its permission mode)", rule="claude:permissions")
 
