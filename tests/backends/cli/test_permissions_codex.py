@@ -118,6 +118,10 @@ def test_refusals_are_read_from_codex_outputs():
     ran = "Chunk ID: a\nProcess exited with code 1\nOutput:\n" + "x" * 300 + rejected
     assert refusal_of("exec_command", '{"cmd": "cat log"}', ran) is None
     assert refusal_of("exec_command", '{"cmd": "false"}', "Process exited with code 1") is None
+    # A client's decline (the codex backend asked agenter) is recorded by the client, not here.
+    assert refusal_of("apply_patch", patch_text, "patch rejected by user") is None
+    assert refusal_of("exec_command", '{"cmd": "x"}', 'exec_command failed: CreateProcess { message: '
+                      '"Rejected(\\"rejected by user\\")" }') is None
 
 
 # ---------------------------------------------------------------------------------- the real program
