@@ -1,4 +1,4 @@
-# Two entry points on a fresh machine: `make demo` and `make test`.
+# Entry points on a fresh machine: `make demo`, `make check` (the fast tier) and `make test` (everything).
 comma := ,
 PYTHON ?= python3
 PYTHON312 ?= python3.12
@@ -6,12 +6,17 @@ VENV := .venv
 VENV312 := .venv312
 UV := $(VENV)/bin/uv
 
-.PHONY: demo test install install-core install-python install-npm install-system install-py312 install-aider bench clean
+.PHONY: demo check test install install-core install-python install-npm install-system install-py312 install-aider bench clean
 
 # The demo needs only the core package (the anthropic-sdk backend and the scripted model server).
 demo: install-core
 	$(VENV)/bin/python examples/demo.py
 
+# Lint, types and every test that needs no agent program: needs only the dev extra (minutes).
+check: install-python
+	bash scripts/check.sh
+
+# The whole suite, CI's command: installs the agent programs, the aider and Python 3.12 venvs.
 test: install
 	bash scripts/run-tests.sh
 

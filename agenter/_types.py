@@ -58,9 +58,21 @@ class _Checked(BaseModel):
                 what = type(self).__name__
                 valid = sorted(type(self).model_fields)
                 message, name = describe_validation_error(exc, what, valid)
+                gone = _FIELDS_017.get((what, name))
+                if gone is not None and message.startswith("unknown"):
+                    message = f"unknown {what} field {name!r}: it was agenter 0.1.7's; today {gone}"
                 valid = valid if message.startswith("unknown") else None
                 raise ConfigurationError(f"{message}", parameter=name, valid=valid,
                                          valid_label=f"{what} fields" if valid else None) from None
+
+
+#: (model, field) of agenter 0.1.7 that are gone, and what replaces them.
+_FIELDS_017 = {
+    ("CodingRequest", "max_iterations"): "write CodingRequest(budget=Budget(max_iterations=...)), or "
+                                         "AutonomousCodingAgent(max_iterations=...)",
+    ("CodingRequest", "verbosity"): "logs come from agenter.configure_logging(level=...), progress from "
+                                    "stream_execute() events",
+}
 
 
 class Budget(_Checked):
@@ -137,6 +149,11 @@ class CodingRequest(_Checked):
         return value
 
 
+#: Characters per token where agenter estimates tokens nobody reported (a rule of thumb for
+#: English text and code).
+CHARS_PER_TOKEN = 4
+
+
 class CodingStatus(str, Enum):
     COMPLETED = "completed"
     COMPLETED_WITH_LIMIT_EXCEEDED = "completed_with_limit_exceeded"
@@ -147,18 +164,44 @@ class CodingStatus(str, Enum):
 
 
 class Usage(BaseModel):
-    """Token counts and cost. Backends report cumulative usage for their whole session."""
+    """Token counts and cost. Backends report cumulative usage for their whole session.
+
+    `estimated_input_tokens` and `estimated_output_tokens` say how many of `input_tokens` and
+    `output_tokens` agenter estimated (about four characters a token) because nobody reported
+    them: a request cancelled after it was sent, a program that reports nothing, a side call a
+    program makes without reporting it. 0 means every figure was reported by the API or program.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     cost_usd: float = 0.0
+    estimated_input_tokens: int = 0
+    estimated_output_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
         # Cache reads and writes are input tokens billed at other rates; count them once here.
         return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    @property
+    def estimated_tokens(self) -> int:
+        """How many of `total_tokens` are agenter's estimate."""
+        return self.estimated_input_tokens + self.estimated_output_tokens
+
+    @classmethod
+    def estimate(cls, *, input_chars: int = 0, output_chars: int = 0) -> Usage:
+        """Tokens for text nobody counted: about four characters a token (rounded up), marked as
+        an estimate."""
+        input_tokens, output_tokens = -(-input_chars // CHARS_PER_TOKEN), -(-output_chars // CHARS_PER_TOKEN)
+        return cls(input_tokens=input_tokens, output_tokens=output_tokens,
+                   estimated_input_tokens=input_tokens, estimated_output_tokens=output_tokens)
+
+    def as_estimate(self) -> Usage:
+        """The same figures, all marked as agenter's estimate."""
+        return self.model_copy(update={"estimated_input_tokens": self.input_tokens,
+                                       "estimated_output_tokens": self.output_tokens})
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -167,6 +210,8 @@ class Usage(BaseModel):
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             cost_usd=self.cost_usd + other.cost_usd,
+            estimated_input_tokens=self.estimated_input_tokens + other.estimated_input_tokens,
+            estimated_output_tokens=self.estimated_output_tokens + other.estimated_output_tokens,
         )
 
     def minus(self, earlier: Usage) -> Usage:
@@ -177,6 +222,8 @@ class Usage(BaseModel):
             cache_read_tokens=max(self.cache_read_tokens - earlier.cache_read_tokens, 0),
             cache_write_tokens=max(self.cache_write_tokens - earlier.cache_write_tokens, 0),
             cost_usd=max(self.cost_usd - earlier.cost_usd, 0.0),
+            estimated_input_tokens=max(self.estimated_input_tokens - earlier.estimated_input_tokens, 0),
+            estimated_output_tokens=max(self.estimated_output_tokens - earlier.estimated_output_tokens, 0),
         )
 
     def maximum(self, other: Usage) -> Usage:
@@ -187,6 +234,8 @@ class Usage(BaseModel):
             cache_read_tokens=max(self.cache_read_tokens, other.cache_read_tokens),
             cache_write_tokens=max(self.cache_write_tokens, other.cache_write_tokens),
             cost_usd=max(self.cost_usd, other.cost_usd),
+            estimated_input_tokens=max(self.estimated_input_tokens, other.estimated_input_tokens),
+            estimated_output_tokens=max(self.estimated_output_tokens, other.estimated_output_tokens),
         )
 
     def covers(self, other: Usage) -> bool:
@@ -198,10 +247,13 @@ class Usage(BaseModel):
 
 @dataclass
 class ModifiedFiles:
-    """Paths (relative to cwd, POSIX separators) a turn changed."""
+    """Paths (relative to cwd, POSIX separators) a turn changed. `created`: the written paths
+    known not to have existed before (the workspace was compared; a file a tool reported
+    writing is not known to be new), so that agenter may remove one it refuses."""
 
     written: set[str] = field(default_factory=set)
     deleted: set[str] = field(default_factory=set)
+    created: set[str] = field(default_factory=set, compare=False)
 
     def __bool__(self) -> bool:
         return bool(self.written or self.deleted)
@@ -209,7 +261,10 @@ class ModifiedFiles:
     def __or__(self, other: ModifiedFiles) -> ModifiedFiles:
         written = (self.written | other.written) - other.deleted
         deleted = (self.deleted - other.written) | other.deleted
-        return ModifiedFiles(written=written, deleted=deleted)
+        # New since the earlier changes began: created then and still there, or created now
+        # (a file deleted earlier and written again existed before).
+        created = ((self.created - other.deleted) | (other.created - self.deleted)) & written
+        return ModifiedFiles(written=written, deleted=deleted, created=created)
 
     @property
     def all(self) -> list[str]:
@@ -224,7 +279,7 @@ class ValidationResult(BaseModel):
     has verified nothing, and must not call that a success.
     """
 
-    validator: str
+    validator: str = Field("", description="The validator's name; the chain fills it in when empty.")
     passed: bool
     errors: list[str] = Field(default_factory=list)
     blocking: bool = True
@@ -254,6 +309,10 @@ class CodingResult(BaseModel):
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     total_tokens: int = 0
+    estimated_input_tokens: int = Field(
+        0, description="How many of input_tokens agenter estimated (about 4 characters a token) because no API "
+                       "or program reported them (a cancelled request, a side call the program does not report).")
+    estimated_output_tokens: int = Field(0, description="How many of output_tokens agenter estimated.")
     total_cost_usd: float = 0.0
     duration_seconds: float = 0.0
     output: Any = None
@@ -286,6 +345,49 @@ class CodingResult(BaseModel):
         return self.status is CodingStatus.COMPLETED
 
     @property
+    def estimated_tokens(self) -> int:
+        """How many of total_tokens are agenter's estimate (0: every figure was reported)."""
+        return self.estimated_input_tokens + self.estimated_output_tokens
+
+    @property
     def total_duration_seconds(self) -> float:
         """The name agenter 0.1.7 used for duration_seconds."""
         return self.duration_seconds
+
+    @property
+    def total_input_tokens(self) -> int:
+        """agenter 0.1.7's name: every input token, cache reads and writes included, so that
+        total_tokens = total_input_tokens + output_tokens as in 0.1.7 (deprecated)."""
+        from agenter._compat import deprecated
+
+        deprecated("CodingResult.total_input_tokens",
+                   "result.input_tokens + result.cache_read_tokens + result.cache_write_tokens")
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    @property
+    def total_output_tokens(self) -> int:
+        """agenter 0.1.7's name of output_tokens (deprecated)."""
+        from agenter._compat import deprecated
+
+        deprecated("CodingResult.total_output_tokens", "result.output_tokens")
+        return self.output_tokens
+
+    if not TYPE_CHECKING:
+        def __getattr__(self, name: str) -> Any:
+            if name in _RESULT_FIELDS_017:
+                raise AttributeError(f"CodingResult.{name} is agenter 0.1.7's: {_RESULT_FIELDS_017[name]}",
+                                     name=name, obj=self)
+            return super().__getattr__(name)
+
+
+#: CodingResult fields of agenter 0.1.7 that have no counterpart of the same shape.
+_RESULT_FIELDS_017 = {
+    "exceeded_values": "result.exceeded_limit names the limit; with raise_on_budget_exceeded=True the "
+                       "BudgetExceededError has limit_value and actual_value",
+    "retryable": "result.error_kind classifies the failure (rate_limit, transient, auth, ...)",
+    "trace_dir": "AutonomousCodingAgent(log_dir=...) writes a transcript per run (docs/sessions.md)",
+    "request_index": "a session's results are AgentSession.results, in order",
+    "session_total_tokens": "the session's totals are AgentSession.usage (total_tokens)",
+    "session_total_cost_usd": "the session's totals are AgentSession.usage (cost_usd) and .total_cost_usd",
+    "session_total_duration_seconds": "time a session yourself; each result has duration_seconds",
+}

@@ -45,7 +45,7 @@ _FLAGS = {
 #: Backends with the resume capability whose conversation lives only in the process that ran it
 #: (their resume is the retries of one run, docs/sessions.md): `--resume` of an earlier run
 #: cannot work with them, so the CLI says so before anything starts.
-RESUME_IN_PROCESS_ONLY = frozenset({"anthropic-sdk"})
+RESUME_IN_PROCESS_ONLY = frozenset({"anthropic-sdk", "openai"})
 
 #: Variables that point a backend at its model server, for the cost note of a local one.
 _BASE_URL_VARIABLES = {"anthropic-sdk": "ANTHROPIC_BASE_URL", "claude-code": "ANTHROPIC_BASE_URL",

@@ -29,7 +29,7 @@ from typing import Any
 
 from agenter._types import Usage
 
-__all__ = ["RunningTotal", "UsageLedger", "estimate_cost", "is_known_model"]
+__all__ = ["RunningTotal", "UsageLedger", "context_window", "estimate_cost", "is_known_model"]
 
 log = logging.getLogger("agenter.usage")
 
@@ -68,6 +68,19 @@ def estimate_cost(model: str | None, usage: Usage, provider: str | None = None) 
 def is_known_model(model: str | None, provider: str | None = None) -> bool:
     """Whether genai-prices can price `model` (so a 0 cost would mean 'free', not 'unknown')."""
     return bool(model) and _resolve(model or "", provider) is not None
+
+
+def context_window(model: str | None, provider: str | None = None) -> int | None:
+    """The model's context window in tokens, as genai-prices knows it (None: unknown)."""
+    if not model:
+        return None
+    try:
+        resolved = _resolve(model, provider)
+    except Exception as exc:  # noqa: BLE001 - a pricing data problem must not stop a run
+        log.debug("looking up %s failed: %s", model, exc)
+        return None
+    window = getattr(resolved[1], "context_window", None) if resolved is not None else None
+    return int(window) if isinstance(window, int | float) and window > 0 else None
 
 
 #: Held while genai-prices is imported and its snapshot built: one thread loads, others wait.

@@ -125,7 +125,7 @@ def claude_case(url: str) -> Case | None:
     home, tmp = Path(scratch) / "home", Path(scratch) / "tmp"
     home.mkdir()
     tmp.mkdir()
-    # The environment of tests/backends/test_claude_code.py.
+    # The environment of tests/backends/agents/claude_code/test_claude_code.py.
     cli_env = {"HOME": str(home), "TMPDIR": str(tmp), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
                "ENABLE_TOOL_SEARCH": "false", "CLAUDE_CODE_MAX_RETRIES": "0"}
     env = {**os.environ, **cli_env, "ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": KEY}

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agenter.backends.model_api.anthropic_sdk._shell import run_shell, shell_env
+from agenter.backends.model_api._harness.shell import run_shell, shell_env
 from agenter.sandbox._landlock import MIN_ABI
 from agenter.sandbox.confine import Confinement, landlock_abi
 

@@ -24,8 +24,9 @@ if ! PY312=$(find_python312); then
   exit 0
 fi
 [ -x .venv312/bin/python ] || "$PY312" -m venv .venv312
-# Only what tests/py312 needs: the openhands extra cannot share an environment with the codex
-# extra (openhands-sdk needs mcp < 2, codex needs mcp >= 2), so not '.[dev,openhands]'.
+# Only what the tests marked py312 (tests/backends/agents/openhands/) need: the openhands extra
+# cannot share an environment with the codex extra (openhands-sdk needs mcp < 2, codex needs
+# mcp >= 2), so not '.[dev,openhands]'.
 packages=(-e '.[openhands]' 'pytest>=8' 'pytest-asyncio>=0.24' 'pytest-timeout>=2.3')
 if [ -x .venv/bin/uv ]; then
   .venv/bin/uv pip install --python .venv312/bin/python -q "${packages[@]}"

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# The whole suite: main environment, then the Python 3.12 one for openhands.
+# The whole suite: main environment, then the Python 3.12 one for what is marked `py312`
+# (openhands: its SDK needs Python >= 3.12 and pins that cannot share agenter's environment).
 set -uo pipefail
 export PATH="$PWD/node_modules/.bin:$PATH"
 status=0
 # Lint and types first: fast, and a failure is reported with the tests' result.
 .venv/bin/ruff check agenter tests benchmarks examples || status=$?
 .venv/bin/mypy || status=$?
-.venv/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/py312 "$@" || status=$?
-if [ -x .venv312/bin/python ] && [ -d tests/py312 ]; then
-  .venv312/bin/python -m pytest -q -p no:cacheprovider tests/py312 || status=$?
+.venv/bin/python -m pytest -q -p no:cacheprovider -m "not py312" "$@" || status=$?
+if [ -x .venv312/bin/python ]; then
+  # Only the folders that hold py312 tests: the others import packages this environment lacks.
+  .venv312/bin/python -m pytest -q -p no:cacheprovider -m py312 \
+    tests/backends/agents/openhands tests/backends/test_contract.py || status=$?
 fi
 exit $status

@@ -1,6 +1,7 @@
 """Print the tables the docs take from the code: README's runtime matrix (what each backend
-declares), and in docs/architecture.md the layers (tests/test_layers.py's LAYERS), the backend
-families (each registered backend's folder and base class) and the modes each backend runs.
+declares), in docs/architecture.md the layers (tests/test_layers.py's LAYERS), the backend
+families (each registered backend's folder and base class) and the modes each backend runs,
+and in docs/backends/cli.md every option of every CLI backend (from their options models).
 
 `python scripts/runtime_matrix.py` prints them; `--write` replaces them in the docs.
 tests/test_runtime_matrix.py fails when a copy differs, so no table drifts from the code.
@@ -13,10 +14,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
+CLI_BACKENDS = ROOT / "docs" / "backends" / "cli.md"
 BEGIN = "<!-- runtime matrix: generated from the backends' declared capabilities (scripts/runtime_matrix.py) -->"
 END = "<!-- end of runtime matrix -->"
 HEADINGS = {"text_completion": "text", "streaming": "stream", "structured_output": "struct",
@@ -30,6 +33,9 @@ PER_SETTINGS = "depends on its settings: the agent program and its mode (docs/pe
 PARTS = {
     "_version": "the version", "_types": "requests, results, budgets, usage (pydantic models)",
     "_events": "the event vocabulary", "_errors": "the exception tree",
+    "_compat": "agenter 0.1.7's names: deprecation warnings, what replaces the removed ones",
+    "logging": "agenter 0.1.7's `agenter.logging` (deprecated)",
+    "data_models": "agenter 0.1.7's `agenter.data_models` (deprecated)",
     "host": "processes (one kill policy), redaction, requirement probes, retry delays",
     "usage": "the usage ledger and prices (genai-prices)", "_logging": "logging set-up",
     "_cliargs": "command-line argument helpers",
@@ -47,8 +53,8 @@ PARTS = {
 FAMILIES = {
     "agents": ("`BaseBackend`", "`_connect`, `_turn`, `_disconnect`: an agent SDK or protocol driven in process"),
     "cli": ("`CliBackend` (`cli/_base.py`)", "`command`, `parse_event`, optionally `prepare`, `answer`, `conclude`"),
-    "model_api": ("`BaseBackend` + the family's modules (`_completion.py`)",
-                  "a model API driven by agenter's own agent: its client and wire"),
+    "model_api": ("`HarnessBackend` (`model_api/_harness/`; `_completion.py` for the context path)",
+                  "a model API driven by agenter's own agent: its options, `loop_config`, `_open_wire` and its wire"),
 }
 
 
@@ -121,6 +127,64 @@ def modes() -> str:
     return "\n".join(lines)
 
 
+def cli_options() -> str:
+    """Every option of every CLI backend: one row for an option all of them take alike, else one
+    row per backend, with its type, default and description (the options model's)."""
+    from agenter.backends import load_backend
+
+    backends = [name for name in _builtin() if load_backend(name).__module__.startswith("agenter.backends.cli.")]
+    fields = {name: load_backend(name).options_model.model_fields for name in backends}
+    lines = ["| option | backend | type | default | meaning |", "|---|---|---|---|---|"]
+    shared = [option for option in fields[backends[0]]
+              if all(option in fields[b] and _same(fields[b][option], fields[backends[0]][option]) for b in backends)]
+    for option in shared:
+        lines.append(_option_row(option, "every CLI backend", fields[backends[0]][option]))
+    for backend in backends:
+        renamed = load_backend(backend).options_model.renamed
+        for option, info in fields[backend].items():
+            if option not in shared:
+                old = [f"`{o}`" for o, new in renamed.items() if new == option]
+                lines.append(_option_row(option, f"`{backend}`", info, old))
+    return "\n".join(lines)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return (a.annotation, a.description, repr(a.get_default(call_default_factory=True))) == \
+        (b.annotation, b.description, repr(b.get_default(call_default_factory=True)))
+
+
+def _option_row(option: str, backend: str, info: Any, old: list[str] | None = None) -> str:
+    meaning = (info.description or "").replace("|", "\\|")
+    if old:
+        meaning += f" (also accepted: {', '.join(old)})"
+    default = repr(info.get_default(call_default_factory=True)).replace("|", "\\|")
+    kind = _type_name(info.annotation).replace("|", "\\|")
+    return f"| `{option}` | {backend} | {kind} | `{default}` | {meaning} |"
+
+
+def _type_name(annotation: Any) -> str:
+    """A field's type as a reader writes it: `str | None`, `list[str]`, `'responses' | 'chat'`."""
+    import types
+    import typing
+
+    from pydantic import SecretStr
+
+    origin, arguments = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation is SecretStr:
+        return "str (secret)"
+    if annotation is typing.Any:
+        return "Any"
+    if annotation is type(None):
+        return "None"
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in arguments)
+    if origin is typing.Literal:
+        return " | ".join(repr(a) for a in arguments)
+    if origin is not None:
+        return f"{getattr(origin, '__name__', str(origin))}[{', '.join(_type_name(a) for a in arguments)}]"
+    return getattr(annotation, "__name__", str(annotation))
+
+
 def _builtin() -> list[str]:
     from agenter.backends import backend_names, load_backend
 
@@ -134,6 +198,7 @@ BLOCKS: list[tuple[Path, str, Callable[[], str]]] = [
     (ARCHITECTURE, "layers", layers),
     (ARCHITECTURE, "families", families),
     (ARCHITECTURE, "modes", modes),
+    (CLI_BACKENDS, "cli options", cli_options),
 ]
 
 

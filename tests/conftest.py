@@ -1,12 +1,34 @@
+"""What tests across the tree share: the scripted model server (the plugin), a workspace, a
+diverged git repository, a script server for `curl | sh` attempts, and a run token whose
+processes must not outlive the test."""
+
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from permission_kit import ScriptServer
+
+from agenter.testing._scene import ScriptServer, diverged_repo
 
 pytest_plugins = ["agenter.testing.pytest_plugin"]
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """`tmp_path/repo`, a workspace holding app.py (not a git repository)."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "app.py").write_text("def greet():\n    return 'hello'\n")
+    return root
+
+
+@pytest.fixture
+def git_repo(tmp_path: Path) -> Path:
+    """`tmp_path/repo` as a git repository whose main has diverged from its remote
+    `tmp_path/remote.git` (only a force push would rewrite the remote)."""
+    return diverged_repo(tmp_path)
 
 
 @pytest.fixture
@@ -17,3 +39,15 @@ def script_server(tmp_path: Path) -> Iterator[ScriptServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def run_token() -> Iterator[str]:
+    """A token for the environment of the programs a test starts (under `TOKEN_ENV` of
+    tests/backends/kit.py); afterwards no process may carry it. Leftovers are killed by pid, so
+    a failing test never leaves processes behind."""
+    from backends.kit import no_leftovers
+
+    token = uuid.uuid4().hex
+    with no_leftovers(token):
+        yield token

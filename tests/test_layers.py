@@ -14,14 +14,14 @@ PACKAGE = Path(__file__).parents[1] / "agenter"
 
 # Layer of each top-level part; an import may only go to the same or a lower number.
 LAYERS = {
-    "_version": 0, "_types": 0, "_events": 0, "_errors": 0,
+    "_version": 0, "_types": 0, "_events": 0, "_errors": 0, "_compat": 0,
     "host": 1, "usage": 1, "_logging": 1, "_cliargs": 1,
     "sandbox": 2, "tools": 2, "validators": 2, "permissions": 2, "store": 2,
     "backends": 3,
     "session": 4,
     "facade": 5,
     "adapters": 6, "planner": 6, "batch": 6, "cli": 7, "_cliview": 7, "__main__": 7,
-    "testing": 6,
+    "testing": 6, "logging": 6, "data_models": 6,
 }
 
 

@@ -62,7 +62,8 @@ def test_base_backend_methods_a_backend_implements():
 
 RESULT_FIELDS = {
     "status", "files", "summary", "iterations", "input_tokens", "output_tokens", "cache_read_tokens",
-    "cache_write_tokens", "total_tokens", "total_cost_usd", "duration_seconds", "output", "error",
+    "cache_write_tokens", "total_tokens", "estimated_input_tokens", "estimated_output_tokens", "total_cost_usd",
+    "duration_seconds", "output", "error",
     "exceeded_limit", "error_kind", "refusal_reason", "validation_errors", "validation", "diff", "attempts",
     "permission_denials", "backend", "model", "session_id",
 }

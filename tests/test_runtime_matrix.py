@@ -1,6 +1,6 @@
 """The tables the docs take from the code are what the code says (regenerate them:
-scripts/runtime_matrix.py --write): README's runtime matrix, and docs/architecture.md's layers,
-backend families and modes."""
+scripts/runtime_matrix.py --write): README's runtime matrix, docs/architecture.md's layers,
+backend families and modes, and docs/backends/cli.md's options of every CLI backend."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def _script():
     return module
 
 
-@pytest.mark.parametrize("index", range(4), ids=["readme-matrix", "layers", "families", "modes"])
+@pytest.mark.parametrize("index", range(5), ids=["readme-matrix", "layers", "families", "modes", "cli-options"])
 def test_generated_tables_match_the_code(index):
     module = _script()
     path, name, make = module.BLOCKS[index]

@@ -106,6 +106,9 @@ KNOWN_FAILURES: tuple[Known, ...] = (
     Known("context_length", "Gemini", (), (
         r"exceeds the maximum number of tokens",  # 400 "The input token count (N) exceeds the maximum ..."
     )),
+    Known("context_length", "llama.cpp", ("exceed_context_size_error",), (
+        r"exceeds the available context size",  # 400 "request (4476 tokens) exceeds the available context size ..."
+    )),
     Known("context_length", "LiteLLM", ("ContextWindowExceededError",), (r"contextwindowexceeded",)),
     Known("context_length", "Codex", ("contextWindowExceeded",), (r"context window",)),
     Known("context_length", "any", (), (

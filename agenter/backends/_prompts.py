@@ -74,7 +74,9 @@ def compose_instructions(*, cwd: str, sandbox: bool, allowed_write_paths: list[s
     if allowed_write_paths is not None:
         allowed = ", ".join(allowed_write_paths) or "(none: do not change any file)"
         parts.append("Only create, change or delete files matching these gitignore-style patterns "
-                     f"(relative to the working directory): {allowed}. Other changes fail the task.")
+                     f"(relative to the working directory): {allowed}. A pattern with no slash "
+                     "before its end (`*.py`, `src/`) matches only at the top of the working directory "
+                     "(`**/*.py`: at any depth). Other changes fail the task.")
     if output_type is not None:
         if output_channel == "tool":
             parts.append(f"When you are done, call the `{output_tool}` tool with the result. The turn "

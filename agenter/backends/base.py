@@ -199,6 +199,9 @@ class BackendSettings(Generic[OptionsT]):
     permissions: PermissionPolicy | None = None
     on_permission: Callable[..., Any] | None = None
     permission_timeout: float | None = 60.0
+    #: The agent's mode (also each session's `SessionSpec.mode`), for a backend whose runtime
+    #: differs by mode (openai: the context path of analysis and patch mode).
+    mode: str = "autonomous"
 
 
 @dataclass
@@ -843,4 +846,4 @@ class BaseBackend(BackendClass, Generic[OptionsT]):
         if internal:
             written = {p for p in written if not p.startswith(internal)}
             deleted = {p for p in deleted if not p.startswith(internal)}
-        return ModifiedFiles(written=written, deleted=deleted)
+        return ModifiedFiles(written=written, deleted=deleted, created=diff.created & written)

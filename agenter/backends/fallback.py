@@ -218,7 +218,7 @@ class FallbackBackend(WrapperBackend[FallbackOptions]):
         files = report.files
         if self._kept:
             files = ModifiedFiles(written=set(files.written) | {p for p in self._kept if p not in files.deleted},
-                                  deleted=set(files.deleted))
+                                  deleted=set(files.deleted), created=set(files.created))
         return replace(report, files=files, attempts=tuple(self.attempts()))
 
     async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:

@@ -171,7 +171,7 @@ def _default_problem(cls: Any, *, sandbox: bool = False, model: str | None = Non
     asks unconfined (whether sandbox=True works is its own column)."""
     from agenter.backends.capabilities import check_mode
 
-    settings = BackendSettings(model=model, tools=[], sandbox=sandbox, options=cls.options_model())
+    settings = BackendSettings(model=model, tools=[], sandbox=sandbox, options=cls.options_model(), mode=mode)
     try:
         cls.check_settings(settings)
         check_mode(mode, cls.capabilities, cls.name)

@@ -84,11 +84,23 @@ class AgentConfig:
                     versions[name] = version
         return versions
 
-    def raise_if_budget_exceeded(self, result: CodingResult) -> None:
-        """BudgetExceededError for a BUDGET_EXCEEDED result when the agent was built to raise."""
+    def raise_if_budget_exceeded(self, result: CodingResult, budget: Budget | None = None,
+                                 spent: CodingResult | None = None) -> None:
+        """BudgetExceededError for a BUDGET_EXCEEDED result when the agent was built to raise.
+
+        `budget` is the one the run was held to (default: the agent's) and `spent` the figures
+        measured against it (default: the result's own); they give the error's `limit_value`
+        and `actual_value`."""
         if self.raise_on_budget_exceeded and result.status is CodingStatus.BUDGET_EXCEEDED:
-            raise BudgetExceededError(result.error or "budget exceeded",
-                                      limit=result.exceeded_limit or "", result=result)
+            limit = result.exceeded_limit or ""
+            judged = budget or self.budget
+            figures = spent or result
+            limit_value = {"tokens": judged.max_tokens, "cost": judged.max_cost_usd,
+                           "time": judged.max_time_seconds, "iterations": judged.max_iterations}.get(limit)
+            actual_value = {"tokens": figures.total_tokens, "cost": figures.total_cost_usd,
+                            "time": figures.duration_seconds, "iterations": figures.iterations}.get(limit)
+            raise BudgetExceededError(result.error or "budget exceeded", limit=limit, result=result,
+                                      limit_value=limit_value, actual_value=actual_value)
 
     def check_request(self, request: CodingRequest | str,
                       fields: dict[str, Any]) -> tuple[CodingRequest, dict[str, Any] | None]:

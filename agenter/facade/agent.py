@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
+from agenter._compat import OPTIONS_017, deprecated
 from agenter._errors import ConfigurationError
 from agenter._events import CodingEvent, CodingEventType
 from agenter._types import Budget, CodingRequest, CodingResult, suggestion
@@ -28,7 +29,9 @@ class AutonomousCodingAgent:
     """Runs a coding agent on a repository and returns a verified result.
 
     `backend` picks the agent: a registered name ("anthropic-sdk", "claude-code", "codex",
-    "openhands", "acp", ...) or a backend class. Keyword arguments not listed here are that
+    "openhands", "acp", ...) or a backend class; None (the default) is "anthropic-sdk" (or, as
+    in agenter 0.1.7 and deprecated, the ACA_DEFAULT_BACKEND environment variable's backend).
+    Keyword arguments not listed here are that
     backend's own options and are checked against them (an unknown one is a ConfigurationError
     that lists the valid ones). Everything the backend needs from the machine (its extra, its
     program, a Python version) is checked here, before anything runs.
@@ -38,7 +41,7 @@ class AutonomousCodingAgent:
     (docs/observability.md). `session(...)` keeps one agent conversation for many requests.
     """
 
-    def __init__(self, backend: str | type[BackendClass] | Sequence[Any] = "anthropic-sdk",
+    def __init__(self, backend: str | type[BackendClass] | Sequence[Any] | None = None,
                  model: str | None = None,
                  tools: Sequence[Tool | Any] | None = None, validators: Sequence[Any] | None = None,
                  sandbox: bool = True, max_iterations: int | None = None, budget: Budget | None = None,
@@ -48,6 +51,8 @@ class AutonomousCodingAgent:
                  tracer_provider: Any = None, **backend_options: Any):
         from agenter.validators import ValidatorChain, resolve_validators
 
+        if backend is None:
+            backend = default_backend()
         if isinstance(backend, str) and backend == "auto":
             from agenter.backends.registry import auto_backend
 
@@ -99,7 +104,7 @@ class AutonomousCodingAgent:
         self.permissions = policy
         self._settings = BackendSettings(model=model, tools=self.tools, sandbox=sandbox, options=self.options,
                                          permissions=policy, on_permission=on_permission,
-                                         permission_timeout=permission_timeout)
+                                         permission_timeout=permission_timeout, mode=mode)
         self._backend_class.check_settings(self._settings)
         check_mode(mode, self.capabilities, self.backend_name)
         self.mode: Mode = mode
@@ -153,8 +158,24 @@ class AutonomousCodingAgent:
             async for event in events:
                 yield event
 
-    def open_session(self, cwd: str | os.PathLike[str], **options: Any) -> AgentSession:
-        """agenter 0.1.7's name for `session()`: `async with agent.open_session(cwd) as s:`."""
+    def open_session(self, cwd: str | os.PathLike[str], *, session_budget: Budget | None = None,
+                     resume_session_id: str | None = None, **options: Any) -> AgentSession:
+        """agenter 0.1.7's name for `session()`, in both of its forms: `session = await
+        agent.open_session(cwd, session_budget=...)` (opened; `await session.close()` ends it) and
+        `async with agent.open_session(cwd) as session:`. `session_budget` is session()'s
+        `budget` and `resume_session_id` its `resume` (both deprecated)."""
+        if session_budget is not None:
+            if options.get("budget") is not None:
+                raise ConfigurationError("session_budget= is agenter 0.1.7's name of budget=; pass only budget=",
+                                         parameter="session_budget")
+            deprecated("open_session(session_budget=...)", "agent.session(cwd, budget=...)")
+            options["budget"] = session_budget
+        if resume_session_id is not None:
+            if options.get("resume") is not None:
+                raise ConfigurationError("resume_session_id= is agenter 0.1.7's name of resume=; pass only resume=",
+                                         parameter="resume_session_id")
+            deprecated("open_session(resume_session_id=...)", "agent.session(cwd, resume=...)")
+            options["resume"] = resume_session_id
         return self.session(cwd, **options)
 
     def session(self, cwd: str | os.PathLike[str], *, system_prompt: str | None = None,
@@ -222,6 +243,10 @@ class AutonomousCodingAgent:
             first = exc.errors()[0]
             name = ".".join(str(p) for p in first["loc"]) or "options"
             if first["type"] == "extra_forbidden":
+                if name in OPTIONS_017:
+                    raise ConfigurationError(
+                        f"unknown option {name!r}: it was agenter 0.1.7's; today {OPTIONS_017[name]}",
+                        parameter=name) from None
                 raise ConfigurationError(
                     f"unknown option {name!r} for backend {self.backend_name!r}"
                     + suggestion(name, valid, own=_arguments(), owner="AutonomousCodingAgent"),
@@ -236,6 +261,26 @@ class AutonomousCodingAgent:
         # The model that runs (a backend's default when none was given), not only the argument.
         model = self.model or self._backend_class.model_for(self._settings)
         return f"AutonomousCodingAgent(backend={self.backend_name!r}, model={model!r})"
+
+
+#: The environment variable agenter 0.1.7 read for the default backend (still read, deprecated).
+DEFAULT_BACKEND_VARIABLE = "ACA_DEFAULT_BACKEND"
+
+
+def default_backend() -> str:
+    """The backend when none is named: "anthropic-sdk", or ACA_DEFAULT_BACKEND's (agenter 0.1.7's
+    variable, honoured with a DeprecationWarning; a name that is not a backend is an error)."""
+    from agenter.backends import backend_names
+
+    chosen = os.environ.get(DEFAULT_BACKEND_VARIABLE, "").strip()
+    if not chosen:
+        return "anthropic-sdk"
+    deprecated(f"the {DEFAULT_BACKEND_VARIABLE} environment variable",
+               f"AutonomousCodingAgent(backend={chosen!r}) (or `agenter run --backend {chosen}`)")
+    if chosen != "auto" and chosen not in backend_names():
+        raise ConfigurationError(f"{DEFAULT_BACKEND_VARIABLE}={chosen!r} names no backend",
+                                 parameter=DEFAULT_BACKEND_VARIABLE, valid=backend_names())
+    return chosen
 
 
 def _arguments() -> list[str]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +46,13 @@ if TYPE_CHECKING:
 __all__ = ["AgentSession", "one_request"]
 
 log = logging.getLogger("agenter.session")
+
+#: agenter 0.1.7's PersistentCodingSession names and what replaces them.
+_SESSION_017 = {
+    "modified_files": "session.files (path -> content, None when deleted) for the finished requests",
+    "request_count": "len(session.results)",
+    "closed": "not session.is_open",
+}
 
 #: Request fields fixed when the session opens (the backend was connected with them).
 _FIXED = ("cwd", "system_prompt", "allowed_write_paths", "output_type")
@@ -68,6 +75,7 @@ class AgentSession:
         self._log_dir = log_dir
         self._single = False  # a session of one request (one_request): its run connects
         self._state = "new"
+        self._cancelled = False
         self._backend: Any = None
         self._spec: SessionSpec | None = None
         self._lock = asyncio.Lock()
@@ -81,6 +89,8 @@ class AgentSession:
         self._iterations = 0
         self._files: dict[str, str | None] = {}
         self.results: list[CodingResult] = []
+        self._budget = config.budget  # the budget of the request running (or last run)
+        self._budgets: dict[int, Budget] = {}  # id(result) -> the budget it was held to
         self._folder = claim_folder(template.cwd, config.mode)  # held from open to close
 
     # ------------------------------------------------------------------ state
@@ -132,6 +142,18 @@ class AgentSession:
         await self.open()
         return self
 
+    def __await__(self) -> Generator[Any, None, AgentSession]:
+        """`session = await agent.open_session(cwd)` (agenter 0.1.7's form): the session, opened;
+        end it with `await session.close()`."""
+        return self.__aenter__().__await__()
+
+    if not TYPE_CHECKING:
+        def __getattr__(self, name: str) -> Any:
+            if name in _SESSION_017:
+                raise AttributeError(f"AgentSession.{name} is agenter 0.1.7's: use {_SESSION_017[name]}",
+                                     name=name, obj=self)
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self)
+
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.close()
 
@@ -181,7 +203,9 @@ class AgentSession:
             self._transcript.agent_session(self.session_id)
 
     async def cancel(self, reason: str = "session cancelled by the caller") -> None:
-        """Stop the request in flight (it ends with ERROR and `reason`) and close the session."""
+        """Stop the request in flight (it ends with ERROR and `reason`) and close the session
+        (agenter 0.1.7's cancel() kept the session open: open another one to go on)."""
+        self._cancelled = True
         await self.close(reason=reason)
 
     async def close(self, *, reason: str = "session closed") -> None:
@@ -241,7 +265,7 @@ class AgentSession:
             async for _ in events:
                 pass
         result = finished[0]
-        self._config.raise_if_budget_exceeded(result)
+        self._raise_if_budget_exceeded(result)
         return result
 
     async def stream_execute(self, request: CodingRequest | str,
@@ -254,7 +278,7 @@ class AgentSession:
             async for event in events:
                 yield event
                 if event.type is CodingEventType.SESSION_END and finished:
-                    self._config.raise_if_budget_exceeded(finished[0])
+                    self._raise_if_budget_exceeded(finished[0])
                     return
 
     async def _stream(self, request: CodingRequest | str, fields: dict[str, Any],
@@ -270,6 +294,7 @@ class AgentSession:
         async with self._lock:
             self._require_open()
             run = self._run(checked)
+            self._budget = checked.budget or self._config.budget
             self._current, self._runner = run, asyncio.current_task()
             try:
                 async with contextlib.aclosing(run.run()) as events:
@@ -284,11 +309,27 @@ class AgentSession:
                     finished.append(run.result)
                 self._current = self._runner = None
 
+    def _raise_if_budget_exceeded(self, result: CodingResult) -> None:
+        """The agent's raise_on_budget_exceeded, with the budget the result was held to: the
+        session's (and its running totals) when the session's limit stopped it."""
+        request_budget = self._budgets.get(id(result))
+        if self.budget is not None and (result.error or "").startswith("session "):
+            usage = self.usage
+            totals = CodingResult(status=result.status, total_tokens=usage.total_tokens,
+                                  total_cost_usd=usage.cost_usd, iterations=self._iterations,
+                                  duration_seconds=self._tracker.elapsed() if self._tracker else 0.0)
+            self._config.raise_if_budget_exceeded(result, self.budget, totals)
+        self._config.raise_if_budget_exceeded(result, request_budget)
+
     def _require_open(self) -> None:
         if self._state == "new":
             raise ConfigurationError("the session is not open: use `async with agent.session(...)` or "
                                      "`await session.open()`", parameter="session")
         if self._state != "open":
+            if self._cancelled:
+                raise ConfigurationError(
+                    "the session is closed: cancel() closed it (agenter 0.1.7's cancel() kept the session "
+                    "open); open another with agent.session(...)", parameter="session")
             raise ConfigurationError("the session is closed", parameter="session")
 
     def _check(self, request: CodingRequest | str, fields: dict[str, Any]) -> CodingRequest:
@@ -347,6 +388,7 @@ class AgentSession:
                          permission_timeout=config.settings.permission_timeout)
 
     def _finished(self, result: CodingResult) -> None:
+        self._budgets[id(result)] = self._budget
         self.results.append(result)
         self._files.update(result.files)
         self._iterations += result.iterations
@@ -372,10 +414,11 @@ async def one_request(config: AgentConfig, request: CodingRequest, *,
                 if event.type is CodingEventType.SESSION_END and finished:
                     break
     if finished:
-        config.raise_if_budget_exceeded(finished[0])
+        config.raise_if_budget_exceeded(finished[0], request.budget or config.budget)
 
 
 def _usage_of(result: CodingResult) -> Usage:
     return Usage(input_tokens=result.input_tokens, output_tokens=result.output_tokens,
                  cache_read_tokens=result.cache_read_tokens, cache_write_tokens=result.cache_write_tokens,
-                 cost_usd=result.total_cost_usd)
+                 cost_usd=result.total_cost_usd, estimated_input_tokens=result.estimated_input_tokens,
+                 estimated_output_tokens=result.estimated_output_tokens)

@@ -11,15 +11,22 @@ from collections.abc import Iterable, Mapping
 __all__ = ["Redactor", "redact", "strip_ansi"]
 
 _SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|AUTH|CREDENTIAL)", re.IGNORECASE)
+#: Key shapes. Each starts at a word boundary (no letter, digit, "_" or "-" before it), so an
+#: ordinary word that contains one ("task-scheduler", "mask-rcnn", "fix-api-key: notes")
+#: is left alone; the key itself must hold a digit where its shape has no fixed prefix of its
+#: own to tell it from prose ("Bearer authentication", "sk-learn-examples").
+_START = r"(?<![A-Za-z0-9_\-])"
+_WITH_DIGIT = r"(?=[A-Za-z0-9_\-.]*\d)"
 _SECRET_PATTERNS = [
-    re.compile(r"sk-[A-Za-z0-9_\-]{8,}"),
-    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9_\-\.]{8,}"),
-    re.compile(r"(?i)(x-api-key[\"']?\s*[:=]\s*[\"']?)[^\s\"',]{6,}"),
-    re.compile(r"(?i)(x-goog-api-key[\"']?\s*[:=]\s*[\"']?)[^\s\"',]{6,}"),
-    re.compile(r"AIza[0-9A-Za-z_\-]{20,}"),  # Google API keys
+    re.compile(_START + r"sk-(?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{16,}"),  # OpenAI, Anthropic, DeepSeek, ...
+    re.compile(r"(?i)((?<![A-Za-z0-9_\-])bearer\s+)" + _WITH_DIGIT + r"[A-Za-z0-9_\-\.]{8,}"),
+    re.compile(r"(?i)(" + _START + r"x-api-key[\"']?\s*[:=]\s*[\"']?)(?=[^\s\"',]*\d)[^\s\"',]{6,}"),
+    re.compile(r"(?i)(" + _START + r"x-goog-api-key[\"']?\s*[:=]\s*[\"']?)(?=[^\s\"',]*\d)[^\s\"',]{6,}"),
+    re.compile(_START + r"AIza[0-9A-Za-z_\-]{20,}"),  # Google API keys
+    re.compile(_START + r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),  # GitHub tokens
 ]
 #: What every key shape above contains (same flags): a text without any of these needs no pattern.
-_SHAPE_HINT = re.compile(r"sk-|AIza|(?i:bearer|api-key)")
+_SHAPE_HINT = re.compile(r"sk-|AIza|gh[pousr]_|github_pat_|(?i:bearer|api-key)")
 #: Characters JSON text escapes (ensure_ascii off): a secret with one is not found verbatim in it.
 _JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
@@ -29,7 +36,7 @@ def _may_hold_a_key_shape(text: str) -> bool:
     """Whether `text` contains what every key shape contains, by substring tests on its lower
     case (a case-insensitive regex scan is many times slower). The regex's case folding differs
     from lower() only for the dotted and dotless i, so text with those asks the regex."""
-    if "sk-" in text or "AIza" in text:
+    if "sk-" in text or "AIza" in text or ("_" in text and ("gh" in text or "github" in text)):
         return True
     if len(text) < 6:  # shorter than "bearer" and "api-key"
         return False
@@ -60,7 +67,8 @@ class Redactor:
 
     Secrets are the values of environment variables whose names look secret (…KEY, …TOKEN, …),
     collected once, plus explicit `extra` values, plus anything shaped like a key (sk-…,
-    Bearer …, x-api-key: …, AIza…).
+    Bearer …, x-api-key: …, AIza…, GitHub's ghp_…), standing as a word of its own: a word
+    that merely contains such a prefix ("task-scheduler.py") is text, not a key.
     """
 
     def __init__(self, env: Mapping[str, str] | None = None, extra: Iterable[str | None] | None = None):

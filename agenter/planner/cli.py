@@ -33,7 +33,7 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("prompt", help="the task")
+    parser.add_argument("prompt", nargs="?", default=None, help="the task (left out with --resume)")
     parser.add_argument("--cwd", default=".", help="the repository to work in (default: .)")
     parser.add_argument("--backend", default="anthropic-sdk", help="executor backend (default: anthropic-sdk)")
     parser.add_argument("--model", default=None, help="executor model (default: the backend's own)")
@@ -62,6 +62,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--planner-option", action="append", default=[], metavar="KEY=VALUE",
                         help="planner backend option (default: the --option values when the backends match)")
     parser.add_argument("--json", action="store_true", help="print PlanEvents as NDJSON on stdout")
+    parser.add_argument("--state-dir", default=None, metavar="DIR",
+                        help="write the run's state here as it changes (default: a new folder under "
+                             "~/.cache/agenter/plans, printed at the start)")
+    parser.add_argument("--resume", default=None, metavar="DIR",
+                        help="finish the run recorded in DIR (a killed or interrupted one): only what had "
+                             "not finished runs again")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,7 +91,16 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def _usage_problems(args: argparse.Namespace) -> list[str]:
-    problems = ["the prompt is empty"] if not args.prompt.strip() else []
+    if args.resume is not None:
+        problems = [] if Path(args.resume, "state.json").is_file() else [
+            f"--resume: no plan run was recorded in {args.resume!r} (no state.json)"]
+        problems += [f"--resume continues the recorded run: {flag} cannot be given with it"
+                     for flag, given in (("--plan", args.plan_file), ("--plan-only", args.plan_only),
+                                         ("--state-dir", args.state_dir)) if given]
+    elif args.prompt is None or not args.prompt.strip():
+        problems = ["the prompt is empty"]
+    else:
+        problems = []
     problems += positive_problems(args, at_least_one=("parallel", "max_depth"))
     problems += pair_problems("--option", args.option) + pair_problems("--planner-option", args.planner_option)
     args.loaded_plan = None
@@ -178,8 +193,12 @@ async def _run(args: argparse.Namespace) -> int:
 
     try:
         runner = _build(args)
-        events = runner.stream_execute(args.prompt, args.cwd, plan=args.loaded_plan, plan_only=args.plan_only,
-                                       allowed_write_paths=args.allow_write)
+        if args.resume is not None:
+            events = runner.stream_execute(args.prompt, resume=args.resume)
+        else:
+            state_dir = args.state_dir or (None if args.plan_only else _new_state_dir())
+            events = runner.stream_execute(args.prompt, args.cwd, plan=args.loaded_plan, plan_only=args.plan_only,
+                                           allowed_write_paths=args.allow_write, state_dir=state_dir)
         result = None
         async for event in events:
             if args.json:
@@ -205,11 +224,24 @@ async def _run(args: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_NOT_COMPLETED
 
 
+def _new_state_dir() -> str:
+    """A new folder for a run's state under ~/.cache/agenter/plans (XDG_CACHE_HOME honoured)."""
+    import os
+    import time
+    import uuid
+
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agenter" / "plans"
+    return str(root / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}")
+
+
 def _show(event: Any) -> None:
     """One line on stderr per notable event (the summary comes at the end)."""
     kind, data, task = event.type.value, event.data, event.task_id
     line = None
-    if kind == "plan_created":
+    if kind == "run_start" and data.get("state_dir"):
+        line = (f"{'resuming' if data.get('resumed') else 'state'}: {data['state_dir']}"
+                + ("" if data.get("resumed") else f" (if it stops: agenter plan --resume {data['state_dir']})"))
+    elif kind == "plan_created":
         line = f"plan: {data['atomic_tasks']} task(s), order {', '.join(data['order'])}"
     elif kind == "approval" and not data.get("approved"):
         line = "plan rejected"

@@ -120,7 +120,7 @@ class Execution:
 
     def __init__(self, plan: Plan, reports: dict[str, TaskReport], runner: TaskRunner,
                  workspaces: InPlaceWorkspaces | GitWorkspaces, *, parallel: int, pool: BudgetPool,
-                 emit: Callable[[PlanEvent], None]):
+                 emit: Callable[[PlanEvent], None], checkpoint: Callable[[], None] | None = None):
         self.plan = plan
         self.reports = reports
         self.runner = runner
@@ -140,6 +140,21 @@ class Execution:
         self.budget_stop: str | None = None
         self.budget_limit: str | None = None
         self.budget_hit: list[str] = []
+        #: Called after every change a resumed run must know (the run writes its state).
+        self.checkpoint = checkpoint or (lambda: None)
+
+    def restore(self, states: dict[str, str], commits: dict[str, str | None], runs: list[CodingResult]) -> None:
+        """Continue a killed run's execution: merged, failed and skipped tasks stay as they were,
+        a finished one is merged from its commit, a running one runs again (see planner/state.py)."""
+        for task_id in self.order:
+            state = states.get(task_id, "pending")
+            self.state[task_id] = "pending" if state == "running" else state
+            if state == "running":
+                # The killed attempt left no result: the task's next run is the one it reports.
+                report = self.reports[task_id]
+                report.attempts = max(report.attempts - 1, 0)
+        self.commits.update(commits)
+        self.runs.extend(runs)
 
     @property
     def isolated(self) -> bool:
@@ -195,6 +210,7 @@ class Execution:
                 self.budget_stop = self.pool.describe(self.budget_limit)
                 return
             self.state[task_id] = "running"
+            self.checkpoint()
             running[asyncio.create_task(self._run_task(task_id, budget), name=f"agenter-task-{task_id}")] = task_id
 
     async def _merge_ready(self, index: int) -> int:
@@ -216,6 +232,7 @@ class Execution:
         report.reason = reason
         self.emit(PlanEvent(type=PlanEventType.TASK_END, phase=Phase.EXECUTION, task_id=task_id,
                             data={"status": "skipped", "reason": reason}))
+        self.checkpoint()
 
     # ------------------------------------------------------------------ one task
     async def _run_task(self, task_id: str, budget: Any, note: str | None = None) -> None:
@@ -275,6 +292,7 @@ class Execution:
             self.state[task_id] = "merged"
             report.merge = "nothing to merge" if outcome.nothing_to_merge else (
                 "merged after a re-run" if report.attempts > 1 else "merged")
+            self.checkpoint()  # the task merged and the merged state, in one write
             self._merge_event(task_id, report.merge, [])
             return
         self._merge_event(task_id, "conflict", outcome.conflicts)
@@ -306,6 +324,7 @@ class Execution:
                             data={"outcome": outcome, "conflicts": conflicts}))
 
     def _task_end(self, task_id: str) -> None:
+        self.checkpoint()
         report = self.reports[task_id]
         self.emit(PlanEvent(type=PlanEventType.TASK_END, phase=Phase.EXECUTION, task_id=task_id, data={
             "status": report.status.value, "run_status": report.run_status, "reason": report.reason,

@@ -10,6 +10,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import inspect
+import shutil
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from pathlib import Path
@@ -27,6 +28,7 @@ from agenter.planner.executor import Execution, TaskRunner, run_tests
 from agenter.planner.plan import Plan, PlanTask, TestSpec, atomic_tasks, execution_order, walk
 from agenter.planner.planner import Decompose, PlannerStopped, PlanningSteps, TestDesignMode
 from agenter.planner.report import PhaseUsage, PlanResult, TaskReport, TaskStatus, TestOutcome
+from agenter.planner.state import GitState, PlanState, read_state, write_state
 from agenter.planner.workspaces import GitWorkspaces, InPlaceWorkspaces, WorkspaceError, write_test_files
 from agenter.sandbox.paths import read_text_capped
 
@@ -95,13 +97,18 @@ class PlanAndExecute:
         self.test_timeout = float(test_timeout)
 
     # ------------------------------------------------------------------ public
-    async def execute(self, prompt: str, cwd: str | Path, *, plan: Plan | None = None, plan_only: bool = False,
-                      allowed_write_paths: list[str] | None = None, system_prompt: str | None = None) -> PlanResult:
+    async def execute(self, prompt: str | None = None, cwd: str | Path | None = None, *, plan: Plan | None = None,
+                      plan_only: bool = False, allowed_write_paths: list[str] | None = None,
+                      system_prompt: str | None = None, state_dir: str | Path | None = None,
+                      resume: str | Path | None = None) -> PlanResult:
         """Plan (unless `plan` is given) and execute; returns the report. `plan_only=True` stops
-        after planning and approval without running any task."""
+        after planning and approval without running any task. `state_dir`: write the run's state
+        there as it changes; `resume`: finish the run recorded in that folder (prompt and cwd may
+        be left out; see docs/planning.md, "Resuming a run")."""
         result: PlanResult | None = None
         events = self.stream_execute(prompt, cwd, plan=plan, plan_only=plan_only,
-                                     allowed_write_paths=allowed_write_paths, system_prompt=system_prompt)
+                                     allowed_write_paths=allowed_write_paths, system_prompt=system_prompt,
+                                     state_dir=state_dir, resume=resume)
         async with contextlib.aclosing(events):
             async for event in events:
                 if event.type is PlanEventType.RUN_END:
@@ -109,7 +116,7 @@ class PlanAndExecute:
         assert result is not None
         return result
 
-    def execute_sync(self, prompt: str, cwd: str | Path, **options: Any) -> PlanResult:
+    def execute_sync(self, prompt: str | None = None, cwd: str | Path | None = None, **options: Any) -> PlanResult:
         """For callers without an event loop."""
         coroutine = self.execute(prompt, cwd, **options)
         try:
@@ -119,11 +126,22 @@ class PlanAndExecute:
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             return pool.submit(asyncio.run, coroutine).result()
 
-    async def stream_execute(self, prompt: str, cwd: str | Path, *, plan: Plan | None = None,
-                             plan_only: bool = False, allowed_write_paths: list[str] | None = None,
-                             system_prompt: str | None = None) -> AsyncGenerator[PlanEvent, None]:
+    async def stream_execute(self, prompt: str | None = None, cwd: str | Path | None = None, *,
+                             plan: Plan | None = None, plan_only: bool = False,
+                             allowed_write_paths: list[str] | None = None, system_prompt: str | None = None,
+                             state_dir: str | Path | None = None,
+                             resume: str | Path | None = None) -> AsyncGenerator[PlanEvent, None]:
         """Yield PlanEvents as they happen; run_end is always last and carries the PlanResult.
         Closing the generator early stops every run and removes the worktrees."""
+        restored: PlanState | None = None
+        if resume is not None:
+            restored = read_state(resume)
+            prompt, cwd, plan = self._resumed(restored, prompt, cwd, plan, plan_only)
+            allowed_write_paths = restored.request_fields.get("allowed_write_paths")
+            system_prompt = restored.request_fields.get("system_prompt")
+            state_dir = resume
+        if cwd is None:
+            raise ConfigurationError("cwd is needed (the repository to work in)", parameter="cwd")
         if not isinstance(prompt, str) or not prompt.strip():
             raise ConfigurationError("the prompt is empty", parameter="prompt")
         directory = Path(cwd).expanduser()
@@ -138,7 +156,8 @@ class PlanAndExecute:
                 "(an AutonomousCodingAgent with mode='analysis', or a backend name), or a ready plan=",
                 parameter="planner")
         run = _Run(self, prompt, directory.resolve(), plan=plan, plan_only=plan_only,
-                   request_fields={"allowed_write_paths": allowed_write_paths, "system_prompt": system_prompt})
+                   request_fields={"allowed_write_paths": allowed_write_paths, "system_prompt": system_prompt},
+                   state_dir=Path(state_dir).expanduser() if state_dir is not None else None, restored=restored)
         worker = asyncio.create_task(run.main(), name="agenter-plan")
         try:
             while True:
@@ -152,6 +171,21 @@ class PlanAndExecute:
                 worker.cancel()
                 with contextlib.suppress(BaseException):
                     await worker
+
+    @staticmethod
+    def _resumed(state: PlanState, prompt: str | None, cwd: str | Path | None, plan: Plan | None,
+                 plan_only: bool) -> tuple[str, str, None]:
+        """The recorded prompt and cwd; what the caller also passed must be the same."""
+        if plan is not None or plan_only:
+            raise ConfigurationError("resume= continues the recorded plan: plan= and plan_only= cannot be "
+                                     "given with it", parameter="resume")
+        if prompt is not None and prompt != state.prompt:
+            raise ConfigurationError("resume=: the prompt differs from the recorded run's; leave it out to "
+                                     "resume, or start a new run", parameter="prompt")
+        if cwd is not None and Path(cwd).expanduser().resolve() != Path(state.cwd):
+            raise ConfigurationError(f"resume=: the recorded run worked in {state.cwd!r}, not {str(cwd)!r}",
+                                     parameter="cwd")
+        return state.prompt, state.cwd, None
 
     def _check_plan(self, plan: Plan | dict[str, Any]) -> Plan:
         limit = 1 if self.decomposition == "deliverables" else self.max_depth
@@ -167,7 +201,7 @@ class _Run:
     """One plan-and-execute run: its state, its events, its phases."""
 
     def __init__(self, owner: PlanAndExecute, prompt: str, cwd: Path, *, plan: Plan | None, plan_only: bool,
-                 request_fields: dict[str, Any]):
+                 request_fields: dict[str, Any], state_dir: Path | None = None, restored: PlanState | None = None):
         self.owner = owner
         self.prompt = prompt
         self.cwd = cwd
@@ -181,6 +215,43 @@ class _Run:
         self.changed: set[str] = set()
         secrets = [*owner.executor.options.secrets(), *(owner.planner.options.secrets() if owner.planner else [])]
         self.redact = Redactor(extra=secrets)
+        self.state_dir = state_dir
+        self.restored = restored
+        self.approved = False
+        self.execution: Execution | None = None
+        self.workspaces: GitWorkspaces | InPlaceWorkspaces | None = None
+        self.applied = False
+        self.started = time.monotonic() - (restored.elapsed_seconds if restored else 0.0)
+        if restored is not None:
+            self.pool.spent = restored.spent
+            self.pool.started = self.started
+            self.applied = restored.applied
+
+    def save(self, ended: bool = False) -> None:
+        """Write the run's state (planner/state.py); nothing without a state folder."""
+        if self.state_dir is None:
+            return
+        execution, workspaces = self.execution, self.workspaces
+        git = None
+        if isinstance(workspaces, GitWorkspaces) and workspaces.base:
+            git = GitState(kind=workspaces.kind, base=workspaces.base, head=workspaces.head,
+                           scratch=workspaces.scratch,
+                           store=str(workspaces.store) if workspaces.kind == "copy" and workspaces.store else None)
+        elif self.restored is not None and self.restored.git is not None and execution is None:
+            git = self.restored.git  # not set up again yet
+        state = PlanState(status="ended" if ended else "running", prompt=self.prompt, cwd=str(self.cwd),
+                          request_fields=self.request_fields, approved=self.approved, plan=self.plan,
+                          result=self.result, git=git, applied=self.applied, spent=self.pool.spent,
+                          elapsed_seconds=round(time.monotonic() - self.started, 3))
+        if execution is not None:
+            state.tasks = dict(execution.state)
+            state.commits = dict(execution.commits)
+            state.runs = list(execution.runs)
+            state.budget_stop, state.budget_limit = execution.budget_stop, execution.budget_limit
+            state.budget_hit = list(execution.budget_hit)
+        elif self.restored is not None:
+            state.tasks, state.commits, state.runs = self.restored.tasks, self.restored.commits, self.restored.runs
+        write_state(self.state_dir, state)
 
     def emit(self, event: PlanEvent) -> None:
         if event.event is None:  # forwarded CodingEvents were redacted by their session
@@ -195,22 +266,30 @@ class _Run:
         self.result.add_usage(_usage(result))
 
     async def main(self) -> None:
-        started = time.monotonic()
+        ended = False
         try:
             self.emit(PlanEvent(type=PlanEventType.RUN_START, phase=Phase.PLANNING, data={
                 "prompt": self.prompt, "cwd": str(self.cwd), "budget": self.owner.budget.model_dump(),
                 "parallel": self.owner.parallel, "decomposition": self.owner.decomposition,
-                "test_design": self.owner.test_design}))
+                "test_design": self.owner.test_design,
+                "state_dir": str(self.state_dir) if self.state_dir else None,
+                "resumed": self.restored is not None}))
+            if self.restored is not None and self.restored.status == "ended":
+                self.result = self.restored.result  # it had ended: nothing is run again
+                self.plan = self.result.plan
+                return
             await self._phases()
+            ended = True
         except PlannerStopped as stop:
             self._finish(stop.status, str(stop), stop.exceeded)
+            ended = True
         except asyncio.CancelledError:
             self._finish(CodingStatus.ERROR, "the run was cancelled")
             raise
         except Exception as exc:  # noqa: BLE001 - reported truthfully, never hidden
             self._finish(CodingStatus.ERROR, f"{type(exc).__name__}: {exc}")
         finally:
-            self.result.duration_seconds = round(time.monotonic() - started, 3)
+            self.result.duration_seconds = round(time.monotonic() - self.started, 3)
             for report in self.result.tasks:
                 report.roll_up()
             with contextlib.suppress(Exception):
@@ -221,6 +300,13 @@ class _Run:
                 "cost": self.result.total_cost_usd, "duration": self.result.duration_seconds,
                 "summary": self.result.summary(), "result": self.result.model_dump(mode="json")})
             end._result = self.result
+            # A run that ended is written as ended; one cancelled or stopped by an error of ours
+            # stays resumable (its state as of its last step).
+            with contextlib.suppress(Exception):
+                if ended:
+                    self.save(ended=True)
+                    if self.state_dir is not None:
+                        await asyncio.to_thread(shutil.rmtree, self.state_dir / "store", True)
             self.emit(end)
             self.queue.put_nowait(_END)
 
@@ -239,6 +325,15 @@ class _Run:
                                   system_prompt=self.request_fields.get("system_prompt"))
         task = self.prompt
         plan = self.plan
+        restored = self.restored
+        if restored is not None and restored.plan is not None:
+            self._restore_plan(restored)
+            if not restored.approved and not await self._approve():
+                return
+            self.approved = True
+            self.save()
+            await self._execute()
+            return
         if plan is None:
             if owner.on_clarify is not None and steps is not None:
                 task = await self._clarify(steps, task)
@@ -252,9 +347,23 @@ class _Run:
         if self.plan_only:
             self._finish(CodingStatus.COMPLETED)
             return
+        self.save()
         if not await self._approve():
             return
+        self.approved = True
+        self.save()
         await self._execute()
+
+    def _restore_plan(self, restored: PlanState) -> None:
+        """The recorded plan and reports, as the killed run left them."""
+        assert restored.plan is not None
+        self.plan = restored.plan
+        self.result = restored.result
+        self.result.status, self.result.error, self.result.exceeded_limit = CodingStatus.ERROR, None, None
+        self.reports = {report.id: report for report in self.result.walk()}
+        self.emit(PlanEvent(type=PlanEventType.PLAN_CREATED, phase=Phase.PLANNING, data={
+            "plan": self.plan.model_dump(mode="json"), "atomic_tasks": len(atomic_tasks(self.plan.tasks)),
+            "order": execution_order(self.plan.tasks), "edited": False, "resumed": True}))
 
     async def _clarify(self, steps: PlanningSteps, task: str) -> str:
         questions = await steps.clarify(task)
@@ -313,16 +422,29 @@ class _Run:
         owner = self.owner
         assert self.plan is not None
         plan = self.plan
-        workspaces = GitWorkspaces(self.cwd) if owner.isolated else InPlaceWorkspaces(self.cwd)
+        restored = self.restored
+        isolated = owner.isolated if restored is None or restored.git is None else True
+        store = self.state_dir / "store" if self.state_dir is not None else None
+        workspaces = GitWorkspaces(self.cwd, store=store) if isolated else InPlaceWorkspaces(self.cwd)
         runner = TaskRunner(owner.executor, plan=plan, pool=self.pool, emit=self.emit,
                             test_timeout=owner.test_timeout, request_fields=self.request_fields)
         execution = Execution(plan, self.reports, runner, workspaces, parallel=owner.parallel, pool=self.pool,
-                              emit=self.emit)
+                              emit=self.emit, checkpoint=self.save)
+        if restored is not None:
+            execution.restore(restored.tasks, restored.commits, restored.runs)
+            execution.budget_stop, execution.budget_limit = restored.budget_stop, restored.budget_limit
+            execution.budget_hit = list(restored.budget_hit)
+        self.workspaces, self.execution = workspaces, execution
         try:
-            await workspaces.setup()
+            if isinstance(workspaces, GitWorkspaces) and restored is not None and restored.git is not None:
+                git = restored.git
+                await workspaces.resume(git.kind, git.base, git.head, git.scratch)
+            else:
+                await workspaces.setup()
+            self.save()
             self.result.workspaces = workspaces.kind
             await execution.run()
-            if isinstance(workspaces, GitWorkspaces):
+            if isinstance(workspaces, GitWorkspaces) and not self.applied:
                 # All of the merged changes reach cwd or none: a cancellation waits for the copy.
                 applying = asyncio.ensure_future(workspaces.apply_back())
                 try:
@@ -331,12 +453,15 @@ class _Run:
                     await asyncio.wait({applying})
                     raise
                 self.changed.update(changed)
+                self.applied = True
+                self.save()
                 if outside:
                     raise WorkspaceError("tasks changed files outside cwd, which were not copied back: "
                                          + ", ".join(outside))
         finally:
             for run in execution.runs:
                 self.record("execution", run)
+            execution.runs.clear()  # counted: a later state must not count them again
             await workspaces.close()
         for report in self.reports.values():
             if report.is_atomic:

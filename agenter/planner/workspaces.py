@@ -96,9 +96,12 @@ class InPlaceWorkspaces:
 class GitWorkspaces:
     """A git worktree per task (see the module docstring). Use `setup()` first, `close()` always."""
 
-    def __init__(self, cwd: Path, *, timeout: float = GIT_TIMEOUT):
+    def __init__(self, cwd: Path, *, timeout: float = GIT_TIMEOUT, store: Path | None = None):
         self.cwd = cwd
         self.timeout = timeout
+        #: Where the private repository of copy mode is kept: a state folder, so that a resumed
+        #: run finds the commits of a killed one (None: in the temporary folder).
+        self.store = store
         self.kind = "worktree"
         self.git = find_program("git")
         self._tmp: Path | None = None
@@ -109,6 +112,7 @@ class GitWorkspaces:
         self.base = ""                       # commit of cwd's state at setup
         self.head = ""                       # the merged state so far
         self._integration: Path | None = None
+        self._integration_start = ""         # the commit the integration worktree starts at
         self._integration_ready: asyncio.Task[Any] | None = None
         self._trees: dict[str, tuple[Path, str]] = {}  # key -> (worktree, commit it started at)
         self._tree_of: dict[str, asyncio.Future[str]] = {}  # commit -> its tree, for "changed nothing"
@@ -132,14 +136,56 @@ class GitWorkspaces:
             head = lines[2].strip() if len(lines) > 2 else None
             self.base = self.head = await self._clean_head(head) or await self._snapshot(lines[1], head)
         else:
-            self.kind = "copy"
-            store = self._tmp / "store"
-            await self._run("init", "-q", str(store), cwd=self._tmp)
-            self._git_dir = store / ".git"
-            self._admin = store
-            self._top = self.cwd.resolve()
+            await self._private_repository(create=True)
             self.base = self.head = await self._snapshot(None, None)
         self._integration = self._tmp / "integration"
+        self._integration_start = self.head
+
+    async def resume(self, kind: str, base: str, head: str, scratch: str | None) -> None:
+        """Set up again after a killed run: the same repository (cwd's, or the private one kept
+        in `store`), its base and merged state; the killed run's folder removed and its worktree
+        entries pruned. A recorded commit that is gone is a WorkspaceError."""
+        if self.git is None:
+            raise WorkspaceError("the plan ran in git worktrees, but git is not installed")
+        if scratch:
+            await asyncio.to_thread(shutil.rmtree, scratch, True)
+        self._tmp = Path(tempfile.mkdtemp(prefix="agenter-plan-"))
+        if kind == "copy":
+            await self._private_repository(create=False)
+        else:
+            top = await self._run("rev-parse", "--show-toplevel", "--path-format=absolute", cwd=self.cwd)
+            self._top = self._admin = Path(top.stdout.strip()).resolve()
+            self._prefix = self.cwd.resolve().relative_to(self._top)
+        with contextlib.suppress(Exception):
+            await self._run("worktree", "prune", cwd=self._admin, check=False)
+        for commit in {base, head}:
+            found = await self._run("cat-file", "-e", f"{commit}^{{commit}}", cwd=self._admin, check=False)
+            if found.returncode != 0:
+                raise WorkspaceError(f"the recorded commit {commit[:12]} is gone from the repository (was it "
+                                     "garbage-collected?): the run cannot be resumed; start it again")
+        self.kind, self.base, self.head = kind, base, head
+        self._integration = self._tmp / "integration"
+        self._integration_start = head
+
+    @property
+    def scratch(self) -> str | None:
+        """The temporary folder of this run (the worktrees): recorded so a resume can remove it."""
+        return str(self._tmp) if self._tmp is not None else None
+
+    async def _private_repository(self, *, create: bool) -> None:
+        """Copy mode: cwd is not in a repository, so a private one (work tree cwd) holds it."""
+        assert self._tmp is not None
+        self.kind = "copy"
+        store = self.store if self.store is not None else self._tmp / "store"
+        if create:
+            store.mkdir(parents=True, exist_ok=True)
+            await self._run("init", "-q", str(store), cwd=store.parent)
+        elif not (store / ".git").is_dir():
+            raise WorkspaceError(f"the private repository of the killed run ({store}) is gone: the run cannot "
+                                 "be resumed; start it again")
+        self._git_dir = store / ".git"
+        self._admin = store
+        self._top = self.cwd.resolve()
 
     async def close(self) -> None:
         """Remove every worktree and the temporary directory (also after a failure)."""
@@ -171,9 +217,15 @@ class GitWorkspaces:
         await self._add_worktree(tree, start)
         if self._integration_ready is None:
             # Needed only at the first merge: checked out now, after the first task's worktree.
-            assert self._integration is not None
-            self._integration_ready = asyncio.create_task(self._add_worktree(self._integration, self.base))
+            self._start_integration()
         return tree / self._prefix
+
+    def _start_integration(self) -> asyncio.Task[Any]:
+        if self._integration_ready is None:
+            assert self._integration is not None
+            self._integration_ready = asyncio.create_task(
+                self._add_worktree(self._integration, self._integration_start))
+        return self._integration_ready
 
     async def _add_worktree(self, path: Path, commit: str) -> None:
         async def add() -> None:
@@ -203,8 +255,8 @@ class GitWorkspaces:
         """Merge a task's commit into the integration tree; a conflict is aborted and reported."""
         if commit is None:
             return MergeOutcome(merged=True, nothing_to_merge=True)
-        assert self._integration is not None and self._integration_ready is not None
-        await self._integration_ready
+        assert self._integration is not None
+        await self._start_integration()
         async with self._lock:
             outcome = await self._run("merge", "--ff", "--no-edit", "--no-verify", "-q", "-m", message, commit,
                                       cwd=self._integration, check=False)
@@ -230,8 +282,8 @@ class GitWorkspaces:
         relative to cwd."""
         if self.head == self.base:
             return [], []
-        assert self._integration is not None and self._integration_ready is not None
-        await self._integration_ready
+        assert self._integration is not None
+        await self._start_integration()
         listing = await self._run("diff", "--name-status", "--no-renames", "-z", self.base, self.head,
                                   cwd=self._integration)
         fields = listing.stdout.split("\0")

@@ -8,7 +8,7 @@ more specific one also comes later, which decides under either reading of Seatbe
 temporary folders, then the readable roots, workspace and TMPDIR again, then never the hidden
 credential paths.
 
-Limits: this is proven by its text only (tests/test_shell_confine.py); no Mac runs the tests of
+Limits: this is proven by its text only (tests/sandbox/test_shell_confine.py); no Mac runs the tests of
 this project. `sandbox-exec` is deprecated by Apple but still shipped and used (Codex, Claude Code).
 """
 

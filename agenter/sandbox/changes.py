@@ -760,16 +760,19 @@ class ChangeDetector:
         files = tree.files
         written: set[str] = set()
         deleted: set[str] = set()
+        created: set[str] = set()
         for path, old in self.undo.items():
             new = files.get(path)
             if new == old:
                 continue  # created and deleted within the turn, or put back as it was
             (deleted if new is None else written).add(path)
+            if old is None and new is not None:
+                created.add(path)
         for path, digest in self._racy.items():
             # Same size, same timestamp: only the content can tell (an lstat unless the ctime moved).
             if path not in written and path in files and tree.digest_now(path) != digest:
                 written.add(path)
-        return ModifiedFiles(written=written, deleted=deleted)
+        return ModifiedFiles(written=written, deleted=deleted, created=created)
 
     @staticmethod
     def _close_if_released(tree: _Tree) -> None:

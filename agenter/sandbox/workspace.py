@@ -105,7 +105,8 @@ class WorkspaceSnapshot:
                 if now != digest:
                     written.add(path)
         deleted = {path for path in before_entries if path not in after_entries}
-        return ModifiedFiles(written=written, deleted=deleted)
+        created = {path for path in written if path not in before_entries}
+        return ModifiedFiles(written=written, deleted=deleted, created=created)
 
     def changes_since(self) -> ModifiedFiles:
         """Diff against the workspace as it is now."""

@@ -221,6 +221,8 @@ class _RunState:
         #: The latest validation's verdicts, advisory ones included (result.validation).
         self.validation: list[ValidationResult] = []
         self.started_turn = False
+        #: This iteration's files written outside allowed_write_paths, removed: told to the model.
+        self.outside = ""
 
 
 class CodingRun:
@@ -401,7 +403,7 @@ class CodingRun:
         if turn.last_text:
             state.summary = turn.last_text
         self._report = self._read_report()
-        changes = self._collect_changes()
+        changes = await self._undo_outside(self._collect_changes(), state)
         self._changed = self._changed | changes
         self._collect_denials()
         ending = self._turn_ending(turn, changes, state)
@@ -518,11 +520,12 @@ class CodingRun:
                             "it changed: " + ", ".join(changes.all))
         outside = self._outside_allowed_paths(changes)
         if outside:
-            # Backends prevent what they can; whatever got through (a shell command, an agent
-            # writing by itself) is a failed run, never a silent success.
+            # Backends prevent what they can; a new file that got through was removed above, a
+            # change to a file that existed cannot be undone: a failed run, never a silent success.
             return _Outcome(CodingStatus.FAILED, (
                 "the agent changed files outside allowed_write_paths ("
-                f"{', '.join(self.request.allowed_write_paths or []) or 'none'}): " + ", ".join(outside)))
+                f"{', '.join(self.request.allowed_write_paths or []) or 'none'}): " + ", ".join(outside)
+                + " (agenter keeps no copy of a file's earlier content, so it could not undo the change)"))
         state.refusal = self._report.refusal
         if state.refusal is not None:
             return _Outcome(CodingStatus.REFUSED)
@@ -561,6 +564,8 @@ class CodingRun:
     def _verdict(self, results: list[ValidationResult], state: _RunState) -> list[str]:
         """The problems that fail this iteration (empty: it passed)."""
         problems = [f"[{r.validator}] {e}" for r in results if r.blocks for e in (r.errors or ["failed"])]
+        if state.outside:
+            problems.append(state.outside)
         state.output = self._report.output if self.request.output_type else None
         if self.request.output_type is not None and state.output is None:
             problems.append(
@@ -678,7 +683,28 @@ class CodingRun:
     def _collect_changes(self) -> ModifiedFiles:
         changes = self._report.files
         ours = self._own_files()
-        return ModifiedFiles(written=set(changes.written) - ours, deleted=set(changes.deleted) - ours)
+        return ModifiedFiles(written=set(changes.written) - ours, deleted=set(changes.deleted) - ours,
+                             created=set(changes.created) - ours)
+
+    async def _undo_outside(self, changes: ModifiedFiles, state: _RunState) -> ModifiedFiles:
+        """New files the turn wrote outside allowed_write_paths are removed and told to the model
+        (agenter.session.outside); the changes without them."""
+        state.outside = ""
+        allowed = self.request.allowed_write_paths
+        if self.mode != "autonomous" or allowed is None or not changes.created:
+            return changes
+        from agenter.session.outside import undo_outside
+
+        found = await asyncio.to_thread(undo_outside, Path(self.request.cwd), allowed, changes)
+        if not found.removed:
+            return changes
+        self._collect_denials(found.denials())
+        state.outside = found.problem()
+        removed = set(found.removed)
+        self._changed = ModifiedFiles(written=self._changed.written - removed, deleted=self._changed.deleted,
+                                      created=self._changed.created - removed)
+        return ModifiedFiles(written=changes.written - removed, deleted=changes.deleted,
+                             created=changes.created - removed)
 
     def _own_files(self) -> set[str]:
         """Files agenter itself writes in the workspace (a transcript in a log_dir inside it)."""
@@ -766,6 +792,7 @@ class CodingRun:
             iterations=state.iteration, input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens, cache_read_tokens=usage.cache_read_tokens,
             cache_write_tokens=usage.cache_write_tokens, total_tokens=usage.total_tokens,
+            estimated_input_tokens=usage.estimated_input_tokens, estimated_output_tokens=usage.estimated_output_tokens,
             total_cost_usd=round(usage.cost_usd, 6), duration_seconds=round(self._limits.elapsed(), 3),
             output=state.output, error=outcome.error, exceeded_limit=outcome.exceeded, error_kind=outcome.kind,
             refusal_reason=self._redact(refusal.reason) if refusal else None,

@@ -106,6 +106,8 @@ class ValidatorChain:
                     validator=name, passed=False, blocking=blocking,
                     errors=[f"validator {name!r} returned {type(result).__name__}, not a ValidationResult"],
                 )
+            elif not result.validator:  # ValidationResult(passed=True), as agenter 0.1.7 wrote it
+                result = result.model_copy(update={"validator": name})
         if result.duration_seconds is None:
             result = result.model_copy(update={"duration_seconds": time.perf_counter() - started})
         return result

@@ -6,8 +6,10 @@ import inspect
 from collections.abc import Iterable
 from typing import Any
 
+from agenter._compat import deprecated
 from agenter._errors import ConfigurationError
 from agenter.validators._base import Validator
+from agenter.validators._legacy import Validator017, is_validator_017
 from agenter.validators.command import CommandValidator
 from agenter.validators.security import SecurityValidator
 from agenter.validators.syntax import SyntaxValidator
@@ -44,22 +46,34 @@ def resolve_validators(spec: None | str | Validator | Iterable[str | Validator])
     """
     if spec is None:
         return [SyntaxValidator()]
-    if isinstance(spec, str) or _is_validator(spec) or isinstance(spec, type):
+    if isinstance(spec, str) or _is_validator(spec) or is_validator_017(spec) or isinstance(spec, type):
         spec = [spec]  # type: ignore[list-item]
     resolved: list[Validator] = []
     for item in spec:  # type: ignore[union-attr]
         if isinstance(item, str):
             resolved.append(_from_name(item))
         elif isinstance(item, type) and _is_validator_class(item):
-            resolved.append(_check_async(item()))
-        elif _is_validator(item):
-            resolved.append(_check_async(item))
+            resolved.append(_validator(item()))
         else:
-            raise ConfigurationError(
-                f"{item!r} is not a validator (it needs name, blocking and async validate(files, cwd))",
-                parameter="validators", valid=VALID_NAMES,
-            )
+            resolved.append(_validator(item))
     return resolved
+
+
+def _validator(item: Any) -> Validator:
+    """A validator object checked, or one written for agenter 0.1.7 wrapped (with a warning)."""
+    if is_validator_017(item):
+        _check_async(item)
+        deprecated(f"the validator {type(item).__name__} (validate given a dict of path -> contents, "
+                   "no name/blocking)",
+                   "name, blocking and async validate(self, files: list[str], cwd: Path): the changed "
+                   "paths, read as needed")
+        return Validator017(item)
+    if _is_validator(item):
+        return _check_async(item)
+    raise ConfigurationError(
+        f"{item!r} is not a validator (it needs name, blocking and async validate(files, cwd))",
+        parameter="validators", valid=VALID_NAMES,
+    )
 
 
 def _check_async(validator: Validator) -> Validator:

@@ -99,6 +99,10 @@ PAYLOADS: list[tuple[str, int, Any, str, bool]] = [
                                           "messages resulted in 130000 tokens. Please reduce the length of the "
                                           "messages.", "invalid_request_error", "context_length_exceeded"),
      "context_length", False),
+    ("llama.cpp context size", 400, {"error": {"code": 400, "message": "request (4476 tokens) exceeds the available "
+                                                                   "context size (4096 tokens)",
+                                                "type": "exceed_context_size_error", "n_prompt_tokens": 4476,
+                                                "n_ctx": 4096}}, "context_length", False),
     ("openai bad key", 401, openai("Incorrect API key provided: sk-abc. You can find your API key at "
                                    "https://platform.openai.com/account/api-keys.", "invalid_request_error",
                                    "invalid_api_key"), "auth", False),
@@ -346,6 +350,7 @@ async def test_openai_insufficient_quota_is_not_retried(tmp_path: Path):
     (429, openai(OPENAI_QUOTA, "insufficient_quota", "insufficient_quota")),
     (400, openai(CREDIT, "invalid_request_error", None)),  # a proxy passing Anthropic's answer on
 ], ids=["insufficient_quota", "credit_balance"])
+@pytest.mark.xdist_group("litellm")  # LiteLLM takes seconds to import: one worker does
 async def test_litellm_out_of_credit_is_a_quota_error(tmp_path: Path, status: int, body: dict[str, Any]):
     with ScriptedModelServer([], default=http_error(status, body=body)) as server:
         agent = AutonomousCodingAgent(backend="litellm", model="openai/scripted-model", mode="patch",

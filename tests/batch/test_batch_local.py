@@ -4,6 +4,7 @@ interruption. (The real anthropic-sdk backend against the scripted server: test_
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from pathlib import Path
 
@@ -35,12 +36,18 @@ def _defaults(turn, **kwargs) -> TaskDefaults:
 
 async def test_every_task_gets_its_row_within_the_concurrency(git_repo: Path, tmp_path: Path):
     running = peak = 0
+    full = asyncio.Event()
 
     async def turn(ctx: TurnContext):
         nonlocal running, peak
         running += 1
         peak = max(peak, running)
-        await asyncio.sleep(0.05)
+        if running == 3:
+            full.set()
+        # Wait for the other runs instead of sleeping a fixed time: on a loaded machine the
+        # workspaces take long to set up, and a fixed sleep would measure the machine.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(full.wait(), 10)
         running -= 1
         return await _writer()(ctx)
 

@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from agenter import Budget
 from agenter.batch import TaskDefaults, read_rows, run_batch
 from agenter.batch import cli as batch_cli
@@ -96,6 +98,7 @@ CLI = ("import argparse, sys\n"
        "sys.exit(cli.run(parser.parse_args(sys.argv[1:])))\n")
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_the_batch_and_the_next_run_resumes(git_repo: Path, tmp_path: Path, scripted_model_server):
     import signal
     import subprocess

@@ -33,7 +33,8 @@ def _one_line_usage_error(proc: subprocess.CompletedProcess[str], *expected: str
 
 
 @pytest.mark.parametrize(("name", "content", "expected"), [
-    ("tasks.jsonl.gz", gzip.compress(json.dumps(TASK).encode()), "it is gzip-compressed, not text"),
+    # mtime=0: the same bytes, so the same test id, in every process (pytest-xdist's workers)
+    ("tasks.jsonl.gz", gzip.compress(json.dumps(TASK).encode(), mtime=0), "it is gzip-compressed, not text"),
     ("tasks.jsonl", bytes(range(256)) * 4, "not UTF-8 text (byte 0x80 at offset 128)"),
     ("tasks.jsonl", b'{"id": "a"}\x00\x00\x00', "it holds NUL bytes"),
 ])

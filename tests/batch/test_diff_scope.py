@@ -32,6 +32,7 @@ def _plain(path: Path, value: int) -> Path:
     return path
 
 
+@pytest.mark.slow
 async def test_diff_and_model_patch_hold_the_agents_file_only(tmp_path: Path, scripted_model_server, monkeypatch):
     monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
     server = scripted_model_server(handler=task_model())

@@ -19,7 +19,7 @@ from .scripted import PROMPT, task_model
 
 ray = pytest.importorskip("ray")
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
 def _check(value: int) -> str:

@@ -33,12 +33,21 @@ def test_plan_only_prints_the_plan_and_plan_runs_it(scripted_model_server, tmp_p
     assert json.loads(plan_json)["tasks"][0]["id"] == "1" and list(tmp_path.iterdir()) == []
     assert "plan: 1 task(s)" in out.err
 
-    assert main(["make a greeter", "--plan", str(saved), "--yes", "--json", *common]) == EXIT_OK
+    state = tmp_path.parent / "state"
+    assert main(["make a greeter", "--plan", str(saved), "--yes", "--json", "--state-dir", str(state),
+                 *common]) == EXIT_OK
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines[0]["data"]["state_dir"] == str(state) and (state / "state.json").is_file()
     assert lines[-1]["type"] == "run_end" and lines[-1]["data"]["status"] == "completed"
     assert "sk-cli-test" not in json.dumps(lines)
     assert (tmp_path / "hello.py").read_text() == "print('hello')\n"
     # Planning was skipped: only the executor's two model turns after the planner's one.
+    assert sum(1 for r in server.model_requests if r.model_request.tools) == 3
+
+    # The run ended: resuming it runs nothing and reports the same result.
+    assert main(["--resume", str(state), "--json", *common[2:]]) == EXIT_OK
+    again = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert again[0]["data"]["resumed"] is True and again[-1]["data"]["status"] == "completed"
     assert sum(1 for r in server.model_requests if r.model_request.tools) == 3
 
 
@@ -48,6 +57,11 @@ def test_usage_errors_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "the prompt is empty" in err and "--parallel must be >= 1" in err and "no such file" in err
     assert main(["x", "--cwd", str(tmp_path), "--backend", "no-such-backend", "--yes"]) == EXIT_USAGE
+    capsys.readouterr()
+    assert main(["--resume", str(tmp_path), "--plan-only"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "no plan run was recorded" in err and "--plan-only cannot be given with it" in err
+    assert main(["--cwd", str(tmp_path)]) == EXIT_USAGE
 
 
 def test_the_command_parser_imports_nothing_heavy():

@@ -24,8 +24,13 @@ from agenter.store import (
 )
 from agenter.testing import store_conformance as sc
 
+#: The checks that run processes and threads against one another: `make check` leaves them to `make test`.
+MULTIPROCESS = {"check_concurrent_writers_different_ids", "check_concurrent_appends_same_id",
+                "check_concurrent_saves_one_id", "check_crash_between_writes"}
 
-@pytest.mark.parametrize("check", sc.CHECKS, ids=sc.check_id)
+
+@pytest.mark.parametrize("check", [pytest.param(c, marks=pytest.mark.slow) if c.__name__ in MULTIPROCESS else c
+                                   for c in sc.CHECKS], ids=sc.check_id)
 def test_store_contract(check, tmp_path):
     check(sc.FILE_STORE, tmp_path)
 
@@ -34,8 +39,8 @@ def test_store_contract(check, tmp_path):
     ("unscrubbed", sc.check_secrets_never_stored),
     ("unchecked_ids", sc.check_odd_ids_refused),
     ("scrubbing_signatures", sc.check_opaque_fields_kept),
-    ("unlocked", sc.check_concurrent_appends_same_id),
-    ("in_place", sc.check_concurrent_saves_one_id),
+    pytest.param("unlocked", sc.check_concurrent_appends_same_id, marks=pytest.mark.slow),
+    pytest.param("in_place", sc.check_concurrent_saves_one_id, marks=pytest.mark.slow),
 ], ids=lambda v: v if isinstance(v, str) else sc.check_id(v))
 def test_the_suite_fails_a_store_that_breaks_the_contract(factory, check, tmp_path):
     broken = sc.StoreHarness(factory=f"naive_stores:{factory}", raw=sc.file_store_bytes)
@@ -138,6 +143,7 @@ def test_a_failure_between_temp_write_and_rename_leaves_the_old_conversation(tmp
     assert store.save("s", _conversation(5), revision=2) == 3
 
 
+@pytest.mark.slow
 def test_a_writer_killed_mid_save_leaves_the_old_file(tmp_path):
     """SIGKILL until one lands inside a save (its temp file is left): the conversation loads as
     the previous write left it, and the next save replaces the leftover."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -43,6 +44,8 @@ from agenter.backends.cli._runner import Invocation, Line, ProgramRun, start_pro
 from agenter.host import Program, Requirement, find_program
 
 __all__ = ["CliBackend", "CliOptions", "TurnState", "search_path", "table"]
+
+log = logging.getLogger("agenter.backends.cli")
 
 
 class CliOptions(BackendOptions):
@@ -150,6 +153,8 @@ class CliBackend(BaseBackend[OptionsT]):
         self._run: ProgramRun | None = None
         self._estimate = Usage()
         self._settled: list[BackendMessage] = []
+        #: Characters of the prompt agenter sent in the running turn.
+        self._sent_chars = 0
 
     # ------------------------------------------------------------------ configuration
     @classmethod
@@ -192,6 +197,19 @@ class CliBackend(BaseBackend[OptionsT]):
         """The answer to a question the program asks on stdin (programs whose invocation sets
         `question`). Headless, the safe answer is "n"."""
         return "n"
+
+    def unreported(self, turn: TurnState, *, ended: bool, reported: bool) -> Usage:
+        """Usage the program did not report for this run, counted as agenter's estimate. `ended`:
+        the program ran to its end (else it was cut short: a budget, a stop, a failure);
+        `reported`: it reported some usage during the run. A `cost_usd` in it is taken as the
+        cost (else it is priced at the model's rates). By default a run cut short before it
+        reported anything counts the prompt agenter sent and the text that came back, about four
+        characters a token (the program's own instructions and context are not seen: a lower
+        bound); programs without live usage have their running estimate kept instead."""
+        if ended or reported or not self.live_usage:
+            return Usage()
+        back = sum(len(text) for text in turn.texts) + sum(len(text) for text in turn._pending)
+        return Usage.estimate(input_chars=self._sent_chars, output_chars=back)
 
     def last_messages(self, turn: TurnState) -> list[BackendMessage]:
         """Messages still pending when the output ended (a streamed message not yet closed)."""
@@ -280,7 +298,7 @@ class CliBackend(BaseBackend[OptionsT]):
                 self._estimate = self._estimate + Usage(output_tokens=size // 4)
         if sent:
             self._estimate = self._estimate + Usage(input_tokens=len(sent) // 4)
-        self.ledger.running(self._estimate)
+        self.ledger.running(self._estimate.as_estimate())
 
     def call_message(self, name: str, arguments: dict[str, Any], call_id: str | None, *,
                      raw: Any = None) -> BackendMessage:
@@ -343,10 +361,12 @@ class CliBackend(BaseBackend[OptionsT]):
         task = self.task(prompt)
         invocation = self.command(task)
         turn = TurnState()
+        self._sent_chars = len(task)
         self._count(sent=task)
+        before, started, ended = self.ledger.total, False, False
         try:
             async with start_program(invocation, self.cwd, grace=self.stop_grace) as run:
-                self._run = run
+                self._run, started = run, True
                 async with contextlib.aclosing(run.lines(idle_timeout=self.options.idle_timeout,
                                                          backend=self.name)) as lines:
                     async for line in lines:
@@ -361,6 +381,7 @@ class CliBackend(BaseBackend[OptionsT]):
                             yield self._settled.pop(0)
                 returncode = await run.wait()
                 stderr = run.stderr_tail()
+                ended = True
         except FileNotFoundError as exc:
             raise BackendError(f"{self.program} could not be started ({exc}): {self.install}",
                                backend=self.name, kind="missing_program") from None
@@ -368,9 +389,22 @@ class CliBackend(BaseBackend[OptionsT]):
             self._run = None
             self._estimate = Usage()
             self.ledger.abandon_running()
+            if started:  # also when cancelled: budgets and the result see it
+                self._settle_unreported(turn, ended=ended, reported=self.ledger.total != before)
+        while self._settled:
+            yield self._settled.pop(0)
         for message in self.last_messages(turn):
             yield message
         self.conclude(turn, returncode, stderr)
+
+    def _settle_unreported(self, turn: TurnState, *, ended: bool, reported: bool) -> None:
+        try:
+            extra = self.unreported(turn, ended=ended, reported=reported)
+        except Exception:  # an estimate must never hide how the turn ended
+            log.warning("%s: could not estimate the usage it did not report", self.name, exc_info=True)
+            return
+        if extra.total_tokens:  # a cost the module worked out (another model's price), else priced here
+            self.settle(extra.as_estimate(), cost=extra.cost_usd or None)
 
     async def _disconnect(self) -> None:
         run, self._run = self._run, None

@@ -5,9 +5,12 @@ JSON: its reply, "Applied edit to <file>", "Tokens: ... Cost: ..." and LiteLLM e
 from the lines. It has no sandbox and, here, no shell (--no-suggest-shell-commands), so it runs
 only with sandbox=False. It never commits, never touches .gitignore, and without aider_git=True
 never touches git at all (--no-git). Each session's chat history is a file of its own
-(~/.cache/agenter/aider-sessions/<session id>.chat.md); later turns restore it, so a retry
-continues the same conversation, and a later session can resume it by id. Install it apart from your
-project's packages (its pins are strict): `pipx install aider-chat`, or scripts/install-aider.sh.
+(~/.cache/agenter/aider-sessions/<session id>.chat.md, a folder only its owner can read); later
+turns restore it, so a retry continues the same conversation, and a later session can resume it by
+id. It is kept after the session for that (aider_keep_history=False removes it when the session
+ends), and histories untouched for aider_history_days (30) are removed when a session starts.
+Install it apart from your project's packages (its pins are strict): `pipx install aider-chat`, or
+scripts/install-aider.sh.
 
 Aider is never run with --yes-always: headless, a "yes" to every question let a task's URL make
 Aider scrape the page and then install Playwright and its system packages (apt-get, as root).
@@ -34,9 +37,12 @@ aiderignore before applying an edit, so the ignore file alone would not stop one
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import re
+import time
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -44,11 +50,24 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from agenter._errors import PathSecurityError
+from agenter._errors import ConfigurationError, PathSecurityError
 from agenter._types import Usage
 from agenter.backends._edits import text_counts
 from agenter.backends._prompts import OutputChannel
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
+from agenter.backends.cli._aider_usage import (
+    MAX_HISTORY_TOKENS,
+    SUMMARY_PREFIX,
+    MainCall,
+    Message,
+    exchanges,
+    history_messages,
+    history_threshold,
+    main_calls,
+    summarized,
+    summary_in,
+    summary_request_chars,
+)
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState
 from agenter.backends.cli._failures import classify
 from agenter.backends.cli._policy.aider import aider_ignore
@@ -56,6 +75,7 @@ from agenter.backends.cli._runner import Invocation, Line
 from agenter.host.requirements import MODEL_PROVIDER_KEYS, Credentials
 from agenter.permissions import PermissionPolicy, ToolCall
 from agenter.sandbox.paths import PathResolver
+from agenter.usage import context_window, estimate_cost
 
 __all__ = ["AiderCliBackend", "AiderCliOptions"]
 
@@ -94,6 +114,15 @@ class AiderCliOptions(CliOptions):
         False, description="Let Aider use the git repository (repo map; it may `git add` new files). Never commits.")
     aider_files: list[str] = Field(
         default_factory=list, description="Files added to the chat from the start (paths relative to cwd).")
+    aider_keep_history: bool = Field(
+        True, description="Keep the session's chat history after the session, so a later one can resume it "
+                          "(CodingRequest.resume); False removes it when the session ends.")
+    aider_history_days: float | None = Field(
+        30.0, gt=0, description="Chat histories of earlier sessions untouched for this many days are removed "
+                                "when a session starts (None: never).")
+    aider_max_chat_history_tokens: int | None = Field(
+        None, gt=0, description="Chat history (tokens) past which Aider summarizes it with the weak model; None: "
+                                "Aider's rule (1/16 of the model's context window, between 1k and 8k).")
 
 
 class AiderCliBackend(CliBackend[AiderCliOptions]):
@@ -125,13 +154,28 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
         self._last_line = ""
         # The text of each file Aider may edit as it was before its edit (None: it did not exist).
         self._before: dict[str, str | None] = {}
+        # What Aider does not report (_aider_usage): its history threshold, the run's LLM log and
+        # chat history as it was before the run, and the size of the last summary seen.
+        self._threshold = MAX_HISTORY_TOKENS
+        self._llm_log: Path | None = None
+        self._history_before = ""
+        self._restored = False
+        self._summary_chars: int | None = None
+        self._unseen_summaries = 0
 
     async def prepare(self) -> None:
         # Aider names files relative to its root: the repository's top with aider_git, else cwd.
         self._root = self.cwd
         if self.options.aider_git:
             self._root = await self.in_thread(_git_top, self.cwd)
+        self._threshold = self.options.aider_max_chat_history_tokens or MAX_HISTORY_TOKENS
+        if self.options.aider_max_chat_history_tokens is None and self.settings.model:
+            # Aider's own rule, with the context window genai-prices knows: passed to Aider, so
+            # that agenter knows when it summarizes. (Without a model Aider picks one of its
+            # defaults, all with large context windows: 8k.)
+            self._threshold = history_threshold(await self.in_thread(context_window, self.settings.model))
         self._resolver = PathResolver(self.cwd, self.spec.allowed_write_paths, sandbox=True)
+        await self.in_thread(self._tidy_histories)
         self._editable = []
         for name in self.options.aider_files:
             if await self._may_edit(name, ask=True):
@@ -195,6 +239,8 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
         restore = self.resume_id() is not None
         self._session_id = self.resume_id() or uuid.uuid4().hex
         history = self.history_file(self._session_id)
+        self._restored, self._history_before = restore, self.read_history(history) if restore else ""
+        self._llm_log = self.scratch / f"llm-{self.turns}.log"
         if prompt.lstrip()[:1] in ("/", "!"):
             prompt = "Task:\n" + prompt  # Aider would run it as a command (/run, /web, !cmd)
         message = self.scratch_file(f"message-{self.turns}.md", prompt)
@@ -203,7 +249,8 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
                 "--no-fancy-input", "--no-auto-commits", "--no-dirty-commits", "--no-gitignore",
                 "--no-suggest-shell-commands", "--analytics-disable", "--no-check-update",
                 "--no-show-model-warnings", "--no-show-release-notes", "--encoding", "utf-8",
-                "--chat-history-file", str(history), "--input-history-file", str(self.scratch / "input.history")]
+                "--chat-history-file", str(history), "--input-history-file", str(self.scratch / "input.history"),
+                "--llm-history-file", str(self._llm_log), "--max-chat-history-tokens", str(self._threshold)]
         if restore:
             argv.append("--restore-chat-history")
         if self._ignore_file is not None:
@@ -246,9 +293,94 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
         later one can resume it (the session id is its name; a path is taken as it is)."""
         if os.sep in session:
             return Path(session)
-        folder = (self.home_dir or Path.home()) / ".cache" / "agenter" / "aider-sessions"
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = self.histories()
+        if not folder.is_dir():
+            folder.mkdir(parents=True, exist_ok=True)
+            folder.chmod(0o700)  # the chats hold the tasks, the code and the replies: yours alone
         return folder / f"{session}.chat.md"
+
+    def histories(self) -> Path:
+        """agenter's folder of aider-cli chat histories (in the program's home)."""
+        return (self.home_dir or Path.home()) / ".cache" / "agenter" / "aider-sessions"
+
+    def _tidy_histories(self) -> None:
+        """At connect: remove the histories of earlier sessions older than aider_history_days
+        (none of them is the one this session resumes), and check that a resumed one exists."""
+        days, resumed = self.options.aider_history_days, self.spec.resume_session_id
+        keep = self.history_file(resumed) if resumed else None
+        if days is not None:
+            cutoff = time.time() - days * 86400
+            with contextlib.suppress(OSError):
+                for path in self.histories().glob("*.chat.md"):
+                    with contextlib.suppress(OSError):
+                        if path != keep and path.stat().st_mtime < cutoff:
+                            path.unlink()
+        if keep is not None and not keep.is_file():
+            raise ConfigurationError(
+                f"no aider-cli session {resumed!r} to resume: its chat history {keep} does not exist (a session "
+                "run with aider_keep_history=False, one older than aider_history_days, or another home)",
+                parameter="resume")
+
+    async def _disconnect(self) -> None:
+        await super()._disconnect()
+        session = self._session_id
+        if not self.options.aider_keep_history and session and os.sep not in session:
+            # Only agenter's own file (a path given to resume is the user's).
+            with contextlib.suppress(OSError):
+                await asyncio.to_thread(self.history_file(session).unlink, missing_ok=True)
+
+    @staticmethod
+    def read_history(path: Path | None) -> str:
+        """The text of a chat-history file ("" when there is none)."""
+        try:
+            return path.read_text(encoding="utf-8", errors="replace") if path is not None else ""
+        except OSError:
+            return ""
+
+    # ------------------------------------------------------------------ usage Aider does not report
+    def unreported(self, turn: TurnState, *, ended: bool, reported: bool) -> Usage:
+        """The main call a cut-short run was waiting for, and Aider's chat-history summaries
+        (see _aider_usage), estimated."""
+        calls = main_calls(self.read_history(self._llm_log))
+        main = Usage()
+        if calls and calls[-1].reply is None:  # logged, never answered: the run was cut short
+            streamed = len("\n".join(self._reply).strip())
+            main = Usage.estimate(input_chars=calls[-1].prompt_chars, output_chars=streamed)
+        side = self._summaries(calls, ended)
+        weak = self.options.aider_weak_model
+        cost = _price(weak, side) if weak and side.total_tokens else None
+        total = main + side
+        return total if cost is None else total.model_copy(update={"cost_usd": self.ledger.price(main) + cost})
+
+    def _summaries(self, calls: list[MainCall], ended: bool) -> Usage:
+        """The summaries Aider made in this run: the one at its start (seen in the first main
+        call's prompt, or predicted when there was none), and after its exchange (predicted,
+        when the run ended by itself; its reply counted at the size of the last summary seen,
+        or once a later one shows it)."""
+        history = history_messages(self._history_before) if self._restored else []
+        usage = Usage()
+        seen = summary_in(calls[0]) if calls else None
+        if seen is not None or (not calls and ended):
+            cut = summarized(history, self._threshold)
+            if cut is not None:
+                usage = usage + self._summary(cut[0], seen)
+                history = [("user", seen or ""), ("assistant", "Ok."), *cut[1]]
+        if ended:
+            cut = summarized(history + exchanges(calls), self._threshold)
+            if cut is not None:
+                usage = usage + self._summary(cut[0], None)
+        return usage
+
+    def _summary(self, head: list[Message], seen: str | None) -> Usage:
+        """One summary request: what it sends, and its reply (seen, or as large as the last one)."""
+        sent = summary_request_chars(head)
+        if seen is None:
+            if self._summary_chars is None:
+                self._unseen_summaries += 1  # its reply is counted when a summary shows its size
+            return Usage.estimate(input_chars=sent, output_chars=self._summary_chars or 0)
+        size = max(len(seen) - len(SUMMARY_PREFIX) - 1, 0)  # Aider put its prefix before the reply
+        pending, self._unseen_summaries, self._summary_chars = self._unseen_summaries, 0, size
+        return Usage.estimate(input_chars=sent, output_chars=size * (1 + pending))
 
     # ------------------------------------------------------------------ output lines
     def parse_event(self, line: Line, turn: TurnState) -> Iterable[BackendMessage]:
@@ -325,6 +457,14 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
     def _fail(self, turn: TurnState, problem: str) -> None:
         kind, status = classify(problem)  # LiteLLM's exception names are in the shared table
         turn.fail(self.redact(problem), status_code=status, kind=kind)
+
+
+def _price(model: str, usage: Usage) -> float | None:
+    """What `usage` costs on `model` (the weak model Aider summarizes with), None when unknown."""
+    try:
+        return estimate_cost(model, usage)
+    except Exception:  # noqa: BLE001 - a pricing data problem must not stop a run
+        return None
 
 
 def _git_top(cwd: Path) -> Path:

@@ -1,8 +1,9 @@
-"""What the completion backends (openai, litellm) share: a model API that answers text, and the
-two modes agenter runs on it.
+"""The context path: a model API that answers text, and the two modes agenter runs on it — all of
+litellm, and openai's analysis and patch mode with openai_context="prompt" (openai_compat keeps
+it beside agenter's own agent, over the same wire).
 
-A completion API has no tool loop, no filesystem and no shell, so these backends never run in
-autonomous mode (the facade refuses it when the agent is built). They run:
+On this path there is no tool loop, no filesystem and no shell, so a pure completion backend
+never runs in autonomous mode (the facade refuses it when the agent is built). It runs:
 
 - analysis mode: the model reads the repository context agenter gives it and answers with text,
   or with structured output (JSON-schema response format where the server takes it; otherwise the
@@ -207,6 +208,8 @@ class CompletionBackend(BaseBackend[OptionsT]):
         self._format_mode = "json_schema" if self.options.structured_output == "auto" else self.options.structured_output
         self._resolver: Any = None
         self._estimated_note = False
+        #: The prompt of the request in flight, as an estimate: counted once the wire says it was sent.
+        self._in_flight: Usage | None = None
 
     @classmethod
     def validate_settings(cls, settings: Any) -> None:
@@ -219,6 +222,13 @@ class CompletionBackend(BaseBackend[OptionsT]):
                 "every applied proposal and their failures go back to the model.", parameter="allowed_commands")
 
     # ------------------------------------------------------------------ for subclasses
+    def request_sent(self) -> None:
+        """The wire's word that the request has reached the server (its body was written): from
+        then on its prompt counts, as an estimate until the response reports usage, so a request
+        cancelled while the model works still counts what the API bills for it."""
+        if self._in_flight is not None:
+            self.ledger.running(self._in_flight)
+
     async def _open_client(self) -> None:
         """Create the API client (imports off the event loop)."""
 
@@ -471,7 +481,7 @@ class CompletionBackend(BaseBackend[OptionsT]):
             if output is not None and output.mode != self._format_mode:
                 output = OutputFormat(self._format_mode, output.name, output.schema)
             try:
-                async for item in self._respond(messages, output):
+                async for item in self._respond_once(messages, output):
                     yield item
                 return
             except Exception as exc:
@@ -526,7 +536,7 @@ class CompletionBackend(BaseBackend[OptionsT]):
         raise BackendError(f"{api} error {status}{tried}: {message}", backend=self.name, status_code=status,
                            kind=verdict.kind)
 
-    async def _respond(self, messages: list[dict[str, str]],
+    async def _respond_once(self, messages: list[dict[str, str]],
                        output: OutputFormat | None) -> AsyncIterator[BackendMessage | Completion]:
         """One attempt: running usage while it streams, settled once when it is complete."""
         prompt_chars = sum(len(m["content"]) for m in messages)
@@ -536,6 +546,7 @@ class CompletionBackend(BaseBackend[OptionsT]):
         settled = False
         reasoning: list[str] = []
         last_update = 0
+        self._in_flight = _estimate(prompt_chars, 0)
         try:
             async for item in self._stream_completion(messages, output):
                 if isinstance(item, Piece):
@@ -562,8 +573,14 @@ class CompletionBackend(BaseBackend[OptionsT]):
                     yield BackendMessage(MessageType.THINKING, content=completion.reasoning or "".join(reasoning))
                 yield completion
                 return
+        except Exception as exc:
+            failure = None if text_chars else self._classify_failure(exc)
+            if failure is not None and failure.status is not None:
+                self.ledger.running(Usage())  # the server answered with an error: no tokens billed
+            raise
         finally:
-            if not settled:
+            self._in_flight = None
+            if not settled:  # cancelled, or cut off: what was sent and what streamed are spent
                 self.ledger.abandon_running()
         raise StreamIncomplete("the response ended before it was complete")
 
@@ -720,7 +737,8 @@ def _file_block(path: str, text: str, truncated: bool = False) -> str:
 
 
 def _estimate(prompt_chars: int, output_chars: int) -> Usage:
-    return Usage(input_tokens=prompt_chars // CHARS_PER_TOKEN, output_tokens=output_chars // CHARS_PER_TOKEN)
+    return Usage(input_tokens=prompt_chars // CHARS_PER_TOKEN,
+                 output_tokens=output_chars // CHARS_PER_TOKEN).as_estimate()
 
 
 def _with_schema_hint(messages: list[dict[str, str]], output: OutputFormat) -> list[dict[str, str]]:

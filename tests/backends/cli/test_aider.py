@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,36 +17,17 @@ from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.backends.cli._base import TurnState
 from agenter.backends.cli._runner import parse_line
 from agenter.backends.cli.aider import AiderCliBackend, AiderCliOptions
-from agenter.testing import conformance, reply, text
+from agenter.testing import estimate_tokens, reply, text
 
-from .conftest import REPO, CliCase, conformance_checks, installed, need
+from ..kit import Case
+from . import cases
 
-AIDER = installed(REPO / ".venv-aider" / "bin" / "aider", name="aider")
 pytestmark = pytest.mark.agent
 
 
-def whole_file(path: str, content: str) -> Any:
-    """A reply in Aider's "whole" edit format: the file name, then the whole file fenced."""
-    return reply(text(f"Here it is.\n\n{path}\n```\n{content}```\n"))
-
-
 @pytest.fixture
-def case() -> CliCase:
-    return CliCase(
-        backend=AiderCliBackend, program=need(AIDER, "Aider (scripts/install-aider.sh)"), wire="openai",
-        model="openai/gpt-4.1", startup=8.0, options={"aider_edit_format": "whole"},
-        write=whole_file,
-        output=lambda value: reply(text("The answer: " + json.dumps(value))))
-
-
-@pytest.mark.parametrize("check", conformance_checks(slow=True), ids=conformance.check_id)
-async def test_conformance(check, kit, tmp_path):
-    await check(kit.harness(), tmp_path)
-
-
-async def test_resume_continues_the_same_session(kit, tmp_path):
-    # A short first prompt: Aider summarizes a long history with its weak model, a request of its own.
-    await kit.check_resume(tmp_path, second_turn=False, big_prompt=False)
+def case(tmp_path: Path) -> Case:
+    return cases.aider(tmp_path)
 
 
 async def test_a_300_kb_prompt(kit, tmp_path):
@@ -53,14 +35,132 @@ async def test_a_300_kb_prompt(kit, tmp_path):
     assert not list(tmp_path.glob(".aider*"))  # history and caches stay out of the workspace
 
 
-async def test_http_errors_end_in_their_class(kit, tmp_path):
-    await kit.check_error_classes(tmp_path)
+@pytest.mark.timeout(400)  # Aider's start measured, then one or two runs that wait out their budget
+async def test_a_turn_stopped_by_the_time_budget_counts_what_aider_sent_as_an_estimate(kit, tmp_path):
+    """Through execute(): Aider reports a call's tokens only once it is answered, so the call a
+    time budget cut short counts the prompt Aider logged for it (its instructions, the chat's
+    files and the task, not only agenter's message), marked as an estimate, and the result does
+    not say 0. The budget must outlast Aider's start (about 5 s on a quiet machine, a minute at a
+    load of 10 on two cores): it is measured first, and a run whose budget ran out before Aider
+    sent anything must count nothing, and is tried again with a longer budget."""
+    import time
+
+    from agenter import Budget, CodingStatus
+    from agenter.testing import hang
+
+    (tmp_path / "roman.py").write_text("def roman(number):\n    pass\n" * 20)
+    arrived: list[float] = []
+
+    def note(request: Any) -> None:
+        arrived.append(time.monotonic())
+        return None  # the script answers
+
+    warm = kit.server([reply(text("ok"))], handler=note)
+    began = time.monotonic()
+    first = await kit.agent(warm, aider_files=["roman.py"]).execute("Say ok.", cwd=tmp_path, require_changes=False)
+    assert first.ok and arrived, first
+    startup = arrived[0] - began
+    for budget in (1.5 * startup + 5, 3 * startup + 10):
+        arrived.clear()
+        server = kit.server([], default=hang(), handler=note)
+        agent = kit.agent(server, aider_files=["roman.py"], budget=Budget(max_time_seconds=budget))
+        began = time.monotonic()
+        result = await agent.execute("Write roman.py.", cwd=tmp_path)
+        took = time.monotonic() - began
+        assert result.status is CodingStatus.BUDGET_EXCEEDED and result.exceeded_limit == "time", result
+        assert took < budget + 2, f"took {took:.1f} s with a budget of {budget:.1f} s"
+        assert not kit.leftovers()
+        if server.model_requests:
+            break
+        assert result.total_tokens == 0, result  # nothing reached the model: nothing is counted
+    else:
+        pytest.fail(f"Aider sent nothing within {budget:.0f} s (its first start took {startup:.0f} s)")
+    sent = server.model_requests[0].body["messages"]
+    processed = sum(estimate_tokens(m["content"]) for m in sent)
+    assert "def roman(number)" in json.dumps(sent)  # the chat's file went with it
+    assert result.input_tokens > 500 and abs(result.input_tokens - processed) <= 2 * len(sent), (result, processed)
+    assert result.estimated_input_tokens == result.input_tokens and result.estimated_tokens == result.total_tokens
 
 
-async def test_time_budget_with_a_hung_model(kit, tmp_path):
-    # The facade builds agents in autonomous mode only for backends with a shell; Aider runs none
-    # headless (agenter answers no to its shell questions), so the session runs on the backend directly.
-    await kit.check_time_budget(tmp_path, session_only=True)
+SUMMARY = "I asked you to write roman.py with roman(number), which turns an integer into Roman numerals."
+
+
+def summarizer(request: Any) -> Any:
+    """Answers Aider's chat-history summaries (its instructions open the request); the rest
+    falls through to the script."""
+    messages = request.body.get("messages") or [{}]
+    return reply(text(SUMMARY)) if "summarize" in str(messages[0].get("content", ""))[:40] else None
+
+
+def is_summary(record: Any) -> bool:
+    return "summarize" in str(record.body["messages"][0]["content"])[:40]
+
+
+@pytest.mark.timeout(300)  # two runs of Aider, each waiting for its summary at exit
+async def test_aiders_chat_history_summaries_are_counted_as_estimates(kit, tmp_path):
+    """Aider summarizes a long chat history with its weak model in a thread and prints no usage
+    for it: after a run whose history passed the threshold (the summary is thrown away when
+    Aider exits), and when the next run restores the history (the summary then shows in the
+    main call's prompt). agenter counts them, marked as estimates, priced as the weak model."""
+    code = "".join(f"x{i} = {i}  # the numerals I V X L C D M, added from the largest down\n" for i in range(30))
+    server = kit.server([cases.whole_file("roman.py", code), cases.whole_file("roman.py", code + "y = 1\n")],
+                               default=reply(text("ok")), handler=summarizer)
+    backend = kit.backend(server, aider_max_chat_history_tokens=300, aider_weak_model="openai/gpt-4.1-mini")
+    await backend.connect(SessionSpec(cwd=tmp_path))
+    try:
+        await kit.turn(backend, "Write roman.py.")
+        await kit.turn(backend, "Add y.")
+    finally:
+        await backend.disconnect()
+    usage = backend.usage()
+    summaries = [r for r in server.model_requests if is_summary(r)]
+    assert len(summaries) == 3 and {r.body["model"] for r in summaries} == {"gpt-4.1-mini"}
+    sent = sum(estimate_tokens(m["content"]) for r in summaries for m in r.body["messages"])
+    answered = len(summaries) * estimate_tokens(SUMMARY)
+    # Aider's own figures are rounded ("1.2k"); the summaries' are agenter's estimate.
+    assert abs(usage.estimated_input_tokens - sent) <= 3 * len(summaries), (usage, sent)
+    assert abs(usage.estimated_output_tokens - answered) <= 3 * len(summaries), (usage, answered)
+    # Nothing the server processed (prompts and replies, at its four characters a token) is
+    # missing from the total: Aider's figures for its main calls (its tokenizer's count, which
+    # runs higher on code), agenter's estimate for the summaries.
+    processed = sum(estimate_tokens(m["content"]) + estimate_tokens(r.item.text)
+                    for r in server.model_requests for m in r.body["messages"][:1]) + sum(
+        estimate_tokens(m["content"]) for r in server.model_requests for m in r.body["messages"][1:])
+    assert 0 < usage.estimated_tokens < usage.total_tokens
+    assert usage.total_tokens >= 0.95 * processed, (usage, processed)
+
+
+@pytest.mark.timeout(300)  # two runs of Aider
+async def test_chat_histories_are_kept_for_resume_pruned_by_age_or_removed_at_the_end(kit, tmp_path):
+    """A session's chat history stays for a later resume, in a folder only its owner reads;
+    histories untouched for aider_history_days go when a session starts; aider_keep_history=False
+    removes the session's own when it ends; resuming one that is gone is a configuration error."""
+    import os
+    import time
+
+    from agenter._errors import ConfigurationError
+
+    folder = kit.home / ".cache" / "agenter" / "aider-sessions"
+    server = kit.server([reply(text("First.")), reply(text("Second."))])
+    backend = kit.backend(server)
+    await kit.one_turn(backend, tmp_path, "Say something.")
+    kept = folder / f"{backend.session_id}.chat.md"
+    assert "First." in kept.read_text() and (folder.stat().st_mode & 0o777) == 0o700
+    old, recent = folder / "0ld.chat.md", folder / "recent.chat.md"
+    old.write_text("# an old chat\n")
+    recent.write_text("# a recent chat\n")
+    stale = time.time() - 31 * 86400
+    os.utime(old, (stale, stale))
+
+    gone = kit.backend(server, aider_keep_history=False)
+    await kit.one_turn(gone, tmp_path, "Say something else.")
+    assert sorted(p.name for p in folder.iterdir()) == sorted([kept.name, recent.name])  # the old and its own: gone
+
+    with pytest.raises(ConfigurationError, match="no aider-cli session"):
+        await kit.backend(server).connect(SessionSpec(cwd=tmp_path, resume_session_id=gone.session_id))
+    resumed = kit.backend(server, aider_history_days=None)
+    await resumed.connect(SessionSpec(cwd=tmp_path, resume_session_id=backend.session_id))
+    await resumed.disconnect()
 
 
 def test_missing_program_names_the_install_command(kit):
@@ -70,7 +170,7 @@ def test_missing_program_names_the_install_command(kit):
 def test_sandbox_is_refused_before_anything_runs():
     with pytest.raises(ConfigurationError) as caught:
         # Any executable stands in for aider when it is not installed: the sandbox is refused first.
-        AutonomousCodingAgent(backend="aider-cli", program_path=AIDER or sys.executable, sandbox=True)
+        AutonomousCodingAgent(backend="aider-cli", program_path=cases.AIDER or sys.executable, sandbox=True)
     assert "sandbox=False" in str(caught.value)
 
 

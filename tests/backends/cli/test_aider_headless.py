@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from agenter import CodingStatus
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.backends.cli._base import TurnState
 from agenter.backends.cli._runner import LineSplitter
@@ -23,7 +24,7 @@ from agenter.backends.cli.aider import _QUESTION, AiderCliBackend, AiderCliOptio
 from agenter.permissions import PermissionPolicy
 from agenter.testing import reply, text
 
-from .conftest import REPO, CliCase, installed, need
+from ..kit import REPO, Case, installed, need
 from .test_permissions_cli import repository
 
 AIDER = installed(REPO / ".venv-aider" / "bin" / "aider", name="aider")
@@ -67,8 +68,8 @@ def recording_programs(folder: Path, log: Path) -> Path:
 
 
 @pytest.fixture
-def case() -> CliCase:
-    return CliCase(backend=AiderCliBackend, program=need(AIDER, "Aider (scripts/install-aider.sh)"), wire="openai",
+def case() -> Case:
+    return Case(backend=AiderCliBackend, program=need(AIDER, "Aider (scripts/install-aider.sh)"), wire="openai",
                    model="openai/gpt-4.1", write=lambda path, content: reply(text(f"{path}\n```\n{content}```\n")),
                    options={"aider_edit_format": "whole"})
 
@@ -231,3 +232,35 @@ async def test_every_question_but_a_permitted_edit_is_answered_no(tmp_path):
     # A file Aider asked to add to the chat, refused because it could not be edited, is named too.
     assert [(d.target, d.rule) for d in backend.denials()][:3] == [
         ("b.py", "allowed_write_paths"), ("../c.py", "allowed_write_paths"), (".env", "allowed_write_paths")]
+
+
+# ---------------------------------------------------------------------------------- a stray file
+ROMAN = ("def roman(number):\n    out = ''\n    for value, letters in ((1000, 'M'), (900, 'CM'), (500, 'D'), (400, 'CD'), "
+         "(100, 'C'), (90, 'XC'), (50, 'L'), (40, 'XL'), (10, 'X'), (9, 'IX'), (5, 'V'), (4, 'IV'), (1, 'I')):\n"
+         "        while number >= value:\n            out, number = out + letters, number - value\n    return out\n")
+TEST_ROMAN = "from roman import roman\n\n\ndef test_roman():\n    assert roman(1994) == 'MCMXCIV'\n"
+
+
+@pytest.mark.agent
+@pytest.mark.timeout(300)  # two runs of Aider and of the tests
+async def test_a_stray_file_name_is_refused_and_the_retry_completes(kit, tmp_path):
+    """The model names its whole-file reply `Roman numerals.py` beside the real `roman.py`:
+    agenter answers no to Aider's "Create new file?" (outside allowed_write_paths), nothing is
+    left in the workspace, the refusal is in the result and in the next prompt, and the retry
+    (roman.py failed its test) completes."""
+    import sys
+
+    (tmp_path / "roman.py").write_text("def roman(number):\n    pass\n")
+    (tmp_path / "test_roman.py").write_text(TEST_ROMAN)
+    server = kit.server([whole(("Roman numerals.py", ROMAN), ("roman.py", "def roman(number):\n    return ''\n")),
+                         whole(("roman.py", ROMAN))], default=reply(text("ok")))
+    agent = kit.agent(server, validators=[f"command:{sys.executable} -m pytest -q -p no:cacheprovider test_roman.py"])
+    result = await agent.execute("Write roman(number) in roman.py.", cwd=tmp_path,
+                                 allowed_write_paths=["roman.py", "test_*.py"])
+    assert result.status is CodingStatus.COMPLETED and result.iterations == 2, result
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["roman.py", "test_roman.py"]
+    assert (tmp_path / "roman.py").read_text() == ROMAN
+    refused = [d for d in result.permission_denials if d["target"] == "Roman numerals.py"]
+    assert refused and refused[0]["rule"] == "allowed_write_paths", result.permission_denials
+    retry = server.model_requests[1].raw_body.decode()
+    assert "These actions were refused" in retry and "Roman numerals.py" in retry

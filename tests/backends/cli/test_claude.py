@@ -4,60 +4,26 @@ against the scripted model server's Anthropic wire."""
 from __future__ import annotations
 
 import json
-import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 from agenter._errors import ConfigurationError
-from agenter.backends._programs.claude import bundled_cli
 from agenter.backends.base import MessageType, SessionSpec
 from agenter.backends.cli.claude import ClaudeCliBackend
-from agenter.testing import conformance, reply, text, tool_call
+from agenter.testing import reply, text, tool_call
 
-from .conftest import CliCase, installed, need
+from ..kit import Case
+from . import cases
 
-CLI = installed(shutil.which("claude"), bundled_cli())
-HAVE_SANDBOX = bool(shutil.which("bwrap") and shutil.which("socat"))
 pytestmark = pytest.mark.agent
 
 
-def side_requests(request: Any) -> Any:
-    """Claude Code may ask for a title or a summary (no tools): answer without using the script."""
-    return None if request.tools else reply(text("ok"))
-
-
 @pytest.fixture
-def case() -> CliCase:
-    return CliCase(
-        backend=ClaudeCliBackend, program=need(CLI, "Claude Code"), wire="anthropic", model="claude-sonnet-4-5",
-        write=lambda path, content: reply(tool_call("Write", {"file_path": path, "content": content})),
-        shell=lambda command: reply(tool_call("Bash", {"command": command, "description": "Run it"})),
-        read=lambda path: reply(tool_call("Glob", {"pattern": "*.txt"})),
-        output=lambda value: reply(tool_call("StructuredOutput", value)),
-        sandbox=HAVE_SANDBOX, handler=side_requests)
-
-
-@pytest.mark.parametrize("check", conformance.CHECKS, ids=conformance.check_id)
-async def test_conformance(check, kit, tmp_path):
-    await check(kit.harness(), tmp_path)
-
-
-async def test_resume_continues_the_same_session_and_a_300_kb_prompt_arrives(kit, tmp_path):
-    await kit.check_resume(tmp_path)
-
-
-async def test_http_errors_end_in_their_class(kit, tmp_path):
-    await kit.check_error_classes(tmp_path)
-
-
-async def test_time_budget_with_a_hung_model(kit, tmp_path):
-    await kit.check_time_budget(tmp_path)
-
-
-def test_missing_program_names_the_install_command(kit):
-    kit.check_missing_program("npm install -g @anthropic-ai/claude-code")
+def case(tmp_path: Path) -> Case:
+    return cases.claude(tmp_path)
 
 
 async def test_the_command_line_and_what_the_model_is_told(kit, tmp_path):

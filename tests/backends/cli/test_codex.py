@@ -4,6 +4,7 @@ scripted model server's OpenAI Responses wire, in Codex's workspace-write sandbo
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,11 +14,11 @@ from agenter.backends._programs.codex import token_usage, toml_value
 from agenter.backends.base import MessageType, SessionSpec
 from agenter.backends.cli._runner import Line
 from agenter.backends.cli.codex import CodexCliBackend
-from agenter.testing import conformance, reply, text, tool_call
+from agenter.testing import reply, text, tool_call
 
-from .conftest import REPO, CliCase, installed, need
+from ..kit import Case
+from . import cases
 
-CODEX = installed(REPO / "node_modules" / ".bin" / "codex", name="codex")
 pytestmark = pytest.mark.agent
 
 
@@ -31,31 +32,8 @@ def write(path: str, content: str) -> Any:
 
 
 @pytest.fixture
-def case() -> CliCase:
-    return CliCase(backend=CodexCliBackend, program=need(CODEX, "the Codex CLI (npm install)"), wire="openai",
-                   model="gpt-5.5", write=write, shell=shell, read=lambda path: shell(f"cat {path} || true"),
-                   output=lambda value: reply(text(json.dumps(value))), sandbox=True)
-
-
-@pytest.mark.parametrize("check", conformance.CHECKS, ids=conformance.check_id)
-async def test_conformance(check, kit, tmp_path):
-    await check(kit.harness(), tmp_path)
-
-
-async def test_resume_continues_the_same_session_and_a_300_kb_prompt_arrives(kit, tmp_path):
-    await kit.check_resume(tmp_path)
-
-
-async def test_http_errors_end_in_their_class(kit, tmp_path):
-    await kit.check_error_classes(tmp_path)
-
-
-async def test_time_budget_with_a_hung_model(kit, tmp_path):
-    await kit.check_time_budget(tmp_path)
-
-
-def test_missing_program_names_the_install_command(kit):
-    kit.check_missing_program("npm install -g @openai/codex")
+def case(tmp_path: Path) -> Case:
+    return cases.codex(tmp_path)
 
 
 async def test_the_sandbox_refuses_a_write_outside_the_workspace(kit, tmp_path):

@@ -13,7 +13,7 @@ from agenter._errors import RequirementError
 from agenter.backends import backend_names
 from agenter.backends.registry import AUTO_ORDER, CREDENTIALS, Credentials, auto_backend, detect_backends
 
-from .conftest import REPO, installed
+from ..kit import REPO, installed
 
 
 def fake_program(folder: Path, name: str, version: str) -> Path:

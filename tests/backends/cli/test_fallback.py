@@ -20,7 +20,7 @@ from agenter.backends.cli.codex import CodexCliBackend
 from agenter.backends.fallback import FallbackOptions, fallback_chain
 from agenter.testing import FunctionBackend, TurnContext, http_error, reply, text, tool_call
 
-from .conftest import API_KEY, REPO, installed
+from ..kit import API_KEY, REPO, installed
 
 
 def writes(path: str, content: str, *, then: BaseException | None = None, tokens: int = 100) -> Any:

@@ -5,6 +5,7 @@ sandbox=False; sandbox=True without Docker or Podman is refused before anything 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,12 +13,12 @@ import pytest
 from agenter import AutonomousCodingAgent
 from agenter._errors import RequirementError
 from agenter.backends.base import SessionSpec
-from agenter.backends.cli.gemini import GeminiCliBackend, overlay_home
-from agenter.testing import conformance, reply, text, tool_call
+from agenter.backends.cli.gemini import overlay_home
+from agenter.testing import reply, text, tool_call
 
-from .conftest import REPO, CliCase, conformance_checks, installed, need
+from ..kit import Case
+from . import cases
 
-GEMINI = installed(REPO / "node_modules" / ".bin" / "gemini", name="gemini")
 pytestmark = pytest.mark.agent
 
 
@@ -26,41 +27,15 @@ def shell(command: str) -> Any:
 
 
 @pytest.fixture
-def case() -> CliCase:
-    return CliCase(
-        backend=GeminiCliBackend, program=need(GEMINI, "Gemini CLI (npm install)"), wire="gemini",
-        model="gemini-2.5-flash", startup=4.0,
-        write=lambda path, content: reply(tool_call("write_file", {"file_path": path, "content": content})),
-        shell=shell, read=lambda path: reply(tool_call("list_directory", {"dir_path": "."})),
-        output=lambda value: reply(text("```json\n" + json.dumps(value) + "\n```")))
-
-
-@pytest.mark.parametrize("check", conformance_checks(slow=True), ids=conformance.check_id)
-async def test_conformance(check, kit, tmp_path):
-    await check(kit.harness(), tmp_path)
-
-
-async def test_resume_continues_the_same_session_and_a_300_kb_prompt_arrives(kit, tmp_path):
-    await kit.check_resume(tmp_path)
-
-
-async def test_http_errors_end_in_their_class(kit, tmp_path):
-    await kit.check_error_classes(tmp_path)
-
-
-async def test_time_budget_with_a_hung_model(kit, tmp_path):
-    await kit.check_time_budget(tmp_path)
-
-
-def test_missing_program_names_the_install_command(kit):
-    kit.check_missing_program("npm install -g @google/gemini-cli")
+def case(tmp_path: Path) -> Case:
+    return cases.gemini(tmp_path)
 
 
 def test_sandbox_without_a_container_engine_is_refused(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # no docker, no podman
     monkeypatch.delenv("GEMINI_SANDBOX", raising=False)
     with pytest.raises(RequirementError) as caught:
-        AutonomousCodingAgent(backend="gemini-cli", program_path=GEMINI or "gemini", sandbox=True)
+        AutonomousCodingAgent(backend="gemini-cli", program_path=cases.GEMINI or "gemini", sandbox=True)
     assert "Docker or Podman" in str(caught.value) and "sandbox=False" in str(caught.value)
 
 

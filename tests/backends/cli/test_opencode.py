@@ -4,7 +4,6 @@ before anything runs."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -14,57 +13,28 @@ from agenter import AutonomousCodingAgent
 from agenter._errors import ConfigurationError
 from agenter.backends.base import BackendSettings
 from agenter.backends.cli.opencode import OpenCodeCliBackend, OpenCodeCliOptions
-from agenter.testing import conformance, reply, text, tool_call
+from agenter.testing import reply, text, tool_call
 
-from .conftest import REPO, CliCase, conformance_checks, installed, need
+from ..kit import Case
+from . import cases
 
-OPENCODE = installed(REPO / "node_modules" / ".bin" / "opencode", name="opencode")
 pytestmark = pytest.mark.agent
 
 
 @pytest.fixture(scope="module")
-def opencode_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One home for the module: OpenCode sets up its database on a home's first run (seconds)."""
-    return tmp_path_factory.mktemp("opencode-home")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder for the module: OpenCode sets up its database on a home's first run (seconds)."""
+    return tmp_path_factory.mktemp("opencode")
 
 
 @pytest.fixture
-def case(opencode_home: Path) -> CliCase:
-    return CliCase(
-        backend=OpenCodeCliBackend, program=need(OPENCODE, "OpenCode (npm install opencode-ai)"), wire="openai",
-        model="openai/gpt-4.1", startup=8.0,
-        # No models.dev fetch: there is no network here, and waiting for it costs seconds a run.
-        options={"home": str(opencode_home)}, env={"OPENCODE_DISABLE_MODELS_FETCH": "1"},
-        write=lambda path, content: reply(tool_call("write", {"filePath": path, "content": content})),
-        shell=lambda command: reply(tool_call("bash", {"command": command, "description": "Run it"})),
-        read=lambda path: reply(tool_call("glob", {"pattern": "*.txt"})),
-        output=lambda value: reply(text("```json\n" + json.dumps(value) + "\n```")))
-
-
-@pytest.mark.parametrize("check", conformance_checks(slow=True), ids=conformance.check_id)
-async def test_conformance(check, kit, tmp_path):
-    await check(kit.harness(), tmp_path)
-
-
-async def test_resume_continues_the_same_session_and_a_300_kb_prompt_arrives(kit, tmp_path):
-    await kit.check_resume(tmp_path, second_turn=False)
-
-
-async def test_http_errors_end_in_their_class(kit, tmp_path):
-    await kit.check_error_classes(tmp_path)
-
-
-async def test_time_budget_with_a_hung_model(kit, tmp_path):
-    await kit.check_time_budget(tmp_path)
-
-
-def test_missing_program_names_the_install_command(kit):
-    kit.check_missing_program("npm install -g opencode-ai")
+def case(shared: Path) -> Case:
+    return cases.opencode(shared)
 
 
 def test_sandbox_is_refused_before_anything_runs():
     with pytest.raises(ConfigurationError) as caught:
-        AutonomousCodingAgent(backend="opencode-cli", program_path=OPENCODE or "opencode", sandbox=True)
+        AutonomousCodingAgent(backend="opencode-cli", program_path=cases.OPENCODE or "opencode", sandbox=True)
     assert "sandbox=False" in str(caught.value)
 
 

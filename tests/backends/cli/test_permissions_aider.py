@@ -15,7 +15,7 @@ from agenter.backends.cli.aider import AiderCliBackend
 from agenter.permissions import PermissionPolicy
 from agenter.testing import reply, text
 
-from .conftest import REPO, CliCase, installed, need
+from ..kit import REPO, Case, installed, need
 from .test_permissions_cli import git, repository, script_server
 
 AIDER = installed(REPO / ".venv-aider" / "bin" / "aider", name="aider")
@@ -37,8 +37,8 @@ def test_kinds_aider_cannot_enforce_fail_at_construction(rules):
 
 
 @pytest.fixture
-def case() -> CliCase:
-    return CliCase(backend=AiderCliBackend, program=need(AIDER, "Aider (scripts/install-aider.sh)"), wire="openai",
+def case() -> Case:
+    return Case(backend=AiderCliBackend, program=need(AIDER, "Aider (scripts/install-aider.sh)"), wire="openai",
                    model="openai/gpt-4.1", write=lambda path, content: reply(text(f"{path}\n```\n{content}```\n")),
                    options={"aider_edit_format": "whole"})
 

@@ -26,7 +26,7 @@ from agenter.backends.cli.opencode import OpenCodeCliBackend
 from agenter.permissions import PermissionPolicy
 from agenter.testing import reply, text, tool_call
 
-from .conftest import REPO, CliCase, installed, need
+from ..kit import REPO, Case, installed, need
 
 CLAUDE = installed(shutil.which("claude"), bundled_cli())
 OPENCODE = installed(REPO / "node_modules" / ".bin" / "opencode", name="opencode")
@@ -124,14 +124,14 @@ def side_requests(request: Any) -> Any:
 
 
 @pytest.fixture(params=["claude-cli", "opencode-cli"])
-def case(request: Any, tmp_path_factory: pytest.TempPathFactory) -> CliCase:
+def case(request: Any, tmp_path_factory: pytest.TempPathFactory) -> Case:
     if request.param == "claude-cli":
-        return CliCase(
+        return Case(
             backend=ClaudeCliBackend, program=need(CLAUDE, "Claude Code"), wire="anthropic", model="claude-sonnet-4-5",
             write=lambda path, content: reply(tool_call("Write", {"file_path": path, "content": content})),
             shell=lambda command: reply(tool_call("Bash", {"command": command, "description": "Run it"})),
             handler=side_requests)
-    return CliCase(
+    return Case(
         backend=OpenCodeCliBackend, program=need(OPENCODE, "OpenCode (npm install opencode-ai)"), wire="openai",
         model="openai/gpt-4.1", options={"home": str(tmp_path_factory.mktemp("opencode-home"))},
         env={"OPENCODE_DISABLE_MODELS_FETCH": "1"},

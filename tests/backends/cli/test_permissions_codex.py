@@ -21,7 +21,7 @@ from agenter.backends.cli.codex import CodexCliBackend
 from agenter.permissions import PermissionPolicy
 from agenter.testing import reply, text, tool_call
 
-from .conftest import REPO, CliCase, installed, need
+from ..kit import REPO, Case, installed, need
 from .test_permissions_cli import git, repository, script_server
 
 CODEX = installed(REPO / "node_modules" / ".bin" / "codex", name="codex")
@@ -128,8 +128,8 @@ def test_refusals_are_read_from_codex_outputs():
 
 
 @pytest.fixture
-def case() -> CliCase:
-    return CliCase(backend=CodexCliBackend, program=need(CODEX, "the Codex CLI (npm install)"), wire="openai",
+def case() -> Case:
+    return Case(backend=CodexCliBackend, program=need(CODEX, "the Codex CLI (npm install)"), wire="openai",
                    model="gpt-5.5", write=patch, shell=shell, sandbox=True)
 
 

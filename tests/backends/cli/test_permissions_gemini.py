@@ -19,7 +19,7 @@ from agenter.backends.cli.gemini import GeminiCliBackend
 from agenter.permissions import PermissionPolicy
 from agenter.testing import reply, text, tool_call
 
-from .conftest import REPO, CliCase, installed, need
+from ..kit import REPO, Case, installed, need
 from .test_permissions_cli import git, repository, script_server
 
 GEMINI = installed(REPO / "node_modules" / ".bin" / "gemini", name="gemini")
@@ -90,8 +90,8 @@ def test_what_gemini_cli_cannot_compile_fails_at_construction(rules):
 
 
 @pytest.fixture
-def case() -> CliCase:
-    return CliCase(backend=GeminiCliBackend, program=need(GEMINI, "Gemini CLI (npm install)"), wire="gemini",
+def case() -> Case:
+    return Case(backend=GeminiCliBackend, program=need(GEMINI, "Gemini CLI (npm install)"), wire="gemini",
                    model="gemini-2.5-flash", write=write, shell=shell, startup=4.0)
 
 

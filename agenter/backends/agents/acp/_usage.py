@@ -104,8 +104,7 @@ class SessionUsage:
         self.ledger.abandon_running()
 
     def _estimate(self) -> Usage:
-        return Usage(input_tokens=-(-self._chars_in // CHARS_PER_TOKEN),
-                     output_tokens=-(-self._chars_out // CHARS_PER_TOKEN))
+        return Usage.estimate(input_chars=self._chars_in, output_chars=self._chars_out)
 
     def _estimate_running(self) -> None:
         if not self._reported:

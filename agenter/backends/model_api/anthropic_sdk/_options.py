@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import warnings
 from typing import ClassVar, Literal
 
 from pydantic import Field, SecretStr, model_validator
 
+from agenter._compat import deprecated, outside_level
 from agenter.backends.base import BackendOptions
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 DEFAULT_BEDROCK_MODEL = "us.anthropic.claude-sonnet-5-5"
+#: The Bedrock API key's variable (read by the anthropic SDK's Bedrock client; agenter 0.1.7
+#: chose Bedrock when it was set).
+BEDROCK_TOKEN_VARIABLE = "AWS_BEARER_TOKEN_BEDROCK"
 
 
 class AnthropicSDKOptions(BackendOptions):
@@ -78,4 +84,26 @@ class AnthropicSDKOptions(BackendOptions):
                 raise ValueError("the thinking budget must be smaller than max_tokens")
         if self.thinking not in (None, "disabled") and self.temperature is not None:
             raise ValueError("temperature cannot be set while thinking is on (the API requires the default)")
+        return self
+
+    @model_validator(mode="after")
+    def _bedrock_from_its_token(self) -> AnthropicSDKOptions:
+        """agenter 0.1.7 called Claude on Bedrock whenever AWS_BEARER_TOKEN_BEDROCK was set; today
+        `anthropic_bedrock=True` does. Unless that option is given: with the token and no
+        Anthropic key (nor api_key / base_url) Bedrock is all the environment can mean, so it is
+        used (a DeprecationWarning); with both, the Anthropic API is used and a warning says so,
+        since 0.1.7 would have sent the requests to Bedrock."""
+        if "anthropic_bedrock" in self.model_fields_set or not os.environ.get(BEDROCK_TOKEN_VARIABLE):
+            return self
+        if self.api_key is None and self.base_url is None and not any(
+                os.environ.get(name) for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")):
+            deprecated(f"{BEDROCK_TOKEN_VARIABLE} alone selecting Bedrock", "anthropic_bedrock=True")
+            self.anthropic_bedrock = True
+        else:
+            warnings.warn(
+                f"{BEDROCK_TOKEN_VARIABLE} is set, but the anthropic-sdk backend calls the Anthropic API "
+                "(an Anthropic key or base_url is given too); agenter 0.1.7 used Bedrock whenever the "
+                "variable was set. Pass anthropic_bedrock=True for Bedrock, or anthropic_bedrock=False "
+                "to keep the Anthropic API without this warning (docs/migrating.md)",
+                UserWarning, stacklevel=outside_level())
         return self

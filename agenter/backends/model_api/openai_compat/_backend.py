@@ -1,13 +1,25 @@
-"""OpenAICompatBackend: a completion backend over the OpenAI Chat Completions or Responses API.
+"""OpenAICompatBackend: agenter's own agent (the harness, model_api/_harness) over the OpenAI Chat
+Completions or Responses API, and the context path of the completion backends (`_completion.py`)
+for analysis and patch mode.
 
-Only the wire is here; the turns (analysis, patch proposals), retries and usage are in
-agenter.backends.model_api._completion. The client's own retries are off (max_retries=0) so that every
-retry is a STATUS message and a stream dropped mid-response is retried too.
+Two ways to run one backend, chosen per session by the mode and `openai_context`:
+- the tool loop (HarnessBackend): autonomous mode, and analysis and patch mode with
+  openai_context="tools" (read-only: only the tools that read are offered);
+- the context path (CompletionBackend): analysis and patch mode with openai_context="prompt", the
+  default, which shows the model a repository map and the files and asks for one answer (what
+  small local models manage: measured with Qwen2.5-Coder-1.5B).
+
+Both send their requests through the same wire (_wire.py). The class inherits both bases and
+picks one's `_connect` and `_turn` per session; their other methods have distinct names. On the
+context path the instance's `capabilities` are the completion backends' (no tool loop, no file
+read by the agent, no conversation kept): the session reads them from the instance, so patch
+mode shows the files and repeats the task in its retry prompts, as it does for litellm.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import os
 from collections.abc import AsyncIterator, Sequence
@@ -16,7 +28,7 @@ from urllib.parse import urlparse
 
 from agenter._errors import ConfigurationError
 from agenter._types import Usage
-from agenter.backends.base import BackendOptions, BackendSettings
+from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, SessionSpec
 from agenter.backends.model_api._completion import (
     Completion,
     CompletionBackend,
@@ -24,205 +36,189 @@ from agenter.backends.model_api._completion import (
     OutputFormat,
     Piece,
     StreamIncomplete,
-    chat_usage,
-    openai_failure,
 )
+from agenter.backends.model_api._harness.loop import HarnessBackend, LoopConfig
+from agenter.backends.model_api._harness.wire import BlockDone, Delta, ModelWire, WireRequest, WireResponse
 from agenter.backends.model_api.openai_compat._options import OpenAIOptions
+from agenter.backends.model_api.openai_compat._wire import ChatWire, ResponsesWire, make_client
 from agenter.host.requirements import Credentials, PythonPackage, Requirement
 
 MISSING_KEY = ("no OpenAI API key: set OPENAI_API_KEY or pass api_key=... (a local server given by base_url "
                "needs none)")
-#: Sent as the key to a server given by base_url when none is configured (the client needs one).
-NO_KEY = "no-key"
+#: What the context path can do (the completion backends' capabilities).
+CONTEXT_CAPABILITIES = CompletionBackend.capabilities
 
 
-class OpenAICompatBackend(CompletionBackend[OpenAIOptions]):
-    """Any OpenAI-compatible API in patch and analysis modes (see docs/backends/openai.md)."""
+class OpenAICompatBackend(HarnessBackend[OpenAIOptions], CompletionBackend[OpenAIOptions]):
+    """Any OpenAI-compatible API: agenter's own agent with its sandboxed file tools and bash tool
+    in every mode, or the context path in analysis and patch mode (see docs/backends/openai.md)."""
 
     name: ClassVar[str] = "openai"
     credentials: ClassVar[Credentials | None] = Credentials(env=("OPENAI_API_KEY",))
     auto_rank: ClassVar[int | None] = 90
-    options_model: ClassVar[type[BackendOptions]] = OpenAIOptions
+    capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
+        text_completion=True, streaming=True, structured_output=True, native_tool_loop=True,
+        custom_tools=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True)
+    options_model: ClassVar[type[OpenAIOptions]] = OpenAIOptions
     price_provider: ClassVar[str | None] = "openai"
     api_label: ClassVar[str] = "OpenAI-compatible API"
+    permission_kinds: ClassVar[frozenset[str]] = HarnessBackend.permission_kinds
 
     def __init__(self, settings: BackendSettings[OpenAIOptions]):
         super().__init__(settings)
-        self._client: Any | None = None
+        self._context_path = False
+        self._choose_path(settings.mode)
 
+    def _choose_path(self, mode: str) -> None:
+        """The context path or the tool loop for sessions in `mode` (set when built, from the
+        agent's mode, for what the session reads before connecting; again at connect)."""
+        self._context_path = _uses_context(mode, self.options)
+        # The session reads the capabilities of the backend it runs (patch mode's retry prompts).
+        self.capabilities = CONTEXT_CAPABILITIES if self._context_path else type(self).capabilities  # type: ignore[misc]
+
+    @property
+    def context_path(self) -> bool:
+        """Whether this session runs on the context path (else on the tool loop)."""
+        return self._context_path
+
+    # ------------------------------------------------------------------ class-level checks
     @classmethod
     def requirements(cls, settings: BackendSettings[Any]) -> Sequence[Requirement]:
-        return [PythonPackage(module="openai", distribution="openai", install="pip install 'agenter-sdk[openai]'")]
+        needs: list[Requirement] = [PythonPackage(module="openai", distribution="openai",
+                                                  install="pip install 'agenter-sdk[openai]'")]
+        if _uses_context(settings.mode, settings.options):
+            return needs  # no bash tool: no sandbox to build for it
+        return [*needs, *super().requirements(settings)]
 
     @classmethod
     def validate_settings(cls, settings: BackendSettings[Any]) -> None:
-        super().validate_settings(settings)
         options: OpenAIOptions = settings.options
+        CompletionBackend.validate_settings(settings)
+        if _uses_context(settings.mode, options):
+            if settings.tools:
+                raise ConfigurationError(
+                    f"custom tools run in agenter's own agent, not on the context path of {settings.mode} mode: "
+                    "pass openai_context='tools' to let the model call them", parameter="tools")
+        else:
+            super().validate_settings(settings)
         if not settings.model:
             raise ConfigurationError("the openai backend needs model=... (the model name the server knows)",
                                      parameter="model")
         if _api_key(options) is None and not _base_url(options):
             raise ConfigurationError(MISSING_KEY, parameter="api_key")
 
-    # ------------------------------------------------------------------ client
-    async def _open_client(self) -> None:
+    @classmethod
+    def loop_config(cls, options: OpenAIOptions) -> LoopConfig:
+        return LoopConfig(
+            # 0: no limit is sent, the server's default applies (as on the context path).
+            max_tokens=options.max_tokens or 0, max_turns=options.openai_max_turns_per_iteration,
+            max_turns_option="openai_max_turns_per_iteration", shell=options.openai_shell,
+            shell_option="openai_shell", shell_sandbox=options.openai_shell_sandbox,
+            shell_timeout=options.openai_shell_timeout, max_retries=options.max_retries,
+            max_retry_wait=options.max_retry_wait, request_timeout=options.request_timeout,
+            temperature=options.temperature, effort=options.effort, tool_calls=options.openai_tool_calls,
+            tool_calls_option="openai_tool_calls")
+
+    # ------------------------------------------------------------------ lifecycle
+    async def _connect(self, spec: SessionSpec) -> None:
+        self._choose_path(spec.mode)
+        if not self._context_path:
+            await HarnessBackend._connect(self, spec)
+            return
+        if self.settings.tools:
+            raise ConfigurationError(
+                f"custom tools run in agenter's own agent, not on the context path of {spec.mode} mode: "
+                "pass openai_context='tools' to let the model call them", parameter="tools")
+        if spec.resume_session_id:
+            raise ConfigurationError(
+                f"the openai backend's context path ({spec.mode} mode with openai_context='prompt') keeps no "
+                "conversation to resume", parameter="resume")
+        await CompletionBackend._connect(self, spec)
+
+    def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
+        if self._context_path:
+            return CompletionBackend._turn(self, prompt)
+        return HarnessBackend._turn(self, prompt)
+
+    # ------------------------------------------------------------------ the wire (both paths)
+    async def _open_wire(self) -> ModelWire:
         # The first import of openai takes a while on a busy machine: off the event loop.
         await asyncio.to_thread(importlib.import_module, "openai")
-        import openai
-
         options = self.options
         key = _api_key(options)
-        if key is None:
-            if not _base_url(options):
-                raise ConfigurationError(MISSING_KEY, parameter="api_key")
-            key = NO_KEY
-        else:
+        if key is None and not _base_url(options):
+            raise ConfigurationError(MISSING_KEY, parameter="api_key")
+        if key is not None:
             self.redact.add(key)
-        self._client = openai.AsyncOpenAI(api_key=key, base_url=options.base_url or None, max_retries=0,
-                                          timeout=options.request_timeout)
+        wire = ResponsesWire if options.openai_wire == "responses" else ChatWire
+        return wire(make_client(options, key), model=self.model, official=self._official(), streaming=options.stream,
+                    extra_body=options.openai_extra_body, on_request=self._request_in_flight)
 
-    async def _close_client(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            await client.close()
-
-    def _classify_failure(self, exc: BaseException) -> Failure | None:
-        if isinstance(exc, ResponseFailed):  # the Responses stream reports failures as events
-            return Failure(str(exc), status=_failed_status(exc.code), error_type=exc.code or None)
-        return openai_failure(exc)
+    def _request_in_flight(self, estimate: Usage) -> None:
+        """The wire's word on the request in flight before its response streams (httpx's
+        request trace): its prompt's estimate once its body has reached the server, so that a
+        request cancelled while the model works counts what a paid API bills for it; nothing
+        (Usage()) when the server answered with an error status. The context path counts its
+        own estimate of its prompt, the one its running figures continue."""
+        if self._context_path:
+            if estimate.total_tokens:
+                self.request_sent()
+            else:
+                self.ledger.running(Usage())
+            return
+        self.ledger.running(estimate)
 
     def _official(self) -> bool:
         """The OpenAI API itself (some parameters differ from compatible servers')."""
         url = _base_url(self.options)
         return not url or (urlparse(url).hostname or "").endswith("api.openai.com")
 
-    # ------------------------------------------------------------------ one request
-    def _stream_completion(self, messages: list[dict[str, str]],
-                           output: OutputFormat | None) -> AsyncIterator[Piece | Completion]:
-        if self.options.openai_wire == "responses":
-            return self._responses(messages, output)
-        return self._chat(messages, output)
+    # ------------------------------------------------------------------ the context path's hooks
+    async def _open_client(self) -> None:
+        self._wire = await self._open_wire()
 
-    def _common(self) -> dict[str, Any]:
-        options = self.options
-        params: dict[str, Any] = {"model": self.model}
-        if options.temperature is not None:
-            params["temperature"] = options.temperature
-        if options.openai_extra_body:
-            params["extra_body"] = dict(options.openai_extra_body)
-        return params
+    def _classify_failure(self, exc: BaseException) -> Failure | None:
+        wire = self._wire
+        return wire.failure(exc) if wire is not None else None
 
-    async def _chat(self, messages: list[dict[str, str]],
-                    output: OutputFormat | None) -> AsyncIterator[Piece | Completion]:
-        client = self._client
-        assert client is not None
+    async def _stream_completion(self, messages: list[dict[str, str]],
+                                 output: OutputFormat | None) -> AsyncIterator[Piece | Completion]:
+        wire = self._wire
+        assert isinstance(wire, ChatWire | ResponsesWire)
         options = self.options
-        params = self._common()
-        params["messages"] = messages
-        if options.max_tokens:
-            # OpenAI's newer models take only max_completion_tokens; compatible servers know max_tokens.
-            params["max_completion_tokens" if self._official() else "max_tokens"] = options.max_tokens
-        if output is not None and output.mode == "json_schema":
-            params["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": output.name, "schema": output.schema, "strict": True}}
-        elif output is not None and output.mode == "json_object":
-            params["response_format"] = {"type": "json_object"}
-        if not options.stream:
-            response = await client.chat.completions.create(**params)
-            choice = response.choices[0] if response.choices else None
-            message = choice.message if choice is not None else None
-            yield Completion(text=(message.content or "") if message else "",
-                             reasoning=_reasoning(message) if message else "",
-                             refusal=getattr(message, "refusal", None) if message else None,
-                             usage=chat_usage(response.usage), finish_reason=choice.finish_reason if choice else None,
-                             model=response.model)
-            return
-        stream = await client.chat.completions.create(**params, stream=True, stream_options={"include_usage": True})
-        text: list[str] = []
+        request = WireRequest(
+            system="\n\n".join(m["content"] for m in messages if m["role"] == "system"),
+            messages=[{"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"],
+            max_tokens=options.max_tokens or 0, temperature=options.temperature, effort=options.effort)
         reasoning: list[str] = []
-        refusal: list[str] = []
-        finish: str | None = None
-        usage: Usage | None = None
-        model: str | None = None
-        try:
-            async for chunk in stream:
-                model = model or chunk.model
-                if chunk.usage is not None:
-                    usage = chat_usage(chunk.usage)
-                for choice in chunk.choices:
-                    delta = choice.delta
-                    if delta is not None:
-                        thought = _reasoning(delta)
-                        if thought:
-                            reasoning.append(thought)
-                            yield Piece(thought, reasoning=True)
-                        if delta.content:
-                            text.append(delta.content)
-                            yield Piece(delta.content)
-                        if getattr(delta, "refusal", None):
-                            refusal.append(delta.refusal)
-                    if choice.finish_reason:
-                        finish = choice.finish_reason
-        finally:
-            await stream.close()
-        if finish is None:
-            raise StreamIncomplete("the stream ended without a finish_reason")
-        yield Completion(text="".join(text), reasoning="".join(reasoning), refusal="".join(refusal) or None,
-                         usage=usage, finish_reason=finish, model=model)
-
-    async def _responses(self, messages: list[dict[str, str]],
-                         output: OutputFormat | None) -> AsyncIterator[Piece | Completion]:
-        client = self._client
-        assert client is not None
-        options = self.options
-        params = self._common()
-        instructions = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
-        if instructions:
-            params["instructions"] = instructions
-        params["input"] = [{"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"]
-        if options.max_tokens:
-            params["max_output_tokens"] = options.max_tokens
-        if self._official():
-            params["store"] = False
-        if output is not None and output.mode == "json_schema":
-            params["text"] = {"format": {"type": "json_schema", "name": output.name, "schema": output.schema,
-                                         "strict": True}}
-        elif output is not None and output.mode == "json_object":
-            params["text"] = {"format": {"type": "json_object"}}
-        if not options.stream:
-            response = await client.responses.create(**params)
-            yield _responses_completion(response, None)
-            return
-        stream = await client.responses.create(**params, stream=True)
-        text: list[str] = []
-        final: Any = None
-        try:
-            async for event in stream:
-                kind = event.type
-                if kind == "response.output_text.delta":
-                    text.append(event.delta)
-                    yield Piece(event.delta)
-                elif kind in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):
-                    yield Piece(event.delta, reasoning=True)
-                elif kind in ("response.completed", "response.incomplete"):
-                    final = event.response
-                elif kind == "response.failed":
-                    raise ResponseFailed(event.response.error)
-                elif kind == "error":
-                    raise ResponseFailed(event)
-        finally:
-            await stream.close()
-        if final is None:
-            raise StreamIncomplete("the stream ended before response.completed")
-        yield _responses_completion(final, "".join(text))
+        response: WireResponse | None = None
+        async with contextlib.aclosing(wire.stream(request, output=output)) as pieces:
+            async for piece in pieces:
+                if isinstance(piece, Delta):
+                    yield Piece(piece.text, reasoning=piece.thinking)
+                elif isinstance(piece, BlockDone) and piece.block.get("type") == "thinking":
+                    reasoning.append(str(piece.block.get("thinking") or ""))
+                elif isinstance(piece, WireResponse):
+                    response = piece
+        if response is None:
+            raise StreamIncomplete("the response stream ended before the response was complete")
+        yield _completion(response, "".join(reasoning))
 
 
-class ResponseFailed(Exception):
-    """A Responses stream that ended with response.failed or an error event."""
+def _uses_context(mode: str, options: Any) -> bool:
+    """Whether a session in `mode` runs on the context path."""
+    return mode in ("analysis", "patch") and getattr(options, "openai_context", "prompt") == "prompt"
 
-    def __init__(self, error: Any):
-        self.code = str(getattr(error, "code", "") or "")
-        super().__init__(str(getattr(error, "message", "") or self.code or "the response failed"))
+
+def _completion(response: WireResponse, reasoning: str) -> Completion:
+    """A wire's response as the context path reads it (a usage of 0 tokens: none reported, the
+    context path estimates it)."""
+    refused = response.stop == "refusal" and response.stop_detail != "content_filter"
+    text = response.text()
+    finish = "length" if response.stop == "max_tokens" else response.stop_detail
+    return Completion(text="" if refused else text, reasoning=reasoning,
+                      refusal=(text or "The model refused the request.") if refused else None,
+                      usage=response.usage if response.usage.total_tokens else None, finish_reason=finish)
 
 
 def _api_key(options: OpenAIOptions) -> str | None:
@@ -233,53 +229,3 @@ def _api_key(options: OpenAIOptions) -> str | None:
 
 def _base_url(options: OpenAIOptions) -> str | None:
     return options.base_url or os.environ.get("OPENAI_BASE_URL") or None
-
-
-def _reasoning(item: Any) -> str:
-    """Reasoning text compatible servers send beside the content (reasoning_content, reasoning)."""
-    for name in ("reasoning_content", "reasoning"):
-        value = getattr(item, name, None)
-        if isinstance(value, str) and value:
-            return value
-    return ""
-
-
-def responses_usage(usage: Any) -> Usage | None:
-    if usage is None:
-        return None
-    total = int(getattr(usage, "input_tokens", 0) or 0)
-    details = getattr(usage, "input_tokens_details", None)
-    cached = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
-    return Usage(input_tokens=max(total - cached, 0), output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
-                 cache_read_tokens=cached)
-
-
-def _responses_completion(response: Any, streamed: str | None) -> Completion:
-    text = streamed if streamed else (getattr(response, "output_text", "") or "")
-    reasoning: list[str] = []
-    refusal: list[str] = []
-    for item in getattr(response, "output", None) or []:
-        if getattr(item, "type", None) == "reasoning":
-            for part in (getattr(item, "summary", None) or []) + (getattr(item, "content", None) or []):
-                if getattr(part, "text", None):
-                    reasoning.append(part.text)
-        elif getattr(item, "type", None) == "message":
-            for part in getattr(item, "content", None) or []:
-                if getattr(part, "type", None) == "refusal" and getattr(part, "refusal", None):
-                    refusal.append(part.refusal)
-    finish = "stop"
-    if getattr(response, "status", None) == "incomplete":
-        details = getattr(response, "incomplete_details", None)
-        reason = getattr(details, "reason", None)
-        finish = "length" if reason in (None, "max_output_tokens") else str(reason)
-    return Completion(text=text, reasoning="\n".join(reasoning), refusal="".join(refusal) or None,
-                      usage=responses_usage(getattr(response, "usage", None)), finish_reason=finish,
-                      model=getattr(response, "model", None))
-
-
-def _failed_status(code: str) -> int:
-    if code in ("rate_limit_exceeded",):
-        return 429
-    if code in ("server_error", "vector_store_timeout", ""):
-        return 500
-    return 400

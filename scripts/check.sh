@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The fast tier (`make check`): lint, types, and every test that needs no agent program, no
+# second Python and no network (pytest -m "not agent and not py312 and not slow"), on two
+# workers when pytest-xdist is installed (the dev extra has it). mypy runs beside the tests (one
+# process, while they take the workers) and reports after them. `make test`
+# (scripts/run-tests.sh) stays the full suite.
+set -uo pipefail
+status=0
+.venv/bin/ruff check agenter tests benchmarks examples || status=$?
+
+mypy_log=$(mktemp)
+.venv/bin/mypy >"$mypy_log" 2>&1 &
+mypy_pid=$!
+trap 'kill "$mypy_pid" 2>/dev/null; rm -f "$mypy_log"' EXIT
+
+workers=()
+if .venv/bin/python -c "import xdist" 2>/dev/null; then
+  # loadgroup: tests marked xdist_group("litellm") share a worker, so one worker imports LiteLLM.
+  workers=(-n "${CHECK_WORKERS:-2}" --dist loadgroup)
+fi
+.venv/bin/python -m pytest -q -p no:cacheprovider -m "not agent and not py312 and not slow" "${workers[@]}" "$@" \
+  || status=$?
+
+wait "$mypy_pid" || status=$?
+cat "$mypy_log"
+exit $status
