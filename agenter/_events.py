@@ -46,6 +46,7 @@ class CodingEventType(str, Enum):
     ERROR = "error"  # a problem the agent reported and survived
     STATUS = "status"
     PLAN = "plan"
+    STEERED = "steered"  # data["text"]: a user message that reached the running agent; data["where"]
 
 
 #: The kinds a BACKEND_MESSAGE event can have.
@@ -55,6 +56,7 @@ MESSAGE_KINDS = frozenset({
     CodingEventType.COMMAND_STARTED, CodingEventType.COMMAND_FINISHED, CodingEventType.FILE_EDITED,
     CodingEventType.PERMISSION_DECISION, CodingEventType.USAGE_UPDATED,
     CodingEventType.CONTEXT_COMPACTED, CodingEventType.ERROR, CodingEventType.STATUS, CodingEventType.PLAN,
+    CodingEventType.STEERED,
 })
 
 

@@ -42,11 +42,6 @@ _FLAGS = {
     "max_iterations": "--max-iterations",
 }
 
-#: Backends with the resume capability whose conversation lives only in the process that ran it
-#: (their resume is the retries of one run, docs/sessions.md): `--resume` of an earlier run
-#: cannot work with them, so the CLI says so before anything starts.
-RESUME_IN_PROCESS_ONLY = frozenset({"anthropic-sdk", "openai"})
-
 #: Variables that point a backend at its model server, for the cost note of a local one.
 _BASE_URL_VARIABLES = {"anthropic-sdk": "ANTHROPIC_BASE_URL", "claude-code": "ANTHROPIC_BASE_URL",
                        "claude-cli": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL",
@@ -284,8 +279,6 @@ def _cannot_resume(name: str) -> str | None:
         return "it cannot be loaded"
     if not cls.capabilities.resume:
         return "it keeps no conversation"
-    if name in RESUME_IN_PROCESS_ONLY:
-        return "its conversation lives only as long as one run"
     return None
 
 

@@ -25,7 +25,8 @@ END = "<!-- end of runtime matrix -->"
 HEADINGS = {"text_completion": "text", "streaming": "stream", "structured_output": "struct",
             "native_tool_loop": "tool loop", "custom_tools": "custom tools", "mcp": "mcp",
             "filesystem_read": "fs read", "filesystem_edit": "fs edit", "shell": "shell",
-            "apply_patch": "apply_patch", "subagents": "subagents", "sandbox": "sandbox", "resume": "resume"}
+            "apply_patch": "apply_patch", "subagents": "subagents", "sandbox": "sandbox", "resume": "resume",
+            "steering": "steer"}
 #: For a backend whose enforced kinds depend on its settings (it overrides permission_kinds_for).
 PER_SETTINGS = "depends on its settings: the agent program and its mode (docs/permissions.md)"
 

@@ -1,9 +1,10 @@
 """What tests across the tree share: the scripted model server (the plugin), a workspace, a
-diverged git repository, a script server for `curl | sh` attempts, and a run token whose
-processes must not outlive the test."""
+diverged git repository, a script server for `curl | sh` attempts, a run token whose
+processes must not outlive the test, and a user's cache private to the test run."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,3 +52,19 @@ def run_token() -> Iterator[str]:
     token = uuid.uuid4().hex
     with no_leftovers(token):
         yield token
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The user's cache for the whole run (XDG_CACHE_HOME, also for child processes): agenter's
+    own agent keeps every conversation there when a run has no log_dir (agenter.store), and a
+    test run must leave nothing in the developer's ~/.cache."""
+    saved = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("XDG_CACHE_HOME", None)
+        else:
+            os.environ["XDG_CACHE_HOME"] = saved

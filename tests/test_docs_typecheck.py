@@ -23,7 +23,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Blocks that are not Python on purpose (a protocol written as signatures), by file and index.
-NOT_PYTHON = {("docs/sessions.md", 2)}
+NOT_PYTHON = {("docs/sessions.md", 3)}
 #: Checks a fragment cannot satisfy (see the module docstring).
 FRAGMENT_CODES = ("name-defined", "no-untyped-def", "no-untyped-call", "var-annotated", "no-any-return")
 #: Names the docs use as if defined, typed here so that calls on them are checked too.

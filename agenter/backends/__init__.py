@@ -32,6 +32,7 @@ _REGISTRY: dict[str, str | type[Any]] = {
     "codex": "agenter.backends.agents.codex:CodexBackend",
     "openhands": "agenter.backends.agents.openhands:OpenHandsBackend",
     "acp": "agenter.backends.agents.acp:ACPBackend",
+    "openai-agents": "agenter.backends.agents.openai_agents:OpenAIAgentsBackend",
     "openai": "agenter.backends.model_api.openai_compat:OpenAICompatBackend",
     "litellm": "agenter.backends.model_api.litellm:LiteLLMBackend",
     "gemini": "agenter.backends.model_api.gemini:GeminiBackend",

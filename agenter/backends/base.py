@@ -85,6 +85,7 @@ class MessageType(str, Enum):
     USAGE = "usage"  # usage was settled into the ledger (the session adds the running totals)
     COMPACTED = "compacted"  # the agent compacted its context; details: tokens_before, tokens_after
     PLAN = "plan"
+    STEERED = "steered"  # a message the user sent while the agent works reached it; details: text, where
     STATUS = "status"  # lifecycle notes: "retrying after 529", "session resumed", ...
     ERROR = "error"  # a recoverable problem the backend reports but survives
 
@@ -215,6 +216,12 @@ class SessionSpec:
     resume_session_id: str | None = None
     #: "autonomous" (the agent edits), "patch" (agenter applies proposed changes) or "analysis".
     mode: str = "autonomous"
+    #: The folder of the run's transcripts (None: the run writes none). A backend that keeps its
+    #: conversation itself keeps it beside them (agenter's own agent: `<log_dir>/conversations`).
+    log_dir: Path | None = None
+    #: The folder of the transcript `resume_session_id` was read from (None: the resume named
+    #: the session id itself): where that conversation was kept.
+    resume_log_dir: Path | None = None
 
 
 #: The rule of a Denial for an action the agent took without asking (its own mode lets it), which
@@ -313,6 +320,10 @@ class CodingBackend(Protocol):
 
     async def permit(self, call: ToolCall) -> PermissionDecision:
         """Decide a call through the session's permission gate (a refusal is recorded)."""
+
+    def steer(self, text: str) -> str | None:
+        """Deliver a user message to the turn that runs, at its next safe point: None when taken
+        (a STEERED message in the turn says where it landed), else why it cannot be."""
 
     @property
     def session_id(self) -> str | None:
@@ -618,6 +629,12 @@ class BaseBackend(BackendClass, Generic[OptionsT]):
     def denials(self) -> list[Denial]:
         """Actions refused during the session so far."""
         return list(self._denials)
+
+    def steer(self, text: str) -> str | None:
+        """A backend with the `steering` capability writes this (see the contract); the others
+        say why a message cannot reach a running agent."""
+        return (f"the {self.name} backend cannot take a message while its agent works (no steering "
+                "capability): send it as the next request")
 
     @property
     def session_id(self) -> str | None:

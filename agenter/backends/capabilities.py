@@ -36,6 +36,7 @@ class BackendCapabilities:
     subagents: bool = False
     sandbox: bool = False  # sandbox=True can be honoured
     resume: bool = False  # a retry prompt lands in the same conversation
+    steering: bool = False  # takes a user message while a turn runs (session.steer)
 
     def names(self) -> list[str]:
         """The capabilities this backend has."""

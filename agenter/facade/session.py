@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, Generator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,23 @@ _SESSION_017 = {
 
 #: Request fields fixed when the session opens (the backend was connected with them).
 _FIXED = ("cwd", "system_prompt", "allowed_write_paths", "output_type")
+
+
+@dataclass(frozen=True)
+class Steer:
+    """What became of session.steer(text): taken (true), or not, and why."""
+
+    taken: bool
+    reason: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.taken
+
+
+def _transcript_dir(resumed_from: dict[str, Any] | None) -> Path | None:
+    """The folder of the transcript a resume named (None: it named a session id)."""
+    transcript = (resumed_from or {}).get("transcript")
+    return Path(transcript).parent if transcript else None
 
 
 class AgentSession:
@@ -182,7 +200,8 @@ class AgentSession:
                                  system_prompt=template.system_prompt,
                                  output_type=output_type_for(config.mode, template.output_type),
                                  resume_session_id=str(template.resume) if template.resume else None,
-                                 mode=config.mode)
+                                 mode=config.mode, log_dir=Path(self._log_dir) if self._log_dir is not None else None,
+                                 resume_log_dir=_transcript_dir(self._resumed_from))
         if self._single:
             self._state = "open"  # its run connects the backend (see the module docstring)
             return
@@ -201,6 +220,18 @@ class AgentSession:
         self._state = "open"
         if self._transcript is not None:
             self._transcript.agent_session(self.session_id)
+
+    def steer(self, text: str) -> Steer:
+        """Send the running request's agent a message: it reaches the model at the next safe point
+        (agenter's own agent: after the tool calls in flight, before its next model request) and
+        the request's events show a `steered` event where it landed. Returns whether it was taken;
+        when it cannot be (no request running, a backend without the `steering` capability, a
+        turn that ends before a safe point), the reason says so. See docs/sessions.md."""
+        current, backend = self._current, self._backend
+        if self._state != "open" or current is None or backend is None:
+            return Steer(False, "no request is running in this session: send it as the next request")
+        reason = backend.steer(text)
+        return Steer(reason is None, reason)
 
     async def cancel(self, reason: str = "session cancelled by the caller") -> None:
         """Stop the request in flight (it ends with ERROR and `reason`) and close the session

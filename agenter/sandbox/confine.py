@@ -192,36 +192,42 @@ def choose_mechanism(prefer: str = "auto") -> Mechanism | None:
     return None
 
 
-def unavailable_reason(prefer: str = "auto") -> str:
-    """One line: why no mechanism can be used, and what to do."""
+def unavailable_reason(prefer: str = "auto", prefix: str = "anthropic") -> str:
+    """One line: why no mechanism can be used, and what to do (in the option names of the
+    backend whose options start with `prefix`: `<prefix>_shell`, `<prefix>_shell_sandbox`)."""
+    shell, choice = f"{prefix}_shell", f"{prefix}_shell_sandbox"
+    what_to_do = _WHAT_TO_DO.replace("anthropic_shell", shell)
     if prefer != "auto":
         if prefer not in MECHANISMS:
-            return f"no shell sandbox named {prefer!r} (one of auto, {', '.join(MECHANISMS)}): {_WHAT_TO_DO}"
-        return (f"the {prefer} sandbox for the bash tool: {_problem(prefer)}; pass anthropic_shell_sandbox='auto', "
-                "or sandbox=False (commands run unconfined), or anthropic_shell=False (no bash tool)")
+            return f"no shell sandbox named {prefer!r} (one of auto, {', '.join(MECHANISMS)}): {what_to_do}"
+        return (f"the {prefer} sandbox for the shell tool: {_problem(prefer)}; pass {choice}='auto', "
+                f"or sandbox=False (commands run unconfined), or {shell}=False (no shell tool)")
     if sys.platform == "darwin":
         why = _problem("seatbelt")
-        return f"a sandbox for the bash tool: {why}; pass sandbox=False or anthropic_shell=False"
+        return f"a sandbox for the shell tool: {why}; pass sandbox=False or {shell}=False"
     if sys.platform.startswith("linux"):
-        return f"a sandbox for the bash tool: {_landlock_problem()}, and bubblewrap (bwrap) is not on PATH: {_WHAT_TO_DO}"
-    return (f"a sandbox for the bash tool: none on {sys.platform} (Landlock or bubblewrap on Linux, Seatbelt on macOS): "
-            "pass sandbox=False or anthropic_shell=False")
+        return f"a sandbox for the shell tool: {_landlock_problem()}, and bubblewrap (bwrap) is not on PATH: {what_to_do}"
+    return (f"a sandbox for the shell tool: none on {sys.platform} (Landlock or bubblewrap on Linux, Seatbelt on "
+            f"macOS): pass sandbox=False or {shell}=False")
 
 
-def unusable_hint(mechanism: str) -> str:
+def unusable_hint(mechanism: str, prefix: str = "anthropic") -> str:
     """What to do when the chosen mechanism fails to run `true` (probed at connect)."""
+    shell = f"{prefix}_shell"
     if mechanism == "bubblewrap":
         return ("Allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1), or pass "
-                "anthropic_shell=False (no bash tool) or sandbox=False.")
-    return (f"Pass anthropic_shell_sandbox= another mechanism ({', '.join(m for m in MECHANISMS if m != mechanism)}), "
-            "or anthropic_shell=False (no bash tool) or sandbox=False.")
+                f"{shell}=False (no shell tool) or sandbox=False.")
+    return (f"Pass {prefix}_shell_sandbox= another mechanism ({', '.join(m for m in MECHANISMS if m != mechanism)}), "
+            f"or {shell}=False (no shell tool) or sandbox=False.")
 
 
 @dataclass(frozen=True)
 class ShellSandboxAvailable(Requirement):
-    """A mechanism for the bash tool's sandbox (probed when the facade is built)."""
+    """A mechanism for the shell tool's sandbox (probed when the facade is built). `prefix`: the
+    backend's option prefix, for what to do (anthropic_shell=False, openai_agents_shell=False)."""
 
     prefer: str = "auto"
+    prefix: str = "anthropic"
 
     def problem(self) -> str | None:
-        return None if choose_mechanism(self.prefer) else unavailable_reason(self.prefer)
+        return None if choose_mechanism(self.prefer) else unavailable_reason(self.prefer, self.prefix)

@@ -72,6 +72,7 @@ _KINDS = {
     MessageType.ERROR: CodingEventType.ERROR,
     MessageType.STATUS: CodingEventType.STATUS,
     MessageType.PLAN: CodingEventType.PLAN,
+    MessageType.STEERED: CodingEventType.STEERED,
 }
 #: The whole text or thinking that closes what was streamed in deltas.
 _CLOSES = {MessageType.TEXT: MessageType.TEXT_DELTA, MessageType.THINKING: MessageType.THINKING_DELTA}
@@ -490,9 +491,19 @@ class CodingRun:
                 await asyncio.wait_for(self._connect_backend(),
                                        _timeout(max(self._limits.remaining_time(), 0.01)))
         except TimeoutError:
+            self._collect_connect_denials()
             raise _Outcome(CodingStatus.BUDGET_EXCEEDED,
                            self._limits.describe_time(self.backend.usage()) + " (while the backend started)",
                            TIME) from None
+        except BaseException:
+            self._collect_connect_denials()
+            raise
+
+    def _collect_connect_denials(self) -> None:
+        """What the gate refused while the backend started (an MCP server not allowed to start)
+        is in the result, though no turn ran to report it."""
+        with contextlib.suppress(Exception):
+            self._collect_denials(self.backend.denials())
 
     def _check_budget_before_iteration(self, state: _RunState) -> None:
         """The check before each iteration, which is also the check before a retry. Only a
@@ -683,8 +694,13 @@ class CodingRun:
     def _collect_changes(self) -> ModifiedFiles:
         changes = self._report.files
         ours = self._own_files()
-        return ModifiedFiles(written=set(changes.written) - ours, deleted=set(changes.deleted) - ours,
-                             created=set(changes.created) - ours)
+        folders = tuple(folder + "/" for folder in self._own_folders())
+
+        def theirs(paths: set[str]) -> set[str]:
+            return {p for p in paths if p not in ours and not p.startswith(folders)}
+
+        return ModifiedFiles(written=theirs(set(changes.written)), deleted=theirs(set(changes.deleted)),
+                             created=theirs(set(changes.created)))
 
     async def _undo_outside(self, changes: ModifiedFiles, state: _RunState) -> ModifiedFiles:
         """New files the turn wrote outside allowed_write_paths are removed and told to the model
@@ -710,11 +726,25 @@ class CodingRun:
         """Files agenter itself writes in the workspace (a transcript in a log_dir inside it)."""
         if self._transcript is None:
             return set()
+        inside = self._in_workspace(self._transcript.path)
+        return {inside} if inside else set()
+
+    def _own_folders(self) -> list[str]:
+        """Folders of the workspace only agenter writes: the conversation stores of agenter's own
+        agent (agenter.store.default_root: beside the transcript, else in the user's cache)."""
+        from agenter.store import default_root
+
+        roots = [default_root(self._transcript.path.parent)] if self._transcript is not None else []
+        roots.append(default_root())
+        return [inside for inside in (self._in_workspace(root) for root in roots) if inside]
+
+    def _in_workspace(self, path: str | os.PathLike[str]) -> str | None:
+        """`path` relative to the workspace (posix), or None when it lies outside."""
         cwd = os.path.realpath(self.request.cwd)
-        path = os.path.realpath(self._transcript.path)
-        if not path.startswith(cwd.rstrip(os.sep) + os.sep):
-            return set()
-        return {Path(os.path.relpath(path, cwd)).as_posix()}
+        real = os.path.realpath(path)
+        if not real.startswith(cwd.rstrip(os.sep) + os.sep):
+            return None
+        return Path(os.path.relpath(real, cwd)).as_posix()
 
     def _collect_denials(self, denials: Any = None) -> None:
         for denial in self._report.denials if denials is None else denials:
@@ -866,12 +896,14 @@ class CodingSession(CodingRun):
                       DeprecationWarning, stacklevel=2)
 
         async def connect() -> None:
-            resume, _ = resolve_resume(request.resume, options["backend_name"])
+            resume, origin = resolve_resume(request.resume, options["backend_name"])
+            transcript = (origin or {}).get("transcript")
             await backend.connect(SessionSpec(
                 cwd=Path(request.cwd), allowed_write_paths=request.allowed_write_paths,
                 system_prompt=request.system_prompt,
                 output_type=output_type_for(options.get("mode", "autonomous"), request.output_type),
-                resume_session_id=resume, mode=options.get("mode", "autonomous")))
+                resume_session_id=resume, mode=options.get("mode", "autonomous"),
+                resume_log_dir=Path(transcript).parent if transcript else None))
 
         if not options.pop("connected", False):  # connected=True: the caller connected it
             options.setdefault("connect", connect)

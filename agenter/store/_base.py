@@ -32,9 +32,10 @@ Message = dict[str, Any]
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 #: Fields of a block that are the provider's opaque blobs (a thinking block's signature, a
-#: redacted thinking block's encrypted data): written as they came, never scrubbed, because the
-#: API refuses a changed one on resume and they hold no text of ours. Keyed by block type.
-OPAQUE_FIELDS = {"thinking": "signature", "redacted_thinking": "data"}
+#: redacted thinking block's encrypted data, the thought signature Gemini puts on a text or a
+#: function call): written as they came, never scrubbed, because the API refuses a changed one
+#: on resume and they hold no text of ours. Keyed by block type.
+OPAQUE_FIELDS = {"thinking": "signature", "redacted_thinking": "data", "text": "signature", "tool_use": "signature"}
 
 
 class StoreError(AgenterError):
@@ -117,6 +118,31 @@ def check_session_id(session_id: object, redact: Redactor | None = None) -> str:
                                  "environment variable's value); use the session_id of an earlier result",
                                  parameter="session_id")
     return session_id
+
+
+def is_session_id(value: object) -> bool:
+    """Whether `value` is a valid session id (for ids found in storage: one that is not was
+    not written by a store and is left out of `session_ids`)."""
+    return isinstance(value, str) and SESSION_ID.fullmatch(value) is not None
+
+
+def check_revision(revision: object) -> None:
+    """ConfigurationError unless `revision` is None or an int >= 0 (a revision a store returned)."""
+    if revision is not None and (type(revision) is not int or revision < 0):
+        raise ConfigurationError(f"revision must be an int >= 0 (a revision the store returned), got {revision!r}",
+                                 parameter="revision")
+
+
+def check_at(at: object) -> None:
+    """ConfigurationError unless `at` is an index (an int >= 0; a bool is not one)."""
+    if type(at) is not int or at < 0:
+        raise ConfigurationError(f"at must be an index (an int >= 0), got {at!r}", parameter="at")
+
+
+def conflict(session_id: str, why: str) -> ConversationConflictError:
+    """The error of a write that would lose another writer's work (`why` says what was found)."""
+    return ConversationConflictError(f"the stored conversation {session_id!r} changed under this writer: {why}; "
+                                     "load it again before writing")
 
 
 def dumps(value: object) -> bytes:

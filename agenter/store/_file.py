@@ -36,17 +36,19 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agenter._errors import ConfigurationError
 from agenter.host.redact import Redactor
 from agenter.store._base import (
     Conversation,
-    ConversationConflictError,
     Message,
     StoreError,
+    check_at,
+    check_revision,
     check_session_id,
+    conflict,
     dumps,
     encode_messages,
     encode_metadata,
+    is_session_id,
 )
 
 __all__ = ["FORMAT", "VERSION", "FileConversationStore", "default_root"]
@@ -111,7 +113,7 @@ class FileConversationStore:
     # ------------------------------------------------------------------ reading
     def load(self, session_id: str) -> Conversation | None:
         path = self.path(session_id)
-        if not path.exists():
+        if self._root_missing() or not path.exists():
             return None
         with self._lock(session_id, shared=True):
             try:
@@ -136,13 +138,13 @@ class FileConversationStore:
         except OSError as exc:
             raise self._error("cannot list", self.root, exc) from None
         ids = [name[:-6] for name in names if name.endswith(".jsonl") and not name.startswith(".")]
-        return sorted(i for i in ids if _valid(i))
+        return sorted(i for i in ids if is_session_id(i))
 
     # ------------------------------------------------------------------ writing
     def save(self, session_id: str, messages: Sequence[Message], metadata: Mapping[str, Any] | None = None, *,
              revision: int | None = None) -> int:
         path = self.path(session_id)
-        _check_revision(revision)
+        check_revision(revision)
         body = dumps({"format": FORMAT, "version": VERSION, "session_id": session_id,
                       "metadata": encode_metadata(metadata, self.redact),
                       "messages": encode_messages(messages, self.redact)})
@@ -151,16 +153,15 @@ class FileConversationStore:
             current = self._stored(path, repair=False)
             stored = current[1] if current else 0
             if revision is not None and revision != stored:
-                raise _conflict(session_id, f"it is at revision {stored}, not {revision}")
+                raise conflict(session_id, f"it is at revision {stored}, not {revision}")
             self._write_snapshot(session_id, body, len(messages), stored + 1)
         return stored + 1
 
     def append(self, session_id: str, messages: Sequence[Message], *, at: int,
                metadata: Mapping[str, Any] | None = None, revision: int | None = None) -> int:
         path = self.path(session_id)
-        _check_revision(revision)
-        if type(at) is not int or at < 0:
-            raise ConfigurationError(f"at must be an index (an int >= 0), got {at!r}", parameter="at")
+        check_revision(revision)
+        check_at(at)
         encoded = encode_messages(messages, self.redact)
         record: dict[str, Any] = {"at": at, "messages": encoded}
         if metadata is not None:
@@ -177,9 +178,9 @@ class FileConversationStore:
             try:
                 count, stored, size = self._tail(fd, path, repair=True)
                 if revision is not None and revision != stored:
-                    raise _conflict(session_id, f"it is at revision {stored}, not {revision}")
+                    raise conflict(session_id, f"it is at revision {stored}, not {revision}")
                 if at > count:
-                    raise _conflict(session_id, f"it holds {count} messages, so an append cannot start at {at}")
+                    raise conflict(session_id, f"it holds {count} messages, so an append cannot start at {at}")
                 line = _line(body, at + len(encoded), stored + 1)
                 try:
                     _write_all(fd, line)
@@ -195,7 +196,7 @@ class FileConversationStore:
 
     def delete(self, session_id: str) -> bool:
         path = self.path(session_id)
-        if not self.root.is_dir():
+        if self._root_missing():
             return False
         with self._lock(session_id):
             existed = True
@@ -214,7 +215,7 @@ class FileConversationStore:
     # ------------------------------------------------------------------ internals
     def _first_append(self, session_id: str, record: dict[str, Any], at: int, revision: int | None) -> int:
         if at != 0 or revision not in (None, 0):
-            raise _conflict(session_id, "nothing is stored under this id (an append to a new id starts at 0)")
+            raise conflict(session_id, "nothing is stored under this id (an append to a new id starts at 0)")
         body = dumps({"format": FORMAT, "version": VERSION, "session_id": session_id,
                       "metadata": record.get("metadata", {}), "messages": record["messages"]})
         self._write_snapshot(session_id, body, len(record["messages"]), 1)
@@ -303,6 +304,19 @@ class FileConversationStore:
         finally:
             os.close(fd)
 
+    def _root_missing(self) -> bool:
+        """Whether the directory does not exist yet (nothing is stored); StoreError when it
+        cannot be reached (a regular file in its place or above it, no permission to look)."""
+        try:
+            info = os.stat(self.root)
+        except FileNotFoundError:
+            return True
+        except OSError as exc:
+            raise self._error("cannot reach", self.root, exc) from None
+        if not stat.S_ISDIR(info.st_mode):
+            raise StoreError(f"{self!r}: {str(self.root)!r} is not a directory")
+        return False
+
     def _ensure_root(self) -> None:
         """The directory, made 0700 if missing; one of another user is refused, a looser mode
         of one of ours tightened."""
@@ -341,25 +355,6 @@ class FileConversationStore:
             return StoreError(f"{self!r} {doing} {str(path)!r}: it is a symbolic link, which the store never "
                               "follows; delete the conversation (that removes only the link)")
         return StoreError(f"{self!r} {doing} {str(path)!r}: {exc.strerror or exc}")
-
-
-def _valid(session_id: str) -> bool:
-    try:
-        check_session_id(session_id)
-    except ConfigurationError:
-        return False
-    return True
-
-
-def _check_revision(revision: int | None) -> None:
-    if revision is not None and (type(revision) is not int or revision < 0):
-        raise ConfigurationError(f"revision must be an int >= 0 (a revision the store returned), got {revision!r}",
-                                 parameter="revision")
-
-
-def _conflict(session_id: str, why: str) -> ConversationConflictError:
-    return ConversationConflictError(f"the stored conversation {session_id!r} changed under this writer: {why}; "
-                                     "load it again before writing")
 
 
 def _line(body: bytes, count: int, revision: int) -> bytes:

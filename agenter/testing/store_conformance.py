@@ -1,20 +1,23 @@
 """The ConversationStore contract as a reusable test suite, for the built-in stores and your own.
 
 A store is checked through a `StoreHarness`: an importable factory that opens the store at a
-location (called here and in child processes, so two processes really share one store), and a
-function that returns every byte the store holds there (for the secrets check). Every check is
-a plain function `check(harness, tmp_path)`:
+location (called here and in child processes, so two processes really share one store), a
+function that returns every byte the store holds there (for the secrets check), and one that
+names a location the store cannot reach. Every check is a plain function `check(harness, tmp_path)`:
 
     from agenter.testing import store_conformance as sc
 
-    MY_STORE = sc.StoreHarness(factory="my_package.stores:open_for_tests", raw=my_raw_bytes)
+    MY_STORE = sc.StoreHarness(factory="my_package.stores:open_for_tests", raw=my_raw_bytes,
+                               unreachable=lambda tmp_path: "a location it cannot reach")
 
     @pytest.mark.parametrize("check", sc.CHECKS, ids=sc.check_id)
     def test_store_contract(check, tmp_path):
         check(MY_STORE, tmp_path)
 
 where `open_for_tests(location: str, secrets: list[str]) -> ConversationStore` opens the store
-at `location` with a redactor that also hides `secrets` (`Redactor(extra=secrets)`).
+at `location` with a redactor that also hides `secrets` (`Redactor(extra=secrets)`). The
+built-in stores' harnesses are FILE_STORE, SQLITE_STORE and `redis_harness(url)` (a server such
+as `agenter.testing.redis_server.RedisServer`'s).
 
 What the checks prove:
 
@@ -28,8 +31,11 @@ What the checks prove:
   nothing; an id that is a secret is refused;
 - secrets (a redactor's extra values, a secret-named environment variable's value, key-shaped
   strings), written through save and append, are in neither what load returns nor the raw
-  bytes; the provider's opaque fields (a thinking block's signature) are kept as they came;
+  bytes; the provider's opaque fields (a thinking block's signature, Gemini's signature on a
+  text or tool_use block) are kept as they came;
 - what is not JSON data is refused before anything is written;
+- a store that cannot reach its storage raises StoreError from every method, in time, with a
+  one-line message naming the store (no None or [] as if nothing were stored);
 - concurrent writers, threads and processes, to different ids and to one id: nothing torn,
   nothing interleaved; appends that pass their revision (and retry on conflict) all land once, in
   each writer's order; whole saves racing a reader: every load is one writer's whole conversation;
@@ -48,6 +54,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -62,10 +69,12 @@ from agenter.store import (
     ConversationStore,
     FileConversationStore,
     Message,
+    StoreError,
 )
 
 __all__ = [
-    "BAD_IDS", "CHECKS", "FILE_STORE", "GOOD_IDS", "StoreHarness", "check_id", "file_store_bytes", "open_file_store",
+    "BAD_IDS", "CHECKS", "FILE_STORE", "GOOD_IDS", "SQLITE_STORE", "StoreHarness", "check_id", "file_store_bytes",
+    "open_file_store", "open_redis_store", "open_sqlite_store", "redis_harness", "redis_store_bytes",
 ]
 
 #: Ids every store must refuse: separators, traversal, hidden, option-like, control characters,
@@ -103,8 +112,69 @@ def open_file_store(location: str, secrets: Sequence[str]) -> ConversationStore:
     return FileConversationStore(location, redact=Redactor(extra=list(secrets)))
 
 
+def open_sqlite_store(location: str, secrets: Sequence[str]) -> ConversationStore:
+    """The factory of the SQLite store for the suite: a database file in the location's folder."""
+    from agenter.store import SQLiteConversationStore
+
+    return SQLiteConversationStore(Path(location) / "conversations.sqlite3", redact=Redactor(extra=list(secrets)))
+
+
+def open_redis_store(location: str, secrets: Sequence[str]) -> ConversationStore:
+    """The factory of the Redis store for the suite: `location` is a URL with a prefix parameter."""
+    from agenter.store import RedisConversationStore
+
+    return RedisConversationStore(location, redact=Redactor(extra=list(secrets)))
+
+
+def redis_store_bytes(location: str) -> bytes:
+    """Every key name and value under the location's prefix on its server (what the server holds
+    in memory and would persist)."""
+    import redis
+
+    from agenter.store._redis import DEFAULT_PREFIX, _split_url
+
+    url, prefix = _split_url(location)
+    client: Any = redis.Redis.from_url(url)  # replies are bytes (no decode_responses)
+    try:
+        parts: list[bytes] = []
+        for key in sorted(client.scan_iter(match=(prefix or DEFAULT_PREFIX) + "*")):
+            kind = client.type(key)
+            parts.append(key)
+            if kind == b"hash":
+                parts += [b for pair in sorted(client.hgetall(key).items()) for b in pair]
+            elif kind == b"list":
+                parts += client.lrange(key, 0, -1)
+            elif kind == b"set":
+                parts += sorted(client.smembers(key))
+            elif kind == b"string":
+                parts.append(client.get(key) or b"")
+            elif kind != b"none":  # deleted meanwhile
+                raise AssertionError(f"the store wrote a key {key!r} of type {kind!r}, which this harness cannot read")
+        return b"\n".join(parts)
+    finally:
+        client.close()
+
+
+def redis_harness(url: str) -> StoreHarness:
+    """The harness of the Redis store on the server at `url` (such as a RedisServer's): each
+    location a fresh key prefix on it; unreachable, a port of 127.0.0.1 nothing listens on."""
+    return StoreHarness(factory="agenter.testing.store_conformance:open_redis_store", raw=redis_store_bytes,
+                        location=partial(_redis_location, url), unreachable=_redis_unreachable)
+
+
+def _redis_location(url: str, tmp_path: Path) -> str:
+    return f"{url}?prefix=conformance-{uuid.uuid4().hex[:12]}:"
+
+
+def _redis_unreachable(tmp_path: Path) -> str:
+    from agenter.testing.redis_server import free_port
+
+    return f"redis://127.0.0.1:{free_port()}/0"
+
+
 def file_store_bytes(location: str) -> bytes:
-    """Every byte under the file store's directory (temporary and lock files included)."""
+    """Every byte under the file store's directory (temporary and lock files included; for the
+    SQLite store, the database with its -wal and -shm files)."""
     root = Path(location)
     if not root.exists():
         return b""
@@ -123,12 +193,16 @@ class StoreHarness:
     ConversationStore whose redactor also hides `secrets`. Child processes import it, so it must
     be importable from the test's sys.path. `raw(location)` returns every byte the store keeps
     there. `location(tmp_path)` gives a fresh, empty location (default: a folder in tmp_path;
-    a Redis store would return a key prefix).
+    a Redis store would return a key prefix). `unreachable(tmp_path)` gives a location whose
+    storage cannot be reached at all.
     """
 
     factory: str
     raw: Callable[[str], bytes]
     location: Callable[[Path], str] = field(default=_default_location)
+    #: A location the store cannot reach (a folder under a regular file, a port nothing listens
+    #: on), for check_unreachable; None fails that check with what to give.
+    unreachable: Callable[[Path], str] | None = None
 
     def open(self, location: str, secrets: Sequence[str] = ()) -> ConversationStore:
         module, _, name = self.factory.partition(":")
@@ -138,7 +212,17 @@ class StoreHarness:
         return store
 
 
-FILE_STORE = StoreHarness(factory="agenter.testing.store_conformance:open_file_store", raw=file_store_bytes)
+def _under_a_file(tmp_path: Path) -> str:
+    """A folder below a regular file: no directory can ever be made there."""
+    blocker = tmp_path / "a-regular-file"
+    blocker.write_bytes(b"not a directory")
+    return str(blocker / "store")
+
+
+FILE_STORE = StoreHarness(factory="agenter.testing.store_conformance:open_file_store", raw=file_store_bytes,
+                          unreachable=_under_a_file)
+SQLITE_STORE = StoreHarness(factory="agenter.testing.store_conformance:open_sqlite_store", raw=file_store_bytes,
+                            unreachable=_under_a_file)
 
 Check = Callable[[StoreHarness, Path], None]
 
@@ -394,8 +478,10 @@ def check_secrets_never_stored(harness: StoreHarness, tmp_path: Path) -> None:
 
 
 def check_opaque_fields_kept(harness: StoreHarness, tmp_path: Path) -> None:
-    """A thinking block's signature and a redacted thinking block's data come back as they were
-    (the provider refuses a changed one), even where they look like a key."""
+    """A thinking block's signature, a redacted thinking block's data and the signature of a
+    text or tool_use block (Gemini's thought signatures) come back as they were (the provider
+    refuses a changed one), even where they look like a key; the text beside them is still
+    scrubbed."""
     store = harness.open(harness.location(tmp_path))
     signature = "EqQBCkgIARABGAIiQL" + "AIza" + "Z" * 30 + "/+=="
     data = "AIza" + "D" * 40
@@ -405,11 +491,54 @@ def check_opaque_fields_kept(harness: StoreHarness, tmp_path: Path) -> None:
             {"type": "thinking", "thinking": "hmm", "signature": signature},
             {"type": "redacted_thinking", "data": data},
             {"type": "text", "text": "done"}]},
+        _text("user", "go on"),
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "calling", "signature": signature},
+            {"type": "tool_use", "id": "c1", "name": "grep", "input": {}, "signature": data}]},
     ]
     store.save("t", messages[:1])
     store.append("t", messages[1:], at=1)
     loaded = store.load("t")
     assert loaded is not None and loaded.messages == messages, "an opaque field came back changed"
+    key = "sk-proj-" + "a1b2" * 6
+    store.append("t", [{"role": "assistant", "content": [{"type": "text", "text": key, "signature": key}]}], at=4)
+    loaded = store.load("t")
+    assert loaded is not None
+    kept = loaded.messages[-1]["content"][0]
+    assert kept == {"type": "text", "text": "[REDACTED]", "signature": key}, "only the signature is opaque"
+
+
+#: Seconds one call to an unreachable store may take before it counts as hanging.
+UNREACHABLE_SECONDS = 20.0
+
+
+def check_unreachable(harness: StoreHarness, tmp_path: Path) -> None:
+    """A store whose storage cannot be reached: every method raises StoreError in time, its
+    message one line that names the store (its repr), never a None, [] or False as if nothing
+    were stored."""
+    if harness.unreachable is None:
+        raise AssertionError("the harness names no unreachable location: pass StoreHarness(unreachable=...), a "
+                             "function of tmp_path giving a location the store cannot reach")
+    store = harness.open(harness.unreachable(tmp_path))
+    calls: dict[str, Callable[[], object]] = {
+        "load": partial(store.load, "s"), "save": partial(store.save, "s", _conversation(1)),
+        "append": partial(store.append, "s", _conversation(1), at=0), "delete": partial(store.delete, "s"),
+        "session_ids": store.session_ids,
+    }
+    for name, call in calls.items():
+        began = time.monotonic()
+        try:
+            result = call()
+        except StoreError as exc:
+            message = str(exc)
+            assert "\n" not in message, f"{name}: the error is not one line: {message!r}"
+            assert repr(store) in message, f"{name}: the error does not name the store {store!r}: {message!r}"
+        except Exception as exc:  # the wrong type is the finding
+            raise AssertionError(f"{name} raised {type(exc).__name__}: {exc}, not StoreError") from exc
+        else:
+            raise AssertionError(f"{name} on an unreachable store returned {result!r} instead of raising StoreError")
+        took = time.monotonic() - began
+        assert took < UNREACHABLE_SECONDS, f"{name} took {took:.1f} s to find the store unreachable"
 
 
 # ---------------------------------------------------------------------- concurrency and crashes
@@ -600,7 +729,10 @@ def check_crash_between_writes(harness: StoreHarness, tmp_path: Path) -> None:
             assert ready.strip() == "ready", f"the writer did not start: {process.stderr.read() if process.stderr else ''}"
             deadline = time.monotonic() + CHILD_SECONDS
             while store.load("crash") is None:
-                assert process.poll() is None and time.monotonic() < deadline, "the writer wrote nothing"
+                if process.poll() is not None:
+                    error = process.stderr.read() if process.stderr else ""
+                    raise AssertionError(f"the writer exited ({process.returncode}) before writing:\n{error[-3000:]}")
+                assert time.monotonic() < deadline, "the writer wrote nothing"
                 time.sleep(0.01)
             time.sleep(rng.uniform(0.02, 0.4))
             process.send_signal(signal.SIGKILL)
@@ -618,6 +750,6 @@ def check_crash_between_writes(harness: StoreHarness, tmp_path: Path) -> None:
 CHECKS: tuple[Check, ...] = (
     check_save_load_delete, check_append_and_replace_tail, check_conflicts, check_unicode_and_surrogates,
     check_large_conversation, check_odd_ids_refused, check_not_json_refused, check_secrets_never_stored,
-    check_opaque_fields_kept, check_concurrent_writers_different_ids, check_concurrent_appends_same_id,
+    check_opaque_fields_kept, check_unreachable, check_concurrent_writers_different_ids, check_concurrent_appends_same_id,
     check_concurrent_saves_one_id, check_crash_between_writes,
 )

@@ -59,8 +59,7 @@ def test_a_mistyped_backend_gets_the_closest_name(tmp_path):
 
 
 @pytest.mark.parametrize(("backend", "reason"), [
-    ("anthropic-sdk", "its conversation lives only as long as one run"),
-    ("openai", "its conversation lives only as long as one run"),
+    ("litellm", "it keeps no conversation"),
 ])
 def test_resume_on_a_backend_that_cannot_continue_another_processes_run(tmp_path, backend, reason):
     logs = tmp_path / "logs"
@@ -69,8 +68,10 @@ def test_resume_on_a_backend_that_cannot_continue_another_processes_run(tmp_path
                                   "--option", "api_key=sk-test")
     assert stderr.startswith(f"agenter: --resume: the {backend} backend cannot continue an earlier run ({reason})")
     able = stderr.split("backends that can: ")[1].strip().split(", ")
-    assert {"claude-code", "codex", "acp", "claude-cli", "codex-cli", "openhands"} <= set(able)
-    assert "anthropic-sdk" not in able and "openai" not in able and "litellm" not in able
+    # agenter's own agent continues a run of another process through its conversation store.
+    assert {"claude-code", "codex", "acp", "claude-cli", "codex-cli", "openhands", "anthropic-sdk", "gemini",
+            "openai"} <= set(able)
+    assert "litellm" not in able
     assert not logs.exists()  # nothing started: no transcript
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
 
 from agenter.host.redact import Redactor
 from agenter.store import Conversation, ConversationConflictError, FileConversationStore, check_session_id
+from agenter.store._redis import RedisConversationStore
+from agenter.store._sqlite import _SCHEMA, FORMAT, VERSION, SQLiteConversationStore
 
 
 class InPlaceStore:
@@ -146,3 +149,51 @@ def unchecked_ids(location, secrets):
 
 
 __all__ = ["in_place", "scrubbing_signatures", "unchecked_ids", "unlocked", "unscrubbed"]
+
+
+class SQLiteAutocommitStore(SQLiteConversationStore):
+    """The SQLite store with each statement its own transaction: the revision check, the delete
+    of the old rows and the insert of the new ones are no longer one write."""
+
+    @contextlib.contextmanager
+    def _write(self, doing):
+        with self._errors(doing):
+            if self._missing():
+                self._create_file()
+            handle = self._handle()
+            if not handle.ready:
+                for statement in _SCHEMA:
+                    handle.connection.execute(statement, (FORMAT, VERSION) if "?" in statement else ())
+                self._check_schema(handle)
+            yield handle.connection
+
+
+def sqlite_autocommit(location, secrets):
+    return SQLiteAutocommitStore(Path(location) / "conversations.sqlite3", redact=Redactor(extra=secrets))
+
+
+class RedisUnscriptedStore(RedisConversationStore):
+    """The Redis store writing with separate commands (read the head, check, trim, push, set the
+    head) instead of one script: two writers can pass the same revision check."""
+
+    def _write(self, session_id, mode, at, revision, meta, bodies, *, given, token=None):
+        head_key, list_key = self.keys(session_id)
+        count, rev = (int(v or 0) for v in self._client.hmget(head_key, "n", "rev"))
+        if (revision is not None and revision != rev) or (mode == "append" and at > count):
+            raise ConversationConflictError("stale")
+        at = 0 if mode == "save" else at
+        if at == 0:
+            self._client.delete(list_key)
+        elif at < count:
+            self._client.ltrim(list_key, 0, at - 1)
+        if bodies:
+            self._client.rpush(list_key, *bodies)
+        self._client.hset(head_key, mapping={"n": at + len(bodies), "rev": rev + 1})
+        if given or rev == 0:
+            self._client.hset(head_key, "meta", meta)
+        self._client.sadd(self.index_key, session_id)
+        return rev + 1
+
+
+def redis_unscripted(location, secrets):
+    return RedisUnscriptedStore(location, redact=Redactor(extra=secrets))

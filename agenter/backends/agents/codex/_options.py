@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator
 
+from agenter.backends._mcp import MCPServer
 from agenter.backends.agents.codex._tools_server import SERVER_NAME
 from agenter.backends.base import BackendOptions
 
@@ -14,34 +15,15 @@ ApprovalPolicy = Literal["never", "on-request", "on-failure", "untrusted"]
 ReasoningEffort = Literal["minimal", "low", "medium", "high", "xhigh"]
 
 
-class CodexMCPServer(BaseModel):
-    """An extra MCP server handed to Codex: a stdio command or a streamable-HTTP url."""
+class CodexMCPServer(MCPServer):
+    """An extra MCP server handed to Codex: the shared shape (agenter.backends._mcp), plus how
+    Codex approves its tools."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$", description="Key under [mcp_servers] in Codex's config.")
-    command: str | None = None
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    cwd: str | None = None
-    url: str | None = None
-    bearer_token_env_var: str | None = Field(
-        None, description="Name of an environment variable holding a bearer token for `url`.")
-    http_headers: dict[str, str] = Field(default_factory=dict)
-    enabled_tools: list[str] | None = None
     tools_approval_mode: Literal["approve", "auto", "prompt", "writes"] = Field(
         "approve",
         description=("Codex's default_tools_approval_mode for this server. 'approve' (default) lets "
                      "Codex call its tools without asking; otherwise a headless run declines them."),
     )
-    startup_timeout_sec: float | None = Field(None, gt=0)
-    tool_timeout_sec: float | None = Field(None, gt=0)
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> CodexMCPServer:
-        if bool(self.command) == bool(self.url):
-            raise ValueError(f"MCP server {self.name!r} needs exactly one of `command` or `url`")
-        return self
 
     def to_config(self) -> dict[str, Any]:
         """The [mcp_servers.<name>] table for Codex's config.toml."""

@@ -1,8 +1,8 @@
 """Tool dispatch: how the harness answers the tool calls of one model response.
 
 `ToolRunner` owns a session's tools: the file tools (or Anthropic's text editor) in the
-workspace, the bash tool in its sandbox, the user's custom tools, and agenter's refusal and
-structured-output tools. Calls of the session's tools go through the executor
+workspace, the bash tool in its sandbox, the user's custom tools, the tools of the MCP servers
+(mcptools.py), and agenter's refusal and structured-output tools. Calls of the session's tools go through the executor
 (agenter.tools.executor via builtin.TurnExecutor): the permission gate decides each one (through
 the backend's `permit`, so denials are recorded and every decision is an event), reads run side by
 side, everything else alone, and oversize results go to the run's private folder. Every tool_use
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
     from agenter.backends.model_api._harness.loop import HarnessBackend
+    from agenter.backends.model_api._harness.mcptools import MCPToolset
     from agenter.permissions import PermissionGate
     from agenter.tools.spec import ToolSpec
 
@@ -88,6 +89,7 @@ class ToolRunner:
         self._shell_sandbox: ShellSandbox | None = None
         self._shell_env: dict[str, str] = {}
         self._custom_tools = {tool.name: tool for tool in backend.settings.tools}
+        self.mcp: MCPToolset | None = None
 
     # ------------------------------------------------------------------ lifecycle
     async def open(self, spec: SessionSpec) -> None:
@@ -108,11 +110,20 @@ class ToolRunner:
         if not backend.settings.sandbox:
             # sandbox=False (and no policy): the tools may go anywhere, as before the gate.
             backend.leave_confinement_to_the_sandbox()
+        if backend.config.mcp_servers:
+            from agenter.backends.model_api._harness.mcptools import MCPToolset
+
+            self.mcp = MCPToolset(backend, backend.config.mcp_servers, self.run_dir)
+            await self.mcp.open(taken={*backend.reserved_tool_names, *self._custom_tools, REFUSAL_TOOL_NAME,
+                                        STRUCTURED_OUTPUT_TOOL_NAME})
         self._executor = self._make_executor()
         if backend.has_shell:
             await self._prepare_shell()
 
     async def close(self) -> None:
+        mcp, self.mcp = self.mcp, None
+        if mcp is not None:
+            await mcp.close()
         run_dir, self.run_dir = self.run_dir, None
         if run_dir is not None:
             await asyncio.to_thread(shutil.rmtree, run_dir, True)
@@ -177,6 +188,8 @@ class ToolRunner:
             tools[BASH_TOOL_NAME], specs[BASH_TOOL_NAME] = ReplyTool(self._run_bash), shell_spec(RESULT_CHARS)
         for name, tool in self._custom_tools.items():
             tools[name], specs[name] = ReplyTool(self._run_custom_tool), custom_tool_spec(tool)
+        for name, mcp_tool in (self.mcp.tools if self.mcp is not None else {}).items():
+            tools[name], specs[name] = ReplyTool(self._run_mcp_tool), mcp_tool.spec(RESULT_CHARS)
         gate = cast("PermissionGate", PermitGate(backend.permit, lambda: backend.gate))
         return TurnExecutor(tools, specs=specs, gate=gate, results_dir=self.results_dir,
                             on_start=self._announce, on_result=self._report_result)
@@ -353,6 +366,12 @@ class ToolRunner:
 
     async def _run_custom_tool(self, name: str, arguments: dict[str, Any]) -> ToolReply:
         return await self.backend.run_tool(self._custom_tools[name], arguments)
+
+    async def _run_mcp_tool(self, name: str, arguments: dict[str, Any]) -> ToolReply:
+        mcp = self.mcp
+        if mcp is None:
+            return ToolReply(f"{name}: the MCP servers were closed", is_error=True)
+        return await mcp.call(name, arguments)
 
     def _in_results_dir(self, path: object) -> bool:
         """An absolute path into the run's tool-results folder (read there, not in the workspace)."""

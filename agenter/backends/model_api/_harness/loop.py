@@ -27,9 +27,12 @@ A provider's backend subclasses HarnessBackend and writes only what is its own: 
 wire). Analysis and patch mode (and a plan-mode policy) run the same loop read-only: only the
 tools that read are offered and the bash tool's sandbox is read-only.
 
-Seams for what is not written yet:
-- a conversation store: `_load_conversation` (at connect, for `SessionSpec.resume_session_id`) and
-  `_save_conversation` (after each completed turn).
+The tools of the MCP servers in the `mcp_servers` option are the model's too (mcptools.py,
+started at connect and ended at disconnect). The conversation is kept in a conversation store
+(keeper.py: `_save_conversation` when a prompt was added, after each round of tool results, at the
+end of a turn and after a compaction), and a connect with `SessionSpec.resume_session_id` loads it
+(`_load_conversation`), so `resume=` continues a run of another process (in text tool-call mode
+too: the store's metadata says so, and the resumed session starts in it).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from agenter._errors import BackendError, ConfigurationError
+from agenter.backends._mcp import MCPServer
 from agenter.backends._prompts import (
     REFUSAL_TOOL_DESCRIPTION,
     REFUSAL_TOOL_NAME,
@@ -59,7 +63,14 @@ from agenter.backends.model_api._harness.files import (
     TEXT_EDITOR_TOOL_DEFINITION,
     TEXT_EDITOR_TOOL_NAME,
 )
-from agenter.backends.model_api._harness.prompts import CONTEXT_NUDGE, CUTOFF_NUDGE, STRUCTURED_NUDGE, tool_guidance
+from agenter.backends.model_api._harness.keeper import ConversationKeeper, load, same_store, stores_for
+from agenter.backends.model_api._harness.prompts import (
+    CONTEXT_NUDGE,
+    CUTOFF_NUDGE,
+    STEER_NOTE,
+    STRUCTURED_NUDGE,
+    tool_guidance,
+)
 from agenter.backends.model_api._harness.retry import RetryPolicy
 from agenter.backends.model_api._harness.shell import BASH_TOOL_NAME, bash_tool_definition, network_allowed
 from agenter.backends.model_api._harness.textcalls import (
@@ -81,8 +92,9 @@ from agenter.backends.model_api._harness.wire import (
     WireRequest,
     WireResponse,
 )
-from agenter.host.requirements import Requirement
+from agenter.host.requirements import PythonPackage, Requirement
 from agenter.sandbox.confine import ShellSandboxAvailable
+from agenter.store import ConversationStore
 
 MAX_CUTOFF_NUDGES = 3
 
@@ -119,6 +131,11 @@ class LoopConfig:
     #: that sets it (named in messages).
     tool_calls: str = "native"
     tool_calls_option: str = "tool_calls"
+    #: MCP servers whose tools the model gets (mcptools.py).
+    mcp_servers: tuple[MCPServer, ...] = ()
+    #: Where the conversation is kept (keeper.py): None, the default file store; False, nowhere
+    #: but the process; else a ConversationStore.
+    conversation_store: Any = None
 
 
 @dataclass
@@ -134,8 +151,9 @@ class HarnessBackend(BaseBackend[OptionsT]):
 
     reserved_tool_names: ClassVar[frozenset[str]] = frozenset({TEXT_EDITOR_TOOL_NAME, BASH_TOOL_NAME,
                                                                *FILE_TOOL_NAMES})
-    # Every tool call of the loop passes the gate; "network" is the bash tool's network access.
-    permission_kinds: ClassVar[frozenset[str]] = frozenset({"read", "edit", "shell", "network", "custom"})
+    # Every tool call of the loop passes the gate; "network" is the bash tool's network access,
+    # "mcp" the MCP servers' starts and tool calls.
+    permission_kinds: ClassVar[frozenset[str]] = frozenset({"read", "edit", "shell", "network", "mcp", "custom"})
 
     def __init__(self, settings: BackendSettings[OptionsT]):
         super().__init__(settings)
@@ -155,6 +173,13 @@ class HarnessBackend(BaseBackend[OptionsT]):
         self._text_system: str | None = None
         self._text_feedback: str | None = None
         self._text_notice: str | None = None
+        #: Messages the user sent while a turn runs (steer), and whether one runs.
+        self._steers: list[str] = []
+        self._in_turn = False
+        self._keeper: ConversationKeeper | None = None
+        self._store: ConversationStore | None = None
+        self._resume_store: ConversationStore | None = None
+        self._loaded: Any = None  # the agenter.store.Conversation a resume loaded
 
     # ------------------------------------------------------------------ what a provider writes
     @classmethod
@@ -167,15 +192,55 @@ class HarnessBackend(BaseBackend[OptionsT]):
         the wire. Raises ConfigurationError for missing credentials."""
         raise NotImplementedError
 
-    # ------------------------------------------------------------------ seams (conversation store)
+    # ------------------------------------------------------------------ the conversation store (keeper.py)
     async def _load_conversation(self, session_id: str) -> list[Message] | None:
         """The stored conversation `session_id` names, to continue it (None: none is stored;
-        connect then refuses to resume). No store yet: always None."""
-        return None
+        connect then refuses to resume)."""
+        store = self._resume_store
+        if store is None:
+            return None
+        found = await load(store, session_id, backend=self.name, redact=self.redact)
+        if found is None:
+            return None
+        messages, self._loaded = found
+        return messages
 
     async def _save_conversation(self) -> None:
-        """Keep the conversation after a completed turn (`self.messages`, `self.session_id`).
-        No store yet: nothing."""
+        """Keep the conversation where it is complete (every tool_use answered)."""
+        if self._keeper is not None:
+            await self._keeper.keep(self._messages)
+
+    def _start_keeping(self, session_id: str) -> None:
+        """The keeper of this session: it continues the loaded conversation when the run writes
+        to the store it came from, else saves it whole first."""
+        store = self._store
+        if store is None:
+            return
+        metadata = {"backend": self.name, "model": self.ledger.model,
+                    "tools": [tool["name"] for tool in self._tool_definitions],
+                    "tool_calls": "native" if self._text_system is None else "text"}
+        loaded = self._loaded
+        if loaded is None:
+            self._keeper = ConversationKeeper(store, session_id, metadata)
+        elif self._resume_store is not None and same_store(store, self._resume_store):
+            self._keeper = ConversationKeeper(store, session_id, metadata, stored=loaded.messages,
+                                              revision=loaded.revision)
+        else:
+            self._keeper = ConversationKeeper(store, session_id, metadata, revision=None)
+
+    def _resumes_in_text_mode(self) -> bool:
+        """A resumed conversation that was in text tool-call mode (an automatic switch included)
+        goes on in it: its tool calls are in its text."""
+        loaded = self._loaded
+        return loaded is not None and self.config.tool_calls != "native" and \
+            loaded.metadata.get("tool_calls") == "text"
+
+    def _cannot_resume(self, session_id: str) -> str:
+        where = ("conversation_store=False keeps the conversation only in the process that ran it"
+                 if self._resume_store is None else
+                 f"{self._resume_store!r} holds no conversation under that id (resume with the earlier run's "
+                 "transcript, or with the log_dir that run had)")
+        return f"the {self.name} backend cannot resume session {session_id!r}: {where}"
 
     # ------------------------------------------------------------------ class-level checks
     @classmethod
@@ -189,9 +254,13 @@ class HarnessBackend(BaseBackend[OptionsT]):
         built the check fails with what to do, rather than quietly leaving the tool out). A
         provider adds its package in front."""
         config = cls._config_of(settings)
+        needs: list[Requirement] = []
+        if config.mcp_servers:
+            needs.append(PythonPackage(module="mcp", distribution="mcp", min_major=2,
+                                       install="pip install 'agenter-sdk[mcp]'"))
         if settings.sandbox and config.shell:
-            return [ShellSandboxAvailable(config.shell_sandbox)]
-        return []
+            needs.append(ShellSandboxAvailable(config.shell_sandbox))
+        return needs
 
     @classmethod
     def validate_settings(cls, settings: BackendSettings[Any]) -> None:
@@ -232,13 +301,13 @@ class HarnessBackend(BaseBackend[OptionsT]):
     async def _connect(self, spec: SessionSpec) -> None:
         from agenter.usage import is_known_model
 
+        self._store, self._resume_store = stores_for(self.config.conversation_store, spec.log_dir,
+                                                     spec.resume_log_dir, self.redact)
         session_id = uuid.uuid4().hex
         if spec.resume_session_id:
             stored = await self._load_conversation(spec.resume_session_id)
             if stored is None:
-                raise ConfigurationError(
-                    f"the {self.name} backend cannot resume session {spec.resume_session_id!r}: its "
-                    "conversation lives only as long as one run", parameter="resume")
+                raise ConfigurationError(self._cannot_resume(spec.resume_session_id), parameter="resume")
             self._messages, session_id = list(stored), spec.resume_session_id
         await self._tools.open(spec)
         # The first imports of the SDK and of the price table take seconds on a busy machine:
@@ -258,8 +327,9 @@ class HarnessBackend(BaseBackend[OptionsT]):
         self._session_id = session_id
         self._system = self._system_prompt()
         self._tool_definitions = self._build_tool_definitions(spec)
-        if config.tool_calls == "text" or not wire.features.native_tools:
+        if config.tool_calls == "text" or not wire.features.native_tools or self._resumes_in_text_mode():
             self._start_text_mode()
+        self._start_keeping(session_id)
 
     async def _disconnect(self) -> None:
         wire, self._wire = self._wire, None
@@ -287,6 +357,8 @@ class HarnessBackend(BaseBackend[OptionsT]):
                                               read_only=self.read_only_session, timeout=self.config.shell_timeout))
         for tool in self.settings.tools:
             tools.append({"name": tool.name, "description": tool.description, "input_schema": tool.input_schema})
+        if self._tools.mcp is not None:
+            tools.extend(self._tools.mcp.definitions(read_only=self.read_only_session))
         tools.append({"name": REFUSAL_TOOL_NAME, "description": REFUSAL_TOOL_DESCRIPTION,
                       "input_schema": REFUSAL_TOOL_SCHEMA})
         if spec.output_type is not None:
@@ -298,12 +370,39 @@ class HarnessBackend(BaseBackend[OptionsT]):
         return tools
 
     # ------------------------------------------------------------------ one turn
+    def steer(self, text: str) -> str | None:
+        """Take a user message for the running turn: it reaches the model at the next safe point,
+        with the next request after the tool results, or, when the model had finished, as a new
+        message the turn goes on with. Between turns there is nothing to deliver it to."""
+        if not isinstance(text, str) or not text.strip():
+            return "the message is empty"
+        if not self._in_turn:
+            return "no request is running (the agent is idle or its work is being validated): send it as the next request"
+        self._steers.append(text)
+        return None
+
+    def _take_steers(self, where: str) -> tuple[list[Block], list[BackendMessage]]:
+        """The pending steers as text blocks for the next user message, and their STEERED messages."""
+        steers, self._steers = self._steers, []
+        blocks: list[Block] = [{"type": "text", "text": STEER_NOTE + text} for text in steers]
+        return blocks, [BackendMessage(MessageType.STEERED, content=text, details={"text": text, "where": where})
+                        for text in steers]
+
     async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
         append_user_content(self._messages, [{"type": "text", "text": prompt}])
+        self._in_turn = True
+        await self._save_conversation()
         try:
             async for message in self._tool_loop():
                 yield message
+            self._in_turn = False
+            for text in self._steers:  # the turn ended another way (refused, out of responses)
+                yield BackendMessage(MessageType.STATUS, content=f"a steering message was not delivered: the turn "
+                                     f"ended first ({text[:80]!r}); send it as the next request",
+                                     details={"steer_undelivered": text})
         finally:
+            self._in_turn = False
+            self._steers = []
             # Invariant: every tool_use is answered, also when cancelled or failing mid-turn.
             close_open_tool_uses(self._messages, self._pending_results)
             self._pending_results = None
@@ -378,20 +477,31 @@ class HarnessBackend(BaseBackend[OptionsT]):
                 follow_up.append({"type": "text", "text": CUTOFF_NUDGE})
                 yield BackendMessage(MessageType.STATUS, content="response cut off at max_tokens; "
                                      f"asking the model to continue{note}")
-            elif not results and feedback is None:
+            elif not results and feedback is None and not self._steers:
                 if self.spec.output_type is not None and not nudged_for_result:
                     nudged_for_result = True
                     follow_up.append({"type": "text", "text": STRUCTURED_NUDGE})
                 else:
                     return
+            if self._steers:
+                # The safe point: after this response's tool calls ran, before the next request.
+                where = ("after the tool calls, with their results" if results
+                         else "after the model's answer: the turn goes on")
+                blocks, steered = self._take_steers(where)
+                follow_up.extend(blocks)
+                for message in steered:
+                    yield message
             append_user_content(self._messages, follow_up)
+            await self._save_conversation()
         yield BackendMessage(MessageType.STATUS, content=(
             f"stopped after {limit} model responses in this iteration ({self.config.max_turns_option})"))
 
     async def _compact(self, number: int, overflow: BackendError | None) -> BackendMessage:
         compactor = self._compactor
         assert compactor is not None
-        return await compactor.compact(self._messages, number, overflow)
+        message = await compactor.compact(self._messages, number, overflow)
+        await self._save_conversation()
+        return message
 
     def _escalate_max_tokens(self) -> str:
         if self._escalated:
@@ -445,8 +555,10 @@ class HarnessBackend(BaseBackend[OptionsT]):
 
     def _start_text_mode(self) -> None:
         """Tool calls in text from now on: the tools described in the system prompt (fixed from
-        here, so the prefix stays the same)."""
+        here, so the prefix stays the same); the conversation store is told at its next write."""
         self._text_system = self._system + "\n\n" + describe_tools(self._tool_definitions)
+        if self._keeper is not None:
+            self._keeper.metadata["tool_calls"] = "text"
 
     async def _respond(self, answer: _Answer) -> AsyncIterator[BackendMessage]:
         """One model response, streamed; failed attempts are retried as the policy says."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from agenter.backends._prompts import STRUCTURED_OUTPUT_TOOL_NAME
 
+#: How a message the user sent while the agent worked reaches the model (session.steer).
+STEER_NOTE = "The user sent this message while you were working; take it into account:\n\n"
 CUTOFF_NUDGE = ("Your last response was cut off at the output limit. Continue where you stopped, "
                 "in smaller steps (for example, write a large file in several edits).")
 STRUCTURED_NUDGE = (f"You have not called the {STRUCTURED_OUTPUT_TOOL_NAME} tool yet. Call it now with "

@@ -32,7 +32,8 @@ class AnthropicSDKBackend(HarnessBackend[AnthropicSDKOptions]):
     auto_rank: ClassVar[int | None] = 80
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, structured_output=True, native_tool_loop=True,
-        custom_tools=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True)
+        custom_tools=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True,
+        mcp=True, steering=True)
     options_model: ClassVar[type[AnthropicSDKOptions]] = AnthropicSDKOptions
     price_provider: ClassVar[str | None] = "anthropic"
 
@@ -68,7 +69,8 @@ class AnthropicSDKBackend(HarnessBackend[AnthropicSDKOptions]):
             shell_timeout=options.anthropic_shell_timeout, text_editor=options.anthropic_text_editor,
             max_retries=options.max_retries, max_retry_wait=options.max_retry_wait,
             request_timeout=options.request_timeout, temperature=options.temperature, thinking=options.thinking,
-            effort=options.effort)
+            effort=options.effort, mcp_servers=tuple(options.mcp_servers),
+            conversation_store=options.conversation_store)
 
     async def _open_wire(self) -> ModelWire:
         # The first import of anthropic takes seconds on a busy machine: off the event loop.

@@ -9,7 +9,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, SecretStr, model_validator
 
 from agenter._compat import deprecated, outside_level
-from agenter.backends.base import BackendOptions
+from agenter.backends.model_api._harness.options import HarnessOptions
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 DEFAULT_BEDROCK_MODEL = "us.anthropic.claude-sonnet-5-5"
@@ -18,7 +18,7 @@ DEFAULT_BEDROCK_MODEL = "us.anthropic.claude-sonnet-5-5"
 BEDROCK_TOKEN_VARIABLE = "AWS_BEARER_TOKEN_BEDROCK"
 
 
-class AnthropicSDKOptions(BackendOptions):
+class AnthropicSDKOptions(HarnessOptions):
     """How the anthropic-sdk backend talks to the Messages API and runs its tool loop."""
 
     renamed: ClassVar[dict[str, str]] = {

@@ -35,7 +35,8 @@ class GeminiBackend(HarnessBackend[GeminiOptions]):
     auto_rank: ClassVar[int | None] = 100
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, structured_output=True, native_tool_loop=True,
-        custom_tools=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True)
+        custom_tools=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True,
+        mcp=True, steering=True)
     options_model: ClassVar[type[GeminiOptions]] = GeminiOptions
     price_provider: ClassVar[str | None] = "google"
     tool_name_pattern: ClassVar[re.Pattern[str]] = _TOOL_NAME
@@ -59,7 +60,8 @@ class GeminiBackend(HarnessBackend[GeminiOptions]):
             shell_option="gemini_shell", shell_sandbox=options.gemini_shell_sandbox,
             shell_timeout=options.gemini_shell_timeout, max_retries=options.max_retries,
             max_retry_wait=options.max_retry_wait, request_timeout=options.request_timeout,
-            temperature=options.temperature, thinking=options.thinking, effort=options.effort)
+            temperature=options.temperature, thinking=options.thinking, effort=options.effort,
+            mcp_servers=tuple(options.mcp_servers), conversation_store=options.conversation_store)
 
     async def _open_wire(self) -> ModelWire:
         # The first import of google.genai takes seconds on a busy machine: off the event loop.

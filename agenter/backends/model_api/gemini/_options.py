@@ -6,12 +6,12 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, model_validator
 
-from agenter.backends.base import BackendOptions
+from agenter.backends.model_api._harness.options import HarnessOptions
 
 DEFAULT_MODEL = "gemini-2.5-pro"
 
 
-class GeminiOptions(BackendOptions):
+class GeminiOptions(HarnessOptions):
     """How the gemini backend talks to the Gemini API (or Vertex AI) and runs its tool loop.
 
     api_key defaults to GOOGLE_API_KEY, then GEMINI_API_KEY (the google-genai SDK's order);

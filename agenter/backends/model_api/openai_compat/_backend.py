@@ -58,7 +58,8 @@ class OpenAICompatBackend(HarnessBackend[OpenAIOptions], CompletionBackend[OpenA
     auto_rank: ClassVar[int | None] = 90
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, structured_output=True, native_tool_loop=True,
-        custom_tools=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True)
+        custom_tools=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True,
+        mcp=True, steering=True)
     options_model: ClassVar[type[OpenAIOptions]] = OpenAIOptions
     price_provider: ClassVar[str | None] = "openai"
     api_label: ClassVar[str] = "OpenAI-compatible API"
@@ -95,10 +96,7 @@ class OpenAICompatBackend(HarnessBackend[OpenAIOptions], CompletionBackend[OpenA
         options: OpenAIOptions = settings.options
         CompletionBackend.validate_settings(settings)
         if _uses_context(settings.mode, options):
-            if settings.tools:
-                raise ConfigurationError(
-                    f"custom tools run in agenter's own agent, not on the context path of {settings.mode} mode: "
-                    "pass openai_context='tools' to let the model call them", parameter="tools")
+            _check_context_path(settings.mode, settings.tools, options)
         else:
             super().validate_settings(settings)
         if not settings.model:
@@ -117,7 +115,8 @@ class OpenAICompatBackend(HarnessBackend[OpenAIOptions], CompletionBackend[OpenA
             shell_timeout=options.openai_shell_timeout, max_retries=options.max_retries,
             max_retry_wait=options.max_retry_wait, request_timeout=options.request_timeout,
             temperature=options.temperature, effort=options.effort, tool_calls=options.openai_tool_calls,
-            tool_calls_option="openai_tool_calls")
+            tool_calls_option="openai_tool_calls", mcp_servers=tuple(options.mcp_servers),
+            conversation_store=options.conversation_store)
 
     # ------------------------------------------------------------------ lifecycle
     async def _connect(self, spec: SessionSpec) -> None:
@@ -125,10 +124,7 @@ class OpenAICompatBackend(HarnessBackend[OpenAIOptions], CompletionBackend[OpenA
         if not self._context_path:
             await HarnessBackend._connect(self, spec)
             return
-        if self.settings.tools:
-            raise ConfigurationError(
-                f"custom tools run in agenter's own agent, not on the context path of {spec.mode} mode: "
-                "pass openai_context='tools' to let the model call them", parameter="tools")
+        _check_context_path(spec.mode, self.settings.tools, self.options)
         if spec.resume_session_id:
             raise ConfigurationError(
                 f"the openai backend's context path ({spec.mode} mode with openai_context='prompt') keeps no "
@@ -203,6 +199,17 @@ class OpenAICompatBackend(HarnessBackend[OpenAIOptions], CompletionBackend[OpenA
         if response is None:
             raise StreamIncomplete("the response stream ended before the response was complete")
         yield _completion(response, "".join(reasoning))
+
+
+def _check_context_path(mode: str, tools: Sequence[Any], options: OpenAIOptions) -> None:
+    """What only the agent runs (custom tools, MCP servers) is refused on the context path,
+    where the model calls no tool."""
+    for what, given, parameter in (("custom tools", tools, "tools"), ("MCP servers", options.mcp_servers,
+                                                                     "mcp_servers")):
+        if given:
+            raise ConfigurationError(
+                f"{what} run in agenter's own agent, not on the context path of {mode} mode: "
+                "pass openai_context='tools' to let the model call them", parameter=parameter)
 
 
 def _uses_context(mode: str, options: Any) -> bool:

@@ -7,16 +7,18 @@ from typing import Any, Literal
 from pydantic import Field
 
 from agenter.backends.model_api._completion import CompletionOptions
+from agenter.backends.model_api._harness.options import HarnessOptions
 
 
-class OpenAIOptions(CompletionOptions):
+class OpenAIOptions(CompletionOptions, HarnessOptions):
     """How the openai backend talks to an OpenAI-compatible API and runs agenter's own agent.
 
     api_key defaults to OPENAI_API_KEY, base_url to OPENAI_BASE_URL or the OpenAI API; a server
     given by base_url needs no key. The options of the context path (structured_output,
     max_attempts, repo_map_tokens, context_tokens, read_step, max_read_files) apply to analysis
     and patch mode with openai_context="prompt"; the openai_max_turns_per_iteration and
-    openai_shell* options to the tool loop (autonomous mode, and openai_context="tools").
+    openai_shell* options, and the harness's mcp_servers and conversation_store, to the tool loop
+    (autonomous mode, and openai_context="tools").
     """
 
     openai_wire: Literal["chat", "responses"] = Field(

@@ -722,6 +722,7 @@ def test_the_npm_wrapper_is_skipped_for_the_binary_it_starts(tmp_path):
 @agent_test
 async def test_codex_home_is_seeded_from_a_template_built_once(codex_path, tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "user"))  # the template goes to ~/.cache/agenter
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)  # (tests/conftest.py sets one for the run)
     native = direct_program(codex_path, {})
     first, second = tmp_path / "first", tmp_path / "second"
     first.mkdir()

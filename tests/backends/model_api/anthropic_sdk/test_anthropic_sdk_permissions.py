@@ -560,11 +560,9 @@ def test_requirements_and_settings():
         AnthropicSDKBackend.check_settings(settings(False, ["deny network"]))
     AnthropicSDKBackend.check_settings(settings(False, ["allow network"]))
     AnthropicSDKBackend.check_settings(settings(False, ["deny network"], anthropic_shell=False))
-    # Every kind but MCP is enforced.
+    # Every kind is enforced (MCP: the tools of the mcp_servers option, tests/backends/model_api/harness/test_harness_mcp.py).
     AnthropicSDKBackend.check_settings(settings(True, ["deny read:secrets/**", "ask shell:npm *", "allow custom:x",
-                                                       "deny network"]))
-    with pytest.raises(ConfigurationError, match="cannot enforce permission rules for: mcp"):
-        AnthropicSDKBackend.check_settings(settings(True, ["deny mcp:github"]))
+                                                       "deny network", "deny mcp:github"]))
 
 
 @agent_test

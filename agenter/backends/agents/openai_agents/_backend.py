@@ -1,0 +1,423 @@
+"""OpenAIAgentsBackend: the OpenAI Agents SDK's own agent loop (`Agent` + `Runner.run_streamed`)
+driven in process, with agenter's tools, gate and sandbox.
+
+One SDK `Agent` per session; each turn is one `Runner.run_streamed(agent, prompt, session=...)`
+whose stream is translated as it comes (`_events`). The conversation is the SDK's `Session`
+memory, kept in agenter's conversation store (`_session`) or in the SDK session object the user
+passes, so every turn of a session (and the retry prompt with validation errors) continues it,
+also from another process (`resume=` the session id).
+
+Every tool the agent can call passes the permission gate before it runs: agenter's function
+tools (`shell`, the file tools, custom tools) ask it in their handler, MCP tools in the server
+wrapper (`_mcp`). A refused call is a tool result the model reads; the run goes on. With
+sandbox=True the file tools stay inside the workspace and the shell runs in agenter's OS sandbox
+(Landlock, bubblewrap or Seatbelt). A cancelled turn cancels the SDK's run and waits (bounded)
+for it, so its tools and their processes end with the turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import importlib
+import logging
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+
+from agenter._errors import BackendError, ConfigurationError
+from agenter._types import Usage
+from agenter.backends._failures import Failure, classify_failure, error_message, error_type, is_transport_error
+from agenter.backends._prompts import REFUSAL_TOOL_DESCRIPTION, REFUSAL_TOOL_NAME, REFUSAL_TOOL_SCHEMA
+from agenter.backends.agents.openai_agents._events import SHELL_TOOL_NAME, ToolOutcome, ToolOutcomes, TurnEvents
+from agenter.backends.agents.openai_agents._files import FILE_TOOLS, READ_FILE, FileTools
+from agenter.backends.agents.openai_agents._options import OpenAIAgentsOptions
+from agenter.backends.agents.openai_agents._tools import (
+    BUILTIN_TOOL_NAMES,
+    ENFORCED_KINDS,
+    SHELL_SCHEMA,
+    shell_description,
+    tool_call,
+)
+from agenter.backends.base import (
+    BackendCapabilities,
+    BackendMessage,
+    BackendSettings,
+    BaseBackend,
+    MessageType,
+    SessionSpec,
+)
+from agenter.host import reap
+from agenter.host.requirements import Credentials, PythonPackage, Requirement
+from agenter.permissions import ToolCall
+from agenter.sandbox.commands import hidden_home_paths, network_allowed, probe_sandbox, run_shell, shell_env, timeout_of
+from agenter.sandbox.confine import (
+    Confinement,
+    ShellSandboxAvailable,
+    choose_mechanism,
+    unavailable_reason,
+    unusable_hint,
+)
+
+__all__ = ["OpenAIAgentsBackend"]
+
+log = logging.getLogger("agenter.backends.agents.openai_agents")
+
+MISSING_KEY = ("no OpenAI API key: set OPENAI_API_KEY or pass api_key=... (a server given by base_url needs none)")
+#: Sent as the key to a server given by base_url when none is configured (the client needs one).
+NO_KEY = "no-key"
+#: Characters of a tool's answer the model reads; the middle of a longer one is cut.
+MAX_RESULT_CHARS = 100_000
+#: The prefix of this backend's shell options, for what to do when the shell's sandbox cannot run.
+OPTION_PREFIX = "openai_agents"
+INSTALL = "pip install 'agenter-sdk[openai-agents]'"
+
+
+class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
+    """The OpenAI Agents SDK's agent loop; see docs/backends/openai-agents.md."""
+
+    name: ClassVar[str] = "openai-agents"
+    credentials: ClassVar[Credentials | None] = Credentials(env=("OPENAI_API_KEY",))
+    # After the openai backend, which runs every mode on the same key and is installed wherever
+    # this one is: `backend="auto"` prefers agenter's own, lighter agent; this one is chosen by name.
+    auto_rank: ClassVar[int | None] = 95
+    capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
+        text_completion=True, streaming=True, structured_output=True, native_tool_loop=True, custom_tools=True,
+        mcp=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True)
+    options_model: ClassVar[type[OpenAIAgentsOptions]] = OpenAIAgentsOptions
+    price_provider: ClassVar[str | None] = "openai"
+    reserved_tool_names: ClassVar[frozenset[str]] = BUILTIN_TOOL_NAMES
+    permission_kinds: ClassVar[frozenset[str]] = ENFORCED_KINDS
+
+    def __init__(self, settings: BackendSettings[OpenAIAgentsOptions]):
+        super().__init__(settings)
+        self._custom = {tool.name: tool for tool in settings.tools}
+        self._files: FileTools | None = None
+        self._confinement: Confinement | None = None
+        self._shell_env: dict[str, str] = {}
+        self._run_dir: Path | None = None
+        self._client: Any = None
+        self._agent: Any = None
+        self._run_config: Any = None
+        self._session: Any = None
+        self._mcp: Any = None  # the SDK's MCPServerManager
+        self._mcp_marks: list[str] = []
+        self._outcomes = ToolOutcomes()
+        #: Tool calls running, each in a task of its own: the SDK cancels its tool tasks with a
+        #: cancelled run without waiting for them, the turn waits for these.
+        self._running: set[asyncio.Task[str]] = set()
+
+    # ------------------------------------------------------------------ configuration
+    @classmethod
+    def requirements(cls, settings: BackendSettings[Any]) -> Sequence[Requirement]:
+        needs: list[Requirement] = [
+            PythonPackage(module="agents", distribution="openai-agents", install=INSTALL),
+            PythonPackage(module="openai", distribution="openai", install=INSTALL)]
+        options = settings.options
+        if settings.sandbox and getattr(options, "openai_agents_shell", True):
+            needs.append(ShellSandboxAvailable(getattr(options, "openai_agents_shell_sandbox", "auto"), OPTION_PREFIX))
+        return needs
+
+    @classmethod
+    def validate_settings(cls, settings: BackendSettings[Any]) -> None:
+        options: OpenAIAgentsOptions = settings.options
+        if _api_key(options) is None and not _base_url(options):
+            raise ConfigurationError(MISSING_KEY, parameter="api_key")
+        policy = settings.permissions
+        if settings.sandbox or not options.openai_agents_shell or policy is None:
+            return
+        if any(rule.kind == "network" and not (rule.effect == "allow" and rule.matches_all) for rule in policy.rules):
+            raise ConfigurationError(
+                "network rules other than 'allow network' need sandbox=True with the openai-agents backend: the "
+                "shell's network is cut by its sandbox, and without it a command can reach any host (or pass "
+                "openai_agents_shell=False)", parameter="permissions")
+
+    @property
+    def read_only_session(self) -> bool:
+        """Analysis and patch modes, or a plan-mode policy: no tool that writes is offered."""
+        gate = self.gate
+        return self.spec.mode in ("analysis", "patch") or (gate is not None and gate.mode == "plan")
+
+    # ------------------------------------------------------------------ lifecycle
+    async def _connect(self, spec: SessionSpec) -> None:
+        from agenter.sandbox.paths import PathResolver
+
+        if not self.cwd.is_dir():
+            raise BackendError(f"working directory does not exist: {spec.cwd}", backend=self.name, kind="config")
+        self._files = FileTools(PathResolver(spec.cwd, spec.allowed_write_paths, sandbox=self.settings.sandbox))
+        if not self.settings.sandbox:
+            self.leave_confinement_to_the_sandbox()  # sandbox=False (and no policy): the tools may go anywhere
+        if self.options.openai_agents_shell:
+            await self._prepare_shell()
+        # The SDK's first import takes seconds (openai, mcp, griffe): off the event loop.
+        await asyncio.to_thread(importlib.import_module, "agents")
+        from agenter.backends.agents.openai_agents import _setup
+
+        key = _api_key(self.options)
+        if key is None:
+            if not _base_url(self.options):
+                raise ConfigurationError(MISSING_KEY, parameter="api_key")
+            key = NO_KEY
+        else:
+            self.redact.add(key)
+        model_name = self.settings.model or _setup.default_model()
+        self.ledger.model = model_name
+        self._client = _setup.client(self.options, key)
+        await asyncio.to_thread(_setup.warm, self._client, self.options.openai_agents_wire)
+        servers = await self._start_mcp_servers()
+        self._agent = _setup.agent(
+            instructions=self.instructions(refusal_tool=REFUSAL_TOOL_NAME, output_channel="native"),
+            tools=self._function_tools(_setup.function_tool), mcp_servers=servers,
+            model=_setup.model(self.options, model_name, self._client),
+            settings=_setup.model_settings(self.options, model_name), output_type=spec.output_type)
+        self._run_config = _setup.run_config()
+        self._session = await self._open_session(spec.resume_session_id, model_name)
+        self._session_id = self._session.session_id
+
+    async def _disconnect(self) -> None:
+        manager, self._mcp = self._mcp, None
+        if manager is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(manager.cleanup_all(), 15)
+        for mark in self._mcp_marks:
+            with contextlib.suppress(Exception):
+                await reap(mark)
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.close()
+        run_dir, self._run_dir = self._run_dir, None
+        if run_dir is not None:
+            await asyncio.to_thread(shutil.rmtree, run_dir, True)
+
+    async def _prepare_shell(self) -> None:
+        self._shell_env = shell_env()
+        gate = self.gate
+        assert gate is not None
+        # The gate's first shell command loads its parser (bashlex): in a thread, not in the turn.
+        await asyncio.to_thread(gate.evaluate, ToolCall(kind="shell", name=SHELL_TOOL_NAME, command="true"))
+        if not self.settings.sandbox:
+            return
+        prefer = self.options.openai_agents_shell_sandbox
+        mechanism = choose_mechanism(prefer)
+        if mechanism is None:
+            raise BackendError(unavailable_reason(prefer, OPTION_PREFIX), backend=self.name, kind="missing_program")
+        workspace = gate.workspace
+        self._run_dir = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="agenter-openai-agents-"))
+        tmpdir = self._run_dir / "tmp"
+        await asyncio.to_thread(tmpdir.mkdir, 0o700)
+
+        def is_credential(path: str) -> bool:
+            return any(f.check == "credentials" for f in workspace.findings(workspace.resolve(path), "read"))
+
+        hidden = await asyncio.to_thread(hidden_home_paths, workspace.home, is_credential,
+                                         keep=[str(self.cwd), str(self._run_dir)])
+        self._confinement = Confinement(
+            cwd=self.cwd, network=network_allowed(self.settings.permissions), read_only=self.read_only_session,
+            writable=tuple(workspace.extra_roots), readable=tuple(dict.fromkeys(workspace.read_roots)),
+            hidden=tuple(hidden), program=shutil.which("bwrap") or "bwrap", mechanism=mechanism, tmpdir=str(tmpdir))
+        await probe_sandbox(self._confinement, self._shell_env, self.name, hint=unusable_hint(mechanism, OPTION_PREFIX))
+
+    async def _start_mcp_servers(self) -> list[Any]:
+        if not self.options.mcp_servers:
+            return []
+        from agents.mcp import MCPServerManager
+
+        from agenter.backends.agents.openai_agents._mcp import build_servers
+
+        servers, self._mcp_marks = build_servers(self.options.mcp_servers, self.permit, str(self.cwd))
+        self._mcp = MCPServerManager(servers, strict=True, connect_in_parallel=True)
+        try:
+            await self._mcp.connect_all()
+        except Exception as exc:  # noqa: BLE001 - any failure to start is the user's configuration
+            raise BackendError(self.redact(f"an MCP server could not start: {type(exc).__name__}: {exc}"),
+                               backend=self.name, kind="config") from None
+        return servers
+
+    async def _open_session(self, resume: str | None, model_name: str) -> Any:
+        """The SDK session the turns run in: the user's, or one of agenter's conversation store."""
+        given = self.options.openai_agents_session
+        if given is not None:
+            if resume and resume != given.session_id:
+                raise ConfigurationError(
+                    f"resume={resume!r} names another conversation than openai_agents_session "
+                    f"({given.session_id!r}); pass one of them", parameter="resume")
+            return given
+        from agenter.backends.agents.openai_agents._session import StoredSession
+        from agenter.store import FileConversationStore, check_session_id
+
+        store = FileConversationStore(self.options.openai_agents_store_dir, redact=self.redact)
+        metadata = {"backend": self.name, "model": model_name, "wire": self.options.openai_agents_wire}
+        if resume is None:
+            return StoredSession(store, uuid.uuid4().hex, metadata)
+        session = StoredSession(store, check_session_id(resume, self.redact), metadata)
+        if not await session.exists():
+            raise BackendError(f"no conversation {resume!r} to resume in {store.root}", backend=self.name,
+                               kind="config")
+        return session
+
+    # ------------------------------------------------------------------ the turn
+    async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
+        from agents import Runner
+        from agents.exceptions import MaxTurnsExceeded, ModelRefusalError
+
+        events = TurnEvents(self._outcomes, settle=self._settle, refused=self._model_refused)
+        result = Runner.run_streamed(self._agent, prompt, max_turns=self.options.openai_agents_max_turns,
+                                     run_config=self._run_config, session=self._session)
+        try:
+            async for event in result.stream_events():
+                for message in events.event(event):
+                    yield message
+        except MaxTurnsExceeded:
+            yield BackendMessage(MessageType.STATUS, f"the turn stopped after {self.options.openai_agents_max_turns} "
+                                                     "model responses (openai_agents_max_turns)")
+        except ModelRefusalError as exc:  # the model refused instead of answering: a refusal, not a failure
+            self._model_refused(str(exc) or "The model refused.")
+        except Exception as exc:  # noqa: BLE001 - every failure of the run becomes a BackendError
+            raise self._failure(exc) from None
+        finally:
+            await self._stop(result)
+        for message in events.flush():
+            yield message
+        self._conclude(result.final_output, events.final_text)
+
+    async def _stop(self, result: Any) -> None:
+        """End the SDK's run (a cancelled or closed turn) and wait, bounded, for its tasks: the
+        tools it runs (and their processes) end before the turn's last snapshot."""
+        if not result.is_complete:
+            result.cancel()
+        waiting = {task for task in (result.run_loop_task, *self._running) if task is not None and not task.done()}
+        if waiting:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait(waiting, timeout=self.settle_seconds)
+            for _ in range(3):  # the SDK's wrappers of the tool tasks finish on the next iterations
+                await asyncio.sleep(0)
+        self._outcomes.clear()
+
+    def _conclude(self, final: Any, text: str) -> None:
+        output_type = self.spec.output_type
+        if output_type is not None and isinstance(final, BaseModel):
+            self.accept_output(final.model_dump())
+        self.refuse_from_text(text)
+
+    def _settle(self, usage: Usage, model: str | None) -> None:
+        self.ledger.settle(usage)
+
+    def _model_refused(self, reason: str) -> None:
+        if self.refusal() is None:
+            self.refuse({"reason": reason})
+
+    # ------------------------------------------------------------------ tools
+    def _function_tools(self, make: Any) -> list[Any]:
+        """The SDK function tools: the shell, the file tools (read only in a read-only session),
+        the custom tools and the refusal tool."""
+        read_only = self.read_only_session
+        tools = []
+        if self.options.openai_agents_shell:
+            description = shell_description(sandbox=self.settings.sandbox, network=network_allowed(
+                self.settings.permissions), read_only=read_only, timeout=self.options.openai_agents_shell_timeout)
+            tools.append((SHELL_TOOL_NAME, description, SHELL_SCHEMA))
+        tools += [(name, *FILE_TOOLS[name]) for name in FILE_TOOLS if name == READ_FILE or not read_only]
+        tools += [(tool.name, tool.description, tool.input_schema) for tool in self.settings.tools]
+        tools.append((REFUSAL_TOOL_NAME, REFUSAL_TOOL_DESCRIPTION, REFUSAL_TOOL_SCHEMA))
+        return [make(name, description, schema, functools.partial(self._call, name))
+                for name, description, schema in tools]
+
+    async def _call(self, name: str, call_id: str, arguments: Any) -> str:
+        """One tool call of the agent, in a task the turn can wait for (cancelling the SDK's task
+        that awaits it cancels it too)."""
+        task = asyncio.ensure_future(self._run_call(name, call_id, arguments))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+        return await task
+
+    async def _run_call(self, name: str, call_id: str, arguments: Any) -> str:
+        """The gate first, then the tool; never raises for the tool's own failure (the model
+        reads it)."""
+        if not isinstance(arguments, dict):
+            self._outcomes.record(call_id, ToolOutcome(is_error=True))
+            return f"Could not run {name}: its arguments must be a JSON object. Call it again with one."
+        if name == REFUSAL_TOOL_NAME:
+            return self.refuse(arguments).text
+        call = tool_call(name, arguments, self._custom)
+        if call is not None:
+            decision = await self.permit(call)
+            if not decision.allowed:
+                self._outcomes.record(call_id, ToolOutcome(is_error=True))
+                return decision.reason
+        if name == SHELL_TOOL_NAME:
+            text, outcome = await self._shell(arguments)
+        elif name in FILE_TOOLS:
+            text, outcome = await self._file(name, arguments)
+        else:
+            reply = await self.run_tool(self._custom[name], arguments)
+            text, outcome = reply.text, ToolOutcome(is_error=reply.is_error)
+        self._outcomes.record(call_id, outcome)
+        return _capped(text or f"({name} completed with no output)")
+
+    async def _shell(self, arguments: dict[str, Any]) -> tuple[str, ToolOutcome]:
+        command = arguments.get("command")
+        if not isinstance(command, str) or not command.strip():
+            return "'command' must be a non-empty string", ToolOutcome(is_error=True)
+        timeout = timeout_of(arguments, self.options.openai_agents_shell_timeout)
+        result = await run_shell(command, cwd=self.cwd, timeout=timeout, sandbox=self._confinement,
+                                 env=self._shell_env)
+        # What a command prints goes to the model: keys it finds are hidden like everywhere else.
+        return self.redact(result.text), ToolOutcome(is_error=result.is_error, exit_code=result.exit_code)
+
+    async def _file(self, name: str, arguments: dict[str, Any]) -> tuple[str, ToolOutcome]:
+        files = self._files
+        assert files is not None
+        # A tracked thread: a turn cancelled meanwhile waits for it before its last snapshot.
+        outcome = await self.in_thread_named(name, files.run, name, arguments)
+        self.track(written=sorted(outcome.written), deleted=sorted(outcome.deleted))
+        edits = [(path, added, removed) for path, (added, removed) in outcome.edits.items()]
+        return self.redact(outcome.text), ToolOutcome(is_error=outcome.is_error, edits=edits)
+
+    # ------------------------------------------------------------------ failures
+    def _failure(self, exc: BaseException) -> BackendError:
+        """An exception of the SDK's run as a BackendError of the right kind (`_failures`)."""
+        if isinstance(exc, BackendError):
+            return exc
+        status = getattr(exc, "status_code", None)
+        if isinstance(status, int):
+            response = getattr(exc, "response", None)
+            failure = Failure(error_message(exc), status=status, headers=getattr(response, "headers", None),
+                              error_type=error_type(getattr(exc, "body", None)))
+        elif type(exc).__name__ in ("APIConnectionError", "APITimeoutError") or is_transport_error(exc):
+            failure = Failure(str(exc) or type(exc).__name__, connection=True)
+        elif type(exc).__name__ == "UserError":
+            return BackendError(self.redact(f"the OpenAI Agents SDK refused the agent: {exc}"), backend=self.name,
+                                kind="config")
+        else:
+            return BackendError(self.redact(f"the OpenAI Agents SDK's run failed: {type(exc).__name__}: {exc}"),
+                                backend=self.name, kind="unknown")
+        verdict = classify_failure(failure)
+        where = f"HTTP {status}" if isinstance(status, int) else "no answer"
+        return BackendError(self.redact(f"the model call failed ({where}): {failure.message}"), backend=self.name,
+                            status_code=status if isinstance(status, int) else None, kind=verdict.kind)
+
+
+def _api_key(options: OpenAIAgentsOptions) -> str | None:
+    if options.api_key is not None:
+        return options.api_key.get_secret_value()
+    return os.environ.get("OPENAI_API_KEY") or None
+
+
+def _base_url(options: OpenAIAgentsOptions) -> str | None:
+    return options.base_url or os.environ.get("OPENAI_BASE_URL") or None
+
+
+def _capped(text: str) -> str:
+    """At most MAX_RESULT_CHARS: the start and the end of a longer text, the middle cut."""
+    if len(text) <= MAX_RESULT_CHARS:
+        return text
+    half = MAX_RESULT_CHARS // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half:,} characters cut ...]\n{text[-half:]}"

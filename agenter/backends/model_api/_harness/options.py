@@ -1,0 +1,65 @@
+"""The options every backend of agenter's own agent has, under the shared names: a provider's
+options class subclasses `HarnessOptions` and adds its own (and its `loop_config` passes these
+on to the harness).
+
+- `mcp_servers`: MCP servers whose tools the model may call (mcptools.py);
+- `conversation_store`: where the conversation is kept so that `resume=` continues it in another
+  process (keeper.py over agenter.store): None (the default) keeps it in a file store beside the run's transcripts,
+  else in the user's cache; a `ConversationStore` of the user's keeps it there; False keeps it
+  only in the process (no resume across processes).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from agenter.backends._mcp import MCPServer
+from agenter.backends.base import BackendOptions
+
+__all__ = ["HarnessOptions"]
+
+
+class HarnessOptions(BackendOptions):
+    """Options shared by the harness backends (anthropic-sdk, gemini, ...)."""
+
+    mcp_servers: list[MCPServer] = Field(
+        default_factory=list,
+        description="MCP servers whose tools the model may call: {name, command, args, env} (stdio) or "
+                    "{name, url, http_headers} (streamable HTTP). A stdio server starts only when the "
+                    "permission policy lists it in allowed_mcp_servers (or on_permission allows it).")
+    conversation_store: Any = Field(
+        None,
+        description="Where the conversation is kept for resume= in another process: None (the default: a file "
+                    "store beside the run's transcripts, else in the user's cache), a folder path, a "
+                    "sqlite:///path.db or redis://host:port/db URL (agenter.store.open_store), a "
+                    "ConversationStore (agenter.store) of your own, or False (only in this process).")
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _unique_names(cls, servers: list[MCPServer]) -> list[MCPServer]:
+        names = [server.name for server in servers]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate MCP server names: {', '.join(duplicates)}")
+        return servers
+
+    @field_validator("conversation_store")
+    @classmethod
+    def _a_store(cls, value: Any) -> Any:
+        from agenter.store import ConversationStore
+
+        if value is None or value is False or isinstance(value, ConversationStore):
+            return value
+        if value is True:
+            return None
+        if isinstance(value, str | os.PathLike):
+            from agenter.store import open_store
+
+            open_store(value)  # a scheme that names no store is refused when the agent is built
+            return value
+        raise ValueError("conversation_store takes a folder path, a sqlite:// or redis:// URL, a ConversationStore "
+                         "(agenter.store: load, save, append, delete, session_ids), None for the default file "
+                         f"store, or False; got {type(value).__name__}")
