@@ -54,8 +54,10 @@ PARTS = {
 FAMILIES = {
     "agents": ("`BaseBackend`", "`_connect`, `_turn`, `_disconnect`: an agent SDK or protocol driven in process"),
     "cli": ("`CliBackend` (`cli/_base.py`)", "`command`, `parse_event`, optionally `prepare`, `answer`, `conclude`"),
-    "model_api": ("`HarnessBackend` (`model_api/_harness/`; `_completion.py` for the context path)",
-                  "a model API driven by agenter's own agent: its options, `loop_config`, `_open_wire` and its wire"),
+    "model_api": ("`HarnessBackend` (`model_api/_harness/`); `TwoPathBackend` (`_two_paths.py`) adds "
+                  "`_completion.py`'s context path",
+                  "a model API driven by agenter's own agent: its options, `loop_config`, `_open_wire` and its wire "
+                  "(`_chat.py`: the Chat Completions shape the openai and litellm wires share)"),
 }
 
 

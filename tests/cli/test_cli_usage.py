@@ -58,21 +58,30 @@ def test_a_mistyped_backend_gets_the_closest_name(tmp_path):
     assert len(stderr.splitlines()) == 1
 
 
-@pytest.mark.parametrize(("backend", "reason"), [
-    ("litellm", "it keeps no conversation"),
-])
-def test_resume_on_a_backend_that_cannot_continue_another_processes_run(tmp_path, backend, reason):
-    logs = tmp_path / "logs"
-    stderr = refused_before_start("continue", "--cwd", str(tmp_path), "--backend", backend, "--model", "m",
-                                  "--resume", "a-session-id", "--log-dir", str(logs),
-                                  "--option", "api_key=sk-test")
-    assert stderr.startswith(f"agenter: --resume: the {backend} backend cannot continue an earlier run ({reason})")
-    able = stderr.split("backends that can: ")[1].strip().split(", ")
-    # agenter's own agent continues a run of another process through its conversation store.
+def test_resume_on_a_backend_that_keeps_no_conversation():
+    """No built-in backend is left without resume (agenter's own agent continues a run of another
+    process through its conversation store, litellm's too): a registered one is refused, with the
+    backends that can."""
+    from agenter.backends import register_backend, unregister_backend
+    from agenter.backends.base import BackendCapabilities
+    from agenter.cli import _resume_problem
+    from agenter.testing import FunctionBackend
+
+    class NoConversation(FunctionBackend):
+        name = "no-conversation"
+        capabilities = BackendCapabilities(text_completion=True, streaming=True)
+
+    register_backend("no-conversation", NoConversation)
+    try:
+        problem = _resume_problem("a-session-id", "no-conversation")
+    finally:
+        unregister_backend("no-conversation")
+    assert problem is not None
+    assert problem.startswith("--resume: the no-conversation backend cannot continue an earlier run "
+                              "(it keeps no conversation)")
+    able = problem.split("backends that can: ")[1].strip().split(", ")
     assert {"claude-code", "codex", "acp", "claude-cli", "codex-cli", "openhands", "anthropic-sdk", "gemini",
-            "openai"} <= set(able)
-    assert "litellm" not in able
-    assert not logs.exists()  # nothing started: no transcript
+            "openai", "litellm"} <= set(able)
 
 
 def test_a_missing_api_key_is_found_before_the_run_starts(tmp_path):

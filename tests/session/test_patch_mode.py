@@ -419,10 +419,24 @@ async def test_json_schema_response_format_is_sent(project: Path):
 
 
 def test_autonomous_mode_fails_fast_with_the_capability_error():
-    with pytest.raises(CapabilityError) as info:
-        AutonomousCodingAgent(backend="litellm", model="openai/gpt-5-mini", api_key="test-key")
+    """A backend without a tool loop (no built-in one is left: a registered one) is refused
+    autonomous mode when the agent is built."""
+    from agenter.backends import register_backend, unregister_backend
+    from agenter.backends.base import BackendCapabilities
+    from agenter.testing import FunctionBackend
+
+    class CompletionOnly(FunctionBackend):
+        name = "completion-only"
+        capabilities = BackendCapabilities(text_completion=True, streaming=True, structured_output=True, sandbox=True)
+
+    register_backend("completion-only", CompletionOnly)
+    try:
+        with pytest.raises(CapabilityError) as info:
+            AutonomousCodingAgent(backend="completion-only", turn=lambda context: None)
+    finally:
+        unregister_backend("completion-only")
     assert str(info.value) == (
-        "Cannot run in autonomous mode with backend=litellm.\n"
+        "Cannot run in autonomous mode with backend=completion-only.\n"
         "Required capabilities:\n- filesystem_edit\n- native_tool_loop\n"
         "Available capabilities:\n- text_completion\n- streaming\n- structured_output\n- sandbox\n"
         "Instead: run it in patch mode (mode='patch'), where agenter applies the model's proposed changes, "

@@ -1,6 +1,6 @@
-"""The context path: a model API that answers text, and the two modes agenter runs on it — all of
-litellm, and openai's analysis and patch mode with openai_context="prompt" (openai_compat keeps
-it beside agenter's own agent, over the same wire).
+"""The context path: a model API that answers text, and the two modes agenter runs on it — the
+analysis and patch mode of openai and litellm with openai_context / litellm_context="prompt"
+(both keep it beside agenter's own agent, over the same wire: `_two_paths.py`).
 
 On this path there is no tool loop, no filesystem and no shell, so a pure completion backend
 never runs in autonomous mode (the facade refuses it when the agent is built). It runs:
@@ -863,11 +863,16 @@ def _specificity(name: str | None) -> int:
 
 
 def chat_usage(usage: Any) -> Usage | None:
-    """Chat Completions usage as agenter counts it: input without the cached part."""
+    """Chat Completions usage as agenter counts it: input without the cached part, nor the part
+    written to the cache (`cache_creation_input_tokens`: what LiteLLM reports for providers that
+    bill cache writes, Anthropic's; both are inside prompt_tokens there)."""
     if usage is None:
         return None
     prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
     details = getattr(usage, "prompt_tokens_details", None)
     cached = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
-    return Usage(input_tokens=max(prompt - cached, 0), output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-                 cache_read_tokens=cached)
+    written = getattr(usage, "cache_creation_input_tokens", None)
+    written = int(written) if isinstance(written, int) and written > 0 else 0
+    return Usage(input_tokens=max(prompt - cached - written, 0),
+                 output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+                 cache_read_tokens=cached, cache_write_tokens=written)

@@ -114,6 +114,6 @@ class Compactor:
                    else f"the summary request failed: {type(exc).__name__}")
             log.info("%s (%s)", why, self.redact(failure.message if failure is not None else str(exc)))
             return None, why
-        self.ledger.settle(answer.usage)
+        self.ledger.settle(answer.usage, cost=answer.cost)
         text = answer.text().strip()
         return (text, "") if text else (None, "the summary request came back empty")

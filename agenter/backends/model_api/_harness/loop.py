@@ -511,7 +511,8 @@ class HarnessBackend(BaseBackend[OptionsT]):
         ceiling = self._wire.features.output_limit
         if ceiling is None or self._max_tokens >= ceiling:
             return ""
-        self._max_tokens = min(ceiling, self._max_tokens * 2)
+        # 0: none was sent (the provider's default cut it off): ask for the model's ceiling.
+        self._max_tokens = min(ceiling, self._max_tokens * 2) if self._max_tokens > 0 else ceiling
         return f" (max_tokens raised to {self._max_tokens})"
 
     # ------------------------------------------------------------------ model responses
@@ -611,7 +612,7 @@ class HarnessBackend(BaseBackend[OptionsT]):
         if isinstance(piece, Running):
             self.ledger.running(piece.usage)
         else:
-            self.ledger.settle(piece.usage)
+            self.ledger.settle(piece.usage, cost=piece.cost)
             answer.response = piece
         return None
 

@@ -159,6 +159,9 @@ class WireResponse:
     stop_detail: str | None = None
     #: tool_use id -> why its arguments could not be used (the call is kept with input {}).
     input_errors: Mapping[str, str] = field(default_factory=dict)
+    #: What the provider (or its library: LiteLLM) says the response cost in USD; None: the
+    #: ledger prices the usage itself (genai-prices).
+    cost: float | None = None
 
     def text(self) -> str:
         return "".join(str(b.get("text", "")) for b in self.content if b.get("type") == "text")

@@ -1,6 +1,8 @@
-"""The litellm backend: real LiteLLM pointed at the scripted model server (its OpenAI provider with
-api_base), for the options, LiteLLM's own price, retries, errors, structured output and the
-backend contract (conformance suite, run by tests/backends/test_contract.py). Patch mode itself is proven in tests/session/test_patch_mode.py.
+"""The litellm backend's context path (analysis and patch mode with litellm_context="prompt", the
+default): real LiteLLM pointed at the scripted model server (its OpenAI provider with api_base),
+for the options, LiteLLM's own price, retries, errors, structured output and the backend
+contract (conformance suite, run by tests/backends/test_contract.py). Patch mode itself is proven
+in tests/session/test_patch_mode.py, agenter's own agent on LiteLLM in test_litellm_harness.py.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from agenter import AutonomousCodingAgent, CodingStatus
 from agenter._errors import ConfigurationError
 from agenter.backends import load_backend
 from agenter.backends.base import SessionSpec
-from agenter.backends.capabilities import CapabilityError
 from agenter.testing import ScriptedModelServer, disconnect, http_error, reply, text
 
 from ..completion import Answer, completion_agent, proposal
@@ -48,16 +49,14 @@ def _litellm_backend() -> Any:
 def test_registered_under_litellm():
     backend = _litellm_backend()
     assert load_backend("litellm") is backend
-    assert backend.capabilities.names() == ["text_completion", "streaming", "structured_output", "sandbox"]
-
-
-def test_autonomous_mode_fails_fast():
-    with pytest.raises(CapabilityError) as info:
-        AutonomousCodingAgent(backend="litellm", model="openai/gpt-5-mini")
-    assert str(info.value).startswith("Cannot run in autonomous mode with backend=litellm.\nRequired capabilities:\n"
-                                      "- filesystem_edit\n- native_tool_loop\nAvailable capabilities:\n"
-                                      "- text_completion\n- streaming\n- structured_output\n- sandbox\n"
-                                      "Instead: run it in patch mode (mode='patch')")
+    # The class declares what agenter's own agent does with it (test_litellm_harness.py);
+    # a session on the context path runs with the completion backends' capabilities.
+    assert backend.capabilities.names() == [
+        "text_completion", "streaming", "structured_output", "native_tool_loop", "custom_tools", "mcp",
+        "filesystem_read", "filesystem_edit", "shell", "sandbox", "resume", "steering"]
+    agent = AutonomousCodingAgent(backend="litellm", model="openai/gpt-5-mini", mode="patch")
+    assert backend(agent._settings).capabilities.names() == ["text_completion", "streaming", "structured_output",
+                                                             "sandbox"]
 
 
 def test_model_is_required():
@@ -146,3 +145,7 @@ async def test_auth_failure_fails_at_once(tmp_path: Path):
     assert len(server.model_requests) == 1
 
 
+def test_mcp_servers_are_refused_on_the_context_path():
+    with pytest.raises(ConfigurationError, match="MCP servers run in agenter's own agent.*litellm_context='tools'"):
+        AutonomousCodingAgent(backend="litellm", model="openai/x", mode="patch",
+                              mcp_servers=[{"name": "s", "command": "true"}])

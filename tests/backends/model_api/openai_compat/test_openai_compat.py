@@ -35,8 +35,8 @@ def test_registered_under_openai():
     # The class declares what its tool loop can do (tests/backends/model_api/openai_compat/test_openai_harness.py); a
     # backend on the context path has the completion backends' capabilities.
     assert OpenAICompatBackend.capabilities.names() == [
-        "text_completion", "streaming", "structured_output", "native_tool_loop", "custom_tools", "filesystem_read",
-        "filesystem_edit", "shell", "sandbox", "resume"]
+        "text_completion", "streaming", "structured_output", "native_tool_loop", "custom_tools", "mcp",
+        "filesystem_read", "filesystem_edit", "shell", "sandbox", "resume", "steering"]
     settings = BackendSettings(model="m", tools=[], sandbox=True, mode="patch", options=OpenAIOptions(api_key="k"))
     assert OpenAICompatBackend(settings).capabilities.names() == [
         "text_completion", "streaming", "structured_output", "sandbox"]
