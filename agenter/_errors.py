@@ -139,3 +139,11 @@ class PathSecurityError(AgenterError, PermissionError):
         self.path = os.fspath(path) if path is not None else None
         self.cwd = os.fspath(cwd) if cwd is not None else None
         self.reason = reason
+
+
+#: The exceptions `agenter` exports show as agenter.X in tracebacks and reprs (where users import
+#: them from), not as this private module; pickling finds them there too.
+for _public in (AgenterError, ConfigurationError, RequirementError, BackendError, BudgetExceededError,
+                PathSecurityError):
+    _public.__module__ = "agenter"
+del _public

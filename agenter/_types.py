@@ -271,6 +271,28 @@ class ModifiedFiles:
         return sorted(self.written | self.deleted)
 
 
+class ValidationResult(BaseModel):
+    """The verdict of one validator on one iteration's changed files.
+
+    skipped=True means there was nothing for this validator to check (e.g. no Python file
+    changed). A session whose iteration changed no file and whose validators all skipped
+    has verified nothing, and must not call that a success.
+    """
+
+    validator: str = Field("", description="The validator's name; the chain fills it in when empty.")
+    passed: bool
+    errors: list[str] = Field(default_factory=list)
+    blocking: bool = True
+    skipped: bool = False
+    details: str | None = None
+    duration_seconds: float | None = None
+
+    @property
+    def blocks(self) -> bool:
+        """True when this result fails the iteration (a blocking validator that failed)."""
+        return self.blocking and not self.passed
+
+
 class CodingResult(BaseModel):
     """The truthful outcome of a session: what status, what changed, what it cost."""
 
@@ -301,6 +323,10 @@ class CodingResult(BaseModel):
                           "missing_program, agent_crash, config, unknown).")
     refusal_reason: str | None = None
     validation_errors: list[str] = Field(default_factory=list)
+    validation: list[ValidationResult] = Field(
+        default_factory=list, description="Every validator's verdict in the last validation, in order: "
+                                          "advisory failures and skipped checks included (the chain stops "
+                                          "after a blocking failure, so validators after it are absent).")
     diff: str | None = Field(
         default=None, description="The applied change as a unified diff, where the backend knows it "
                                   "(patch mode).")

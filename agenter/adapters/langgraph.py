@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 try:
     from langchain_core.runnables import RunnableLambda
@@ -38,7 +38,7 @@ from agenter._events import CodingEvent, CodingEventType
 from agenter._types import CodingStatus
 from agenter.facade.agent import AutonomousCodingAgent
 
-__all__ = ["STREAM_SOURCE", "CodingNode", "CodingState", "PlanningState", "coding_completed",
+__all__ = ["STREAM_SOURCE", "CodingNode", "CodingState", "PlanningNode", "PlanningState", "coding_completed",
            "create_coding_node", "create_planning_node"]
 
 #: Value of the ``source`` key in every chunk this adapter writes to the custom stream, so a
@@ -68,12 +68,26 @@ class CodingState(TypedDict, total=False):
 NodeFunction = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
 
 
-class CodingNode(RunnableLambda[Mapping[str, Any], dict[str, Any]]):
+class PlanningNode(Protocol):
+    """What create_planning_node returns: an async node of any graph state (a mapping holding
+    the prompt and cwd keys), returning the state update.
+
+    A protocol, not `NodeFunction`: LangGraph's `add_node` takes a node whose parameter is named
+    `state` and typed like a state (a TypedDict, a dataclass or a model), so mypy --strict refused
+    the documented `graph.add_node("planner", create_planning_node(...))` for a Callable with a
+    positional Mapping parameter. (A CodingNode is a Runnable of any input, accepted as it is.)"""
+
+    def __call__(self, state: Any) -> Awaitable[dict[str, Any]]: ...
+
+
+class CodingNode(RunnableLambda[Any, dict[str, Any]]):
     """What create_coding_node returns: a LangChain Runnable (as agenter 0.1.7's RunnableLambda:
     `ainvoke`, `invoke`, `astream`, `abatch`, `|`, `with_config`, LangSmith tracing) that is also
     the node function itself (`await node(state)`). `agent` is the AutonomousCodingAgent it runs.
     `invoke` (sync) runs the node with asyncio.run, in a thread of its own when an event loop is
-    already running in this one."""
+    already running in this one. A Runnable of any input, not of Mapping: LangGraph's `add_node`
+    wants a state-like input type (a TypedDict, a dataclass, a model), so mypy --strict refused
+    the documented `graph.add_node("coder", create_coding_node(...))` for a Mapping."""
 
     def __init__(self, function: NodeFunction, agent: AutonomousCodingAgent, name: str):
         def run_sync(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -246,7 +260,7 @@ def create_planning_node(
     result_key: str = "plan_result",
     plan_only: bool = False,
     **runner_options: Any,
-) -> NodeFunction:
+) -> PlanningNode:
     """Build an async LangGraph node that plans a task and executes it (agenter.planner).
 
     Pass a ready ``runner`` (a PlanAndExecute) or its arguments (``executor=``, ``planner=``,

@@ -224,9 +224,16 @@ class SessionSpec:
     resume_log_dir: Path | None = None
 
 
+#: The rule of a Denial for an action the agent took without asking (its own mode lets it), which
+#: agenter would have refused: it could not be stopped, only named.
+UNASKED_RULE = "unasked"
+
+
 @dataclass(frozen=True)
 class Denial:
-    """An action the run refused (a write outside the allowed paths, a denied command)."""
+    """An action the run refused (a write outside the allowed paths, a denied command), or, with
+    the rule UNASKED_RULE, one the agent took without asking that agenter would have refused
+    (it ran; the reason says what came of it)."""
 
     tool: str
     target: str
@@ -405,6 +412,12 @@ class BackendClass:
     @classmethod
     def validate_settings(cls, settings: BackendSettings[Any]) -> None:
         """Raise ConfigurationError for combinations this backend cannot honour."""
+
+    @classmethod
+    def model_for(cls, settings: BackendSettings[Any]) -> str | None:
+        """The model a backend built with `settings` uses, when the class knows it before anything
+        runs (the agent's repr); None: the agent program's own default, known once it runs."""
+        return settings.model
 
     @classmethod
     def check_settings(cls, settings: BackendSettings[Any]) -> None:

@@ -109,6 +109,7 @@ class AgentConfig:
         if isinstance(request, str):
             data: dict[str, Any] = {"prompt": request, **fields}
         elif isinstance(request, CodingRequest):
+            _refuse_a_second_value(request, fields)
             data = {name: getattr(request, name) for name in CodingRequest.model_fields}
             data.update(fields)
         else:
@@ -141,3 +142,21 @@ class AgentConfig:
             session_id, origin = resolve_resume(checked.resume, self.backend_name)
             return checked.model_copy(update={"resume": session_id}), origin
         return checked, None
+
+
+def _refuse_a_second_value(request: CodingRequest, fields: dict[str, Any]) -> None:
+    """`execute(CodingRequest(cwd=d1), cwd=d2)`: a field the request sets, given again with another
+    value, is a ConfigurationError (it silently ran in d2); the same value, or a field the request
+    left at its default, is fine."""
+    for name in sorted(set(fields) & request.model_fields_set):
+        given, held = fields[name], getattr(request, name)
+        if held is None or held == CodingRequest.model_fields[name].default:
+            continue  # set to its default (None: not given): nothing to contradict
+        if name == "cwd" and isinstance(given, str | os.PathLike):
+            same = Path(given).expanduser().resolve() == Path(held).expanduser().resolve()
+        else:
+            same = bool(given == held)
+        if not same:
+            raise ConfigurationError(
+                f"{name} is given twice, {held!r} in the CodingRequest and {given!r} as an argument: "
+                "pass it once", parameter=name)

@@ -16,7 +16,7 @@ from agenter._compat import OPTIONS_017, deprecated
 from agenter._errors import ConfigurationError
 from agenter._events import CodingEvent, CodingEventType
 from agenter._types import Budget, CodingRequest, CodingResult, suggestion
-from agenter.backends import BackendCapabilities, BackendSettings, BaseBackend, load_backend
+from agenter.backends import BackendCapabilities, BackendClass, BackendSettings, load_backend
 from agenter.backends.capabilities import Mode, check_mode
 from agenter.facade._config import AgentConfig
 from agenter.tools import Tool, as_tool
@@ -41,7 +41,7 @@ class AutonomousCodingAgent:
     (docs/observability.md). `session(...)` keeps one agent conversation for many requests.
     """
 
-    def __init__(self, backend: str | type[BaseBackend[Any]] | Sequence[Any] | None = None,
+    def __init__(self, backend: str | type[BackendClass] | Sequence[Any] | None = None,
                  model: str | None = None,
                  tools: Sequence[Tool | Any] | None = None, validators: Sequence[Any] | None = None,
                  sandbox: bool = True, max_iterations: int | None = None, budget: Budget | None = None,
@@ -258,7 +258,9 @@ class AutonomousCodingAgent:
                 parameter=name) from None
 
     def __repr__(self) -> str:
-        return f"AutonomousCodingAgent(backend={self.backend_name!r}, model={self.model!r})"
+        # The model that runs (a backend's default when none was given), not only the argument.
+        model = self.model or self._backend_class.model_for(self._settings)
+        return f"AutonomousCodingAgent(backend={self.backend_name!r}, model={model!r})"
 
 
 #: The environment variable agenter 0.1.7 read for the default backend (still read, deprecated).

@@ -16,7 +16,7 @@ import shlex
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from functools import cached_property
-from typing import Any, Literal, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast, get_args
 from urllib.parse import urlsplit
 
 from agenter._errors import ConfigurationError
@@ -265,6 +265,10 @@ def _as_tuple(value: Any, parameter: str) -> tuple[str, ...]:
                                  parameter=parameter) from None
 
 
+#: Directories as the constructor takes them: one, or several (str or PathLike).
+StrPaths: TypeAlias = "str | os.PathLike[str] | Iterable[str | os.PathLike[str]]"
+
+
 @dataclass(frozen=True)
 class PermissionPolicy:
     """Rules plus a mode, as given to the facade's `permissions=`.
@@ -285,6 +289,12 @@ class PermissionPolicy:
     extra_roots: tuple[str, ...] = ()
     read_roots: tuple[str, ...] = ()
     protected_paths: tuple[str, ...] = ()
+
+    if TYPE_CHECKING:  # what the constructor takes (normalized in __post_init__), for type checkers
+        def __init__(self, rules: str | PermissionRule | Iterable[str | PermissionRule] = (),
+                     mode: str = "default", allowed_mcp_servers: str | Iterable[str] = (),
+                     extra_roots: StrPaths = (), read_roots: StrPaths = (),
+                     protected_paths: str | Iterable[str] = ()) -> None: ...
 
     def __post_init__(self) -> None:
         rules: list[PermissionRule] = []

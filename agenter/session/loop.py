@@ -27,7 +27,15 @@ from typing import Any
 from agenter._errors import AgenterError
 from agenter._events import CodingEvent, CodingEventType
 from agenter._types import Budget, CodingRequest, CodingResult, CodingStatus, ModifiedFiles, Usage
-from agenter.backends.base import BackendMessage, CodingBackend, Denial, MessageType, SessionSpec, TurnReport
+from agenter.backends.base import (
+    UNASKED_RULE,
+    BackendMessage,
+    CodingBackend,
+    Denial,
+    MessageType,
+    SessionSpec,
+    TurnReport,
+)
 from agenter.host.redact import Redactor, strip_ansi
 from agenter.sandbox.paths import read_text_capped
 from agenter.session.budget import ITERATIONS, TIME, BudgetTracker, Limits
@@ -211,6 +219,8 @@ class _RunState:
         self.output: Any = None
         self.refusal: Any = None
         self.validation_errors: list[str] = []
+        #: The latest validation's verdicts, advisory ones included (result.validation).
+        self.validation: list[ValidationResult] = []
         self.started_turn = False
         #: This iteration's files written outside allowed_write_paths, removed: told to the model.
         self.outside = ""
@@ -414,6 +424,7 @@ class CodingRun:
                 return
 
         results: list[ValidationResult] = []
+        state.validation = results  # filled as the validators answer: a stopped run keeps what ran
         try:
             async with contextlib.aclosing(self._validate(iteration, results)) as checks:
                 async for event in checks:
@@ -589,13 +600,19 @@ class CodingRun:
             last = self._patch_problem
             return f"no proposal could be applied in {n} iteration(s)" + (f"; the last problem: {last}" if last else "")
         if not self._changed and self.request.require_changes:
-            if self._denials:
-                refused = ", ".join(sorted({d.target for d in self._denials})[:10])
-                if all(any(w in d.tool.lower() for w in ("write", "edit")) for d in self._denials):
-                    return f"the agent changed no file in {n} iteration(s): every write was refused ({refused})"
+            denials = [d for d in self._denials if d.rule != UNASKED_RULE]
+            # Taken without asking (could not be refused) and writing where agenter would not allow.
+            unasked = "" if len(denials) == len(self._denials) else (
+                "; without asking, the agent ran commands that write where agenter does not allow: "
+                + ", ".join(sorted({d.target for d in self._denials if d.rule == UNASKED_RULE})[:10]))
+            if denials:
+                refused = ", ".join(sorted({d.target for d in denials})[:10])
+                if all(any(w in d.tool.lower() for w in ("write", "edit")) for d in denials):
+                    return (f"the agent changed no file in {n} iteration(s): every write was refused "
+                            f"({refused}){unasked}")
                 return (f"the agent changed no file in {n} iteration(s); these actions were refused: "
-                        f"{refused}")
-            return f"the agent changed no file in {n} iteration(s)"
+                        f"{refused}{unasked}")
+            return f"the agent changed no file in {n} iteration(s){unasked}"
         return f"validation did not pass within {n} iterations"
 
     def _unfinished_note(self) -> str:
@@ -810,6 +827,9 @@ class CodingRun:
             output=state.output, error=outcome.error, exceeded_limit=outcome.exceeded, error_kind=outcome.kind,
             refusal_reason=self._redact(refusal.reason) if refusal else None,
             validation_errors=[self._redact(e) for e in state.validation_errors],
+            validation=[r.model_copy(update={"errors": [self._redact(e) for e in r.errors],
+                                             "details": self._redact(r.details) if r.details else r.details})
+                        for r in state.validation],
             permission_denials=[d.as_dict() for d in self._denials],
             attempts=self._attempts(),
             diff=diff, backend=self.backend_name, model=self.model, session_id=session_id)

@@ -1,4 +1,7 @@
-"""What a validator returns, the protocol it follows, and the chain that runs them in order."""
+"""What a validator returns, the protocol it follows, and the chain that runs them in order.
+
+ValidationResult itself lives with the other public data (agenter._types), because
+CodingResult.validation holds it; it is re-exported here, where validators import it."""
 
 from __future__ import annotations
 
@@ -9,29 +12,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from pydantic import BaseModel, Field
-
-
-class ValidationResult(BaseModel):
-    """The verdict of one validator on one iteration's changed files.
-
-    skipped=True means there was nothing for this validator to check (e.g. no Python file
-    changed). A session whose iteration changed no file and whose validators all skipped
-    has verified nothing, and must not call that a success.
-    """
-
-    validator: str = Field("", description="The validator's name; the chain fills it in when empty.")
-    passed: bool
-    errors: list[str] = Field(default_factory=list)
-    blocking: bool = True
-    skipped: bool = False
-    details: str | None = None
-    duration_seconds: float | None = None
-
-    @property
-    def blocks(self) -> bool:
-        """True when this result fails the iteration (a blocking validator that failed)."""
-        return self.blocking and not self.passed
+from agenter._types import ValidationResult
 
 
 @runtime_checkable

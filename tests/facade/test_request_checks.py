@@ -32,6 +32,24 @@ def test_unknown_request_fields_are_refused_with_their_name(tmp_path):
         agent.execute_sync("p", cwd=tmp_path, max_iteration=2)
 
 
+def test_a_request_field_given_twice_with_another_value_is_refused(tmp_path):
+    # execute(CodingRequest(cwd=d1), cwd=d2) used to run in d2 without a word.
+    first, second = tmp_path / "one", tmp_path / "two"
+    first.mkdir()
+    second.mkdir()
+    agent = make()
+    with pytest.raises(ConfigurationError, match="cwd is given twice") as info:
+        agent.execute_sync(CodingRequest(prompt="p", cwd=first), cwd=second)
+    assert info.value.parameter == "cwd" and not (first / "a.py").exists() and not (second / "a.py").exists()
+    with pytest.raises(ConfigurationError, match="prompt is given twice"):
+        agent.execute_sync(CodingRequest(prompt="p", cwd=first), prompt="q")
+    # the same value (another spelling of the folder), or a field the request left unset: fine
+    same = agent.execute_sync(CodingRequest(prompt="p", cwd=first), cwd=str(first / ".." / "one"))
+    assert same.status is CodingStatus.COMPLETED and (first / "a.py").exists()
+    budgeted = agent.execute_sync(CodingRequest(prompt="p", cwd=second), budget=Budget(max_iterations=1))
+    assert budgeted.status is CodingStatus.COMPLETED and (second / "a.py").exists()
+
+
 def test_budget_given_as_a_dict_is_validated(tmp_path):
     agent = make()
     with pytest.raises(ConfigurationError, match="max_cost_usd"):

@@ -325,6 +325,25 @@ async def test_a_failed_validation_sends_its_output_and_the_files_as_they_are_no
     assert "# fixed" in result.summary and result.summary.count("diff --git") == 1
 
 
+async def test_a_completed_runs_summary_describes_the_final_state_only(project: Path):
+    """Issue 25: a proposal that was refused, or applied and then failed validation, is
+    superseded; the COMPLETED result's summary (and the completion event's) is the last applied
+    proposal's alone, never an earlier 'not applied' next to it."""
+    check = "command:python -c \"import calc, sys; sys.exit(0 if calc.add(2, 2) == 4 else 'add is wrong')\""
+    script = [proposal(change("calc.py", content="def add(a, b):\n    return a - b\n"), summary="Break add."),
+              proposal(change(".git/config", operation="create", content="x\n"), summary="Touch git."),
+              proposal(change("net.py", operation="create", content="x = 1\n"),
+                       change("calc.py", content="def add(a, b):\n    return a + b  # fixed\n"), summary="Fix add.")]
+    with ScriptedModelServer(script) as server:
+        result, events = await run(make_agent(server, validators=[check], max_iterations=3), "Fix add", project)
+    assert result.status is CodingStatus.COMPLETED and result.iterations == 3, result.error
+    assert result.summary.startswith("Fix add.\n\nApplied. written: calc.py, net.py\n\n```diff\n")
+    for earlier in ("not applied", "no file was changed", "Break add.", "Touch git."):
+        assert earlier not in result.summary, earlier
+    assert result.summary.count("diff --git") == 2  # the last proposal's two files, not the run's diff
+    assert [e.data["summary"] for e in events if e.type.value == "completed"] == [result.summary]
+
+
 async def test_a_proposal_that_changes_nothing_goes_back(project: Path):
     same = proposal(change("calc.py", content="def add(a, b):\n    return a + b\n"))
     with ScriptedModelServer([same, proposal(change("calc.py", content="ok = 1\n"))]) as server:

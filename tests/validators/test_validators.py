@@ -494,3 +494,91 @@ async def test_security_and_syntax_in_one_chain(tmp_path, bandit_available):
     assert [r.validator for r in results] == ["syntax", "security"]
     assert results[0].passed and not results[1].passed
     assert passed(results)  # security is advisory
+
+
+# ---------------------------------------------------------------- every verdict in the result
+def _bare_python(folder) -> str:
+    """An interpreter that cannot see bandit (no site-packages): the scan cannot run."""
+    bare = folder / "bare-python"
+    bare.write_text(f"#!/bin/sh\nexec {shlex_quote(sys.executable)} -I -S \"$@\"\n")
+    bare.chmod(0o755)
+    return str(bare)
+
+
+def _writer(*contents: str):
+    from agenter.testing import TurnContext
+
+    def make(content: str):
+        def turn(ctx: TurnContext):
+            return [ctx.write("app.py", content), "wrote app.py"]
+        return turn
+    return [make(c) for c in contents]
+
+
+async def test_an_advisory_scan_that_did_not_run_is_in_the_result(tmp_path):
+    # bandit missing: the run completes (the scan is advisory), and the result says the scan did
+    # not run, not only the event stream (docs/validators.md promises it).
+    from agenter import AutonomousCodingAgent, CodingEventType, CodingRequest, CodingStatus
+    from agenter.testing import FunctionBackend
+
+    work = tmp_path / "work"
+    work.mkdir()
+    agent = AutonomousCodingAgent(backend=FunctionBackend, turn=_writer("x = 1\n"),
+                                  validators=["syntax", SecurityValidator(python=_bare_python(tmp_path))])
+    events = [e async for e in agent.stream_execute(CodingRequest(prompt="p", cwd=work))]
+    result = events[-1].result
+    assert result.status is CodingStatus.COMPLETED and result.validation_errors == []
+    syntax, security = result.validation
+    assert (syntax.validator, syntax.passed, syntax.blocking, syntax.skipped) == ("syntax", True, True, False)
+    assert (security.validator, security.passed, security.blocking, security.skipped) == (
+        "security", False, False, False)
+    assert "bandit is not installed" in security.errors[0]
+    assert security.duration_seconds is not None and security.duration_seconds >= 0
+    # JSON-safe, and in the SESSION_END event's copy of the result as well
+    end = events[-1]
+    assert end.type is CodingEventType.SESSION_END
+    assert end.data["result"]["validation"] == result.model_dump(mode="json")["validation"]
+    assert end.data["result"]["validation"][1]["errors"] == security.errors
+
+
+async def test_the_result_holds_the_last_validation_and_the_chain_stops_at_a_blocking_failure(tmp_path):
+    from agenter import AutonomousCodingAgent, CodingRequest, CodingStatus
+    from agenter.testing import FunctionBackend
+
+    work = tmp_path / "work"
+    work.mkdir()
+    chain = ["syntax", SecurityValidator(python=_bare_python(tmp_path))]
+    fixed = AutonomousCodingAgent(backend=FunctionBackend, turn=_writer("def f(:\n", "x = 1\n"), validators=chain)
+    result = await fixed.execute(CodingRequest(prompt="p", cwd=work))
+    assert result.status is CodingStatus.COMPLETED and result.iterations == 2
+    assert [(r.validator, r.passed) for r in result.validation] == [("syntax", True), ("security", False)]
+
+    (work / "app.py").unlink()
+    broken = AutonomousCodingAgent(backend=FunctionBackend, turn=_writer("def f(:\n", "def g(:\n"),
+                                   validators=chain, max_iterations=2)
+    result = await broken.execute(CodingRequest(prompt="p", cwd=work))
+    assert result.status is CodingStatus.FAILED
+    # syntax blocked, so security never ran: it is absent, not reported as passed or skipped
+    assert [(r.validator, r.passed, r.blocks) for r in result.validation] == [("syntax", False, True)]
+    assert result.validation_errors == [f"[syntax] {e}" for e in result.validation[0].errors]
+
+
+async def test_a_secret_in_a_verdict_is_redacted_in_the_result(tmp_path, monkeypatch):
+    from agenter import AutonomousCodingAgent, CodingRequest
+    from agenter.testing import FunctionBackend
+
+    monkeypatch.setenv("MY_SERVICE_API_KEY", "supersecretvalue123")
+
+    class Leaky:
+        name, blocking = "leaky", False
+
+        async def validate(self, files, cwd):
+            return ValidationResult(validator=self.name, passed=False, blocking=False,
+                                    errors=["token supersecretvalue123 rejected"],
+                                    details="with supersecretvalue123")
+    work = tmp_path / "work"
+    work.mkdir()
+    agent = AutonomousCodingAgent(backend=FunctionBackend, turn=_writer("x = 1\n"), validators=[Leaky()])
+    result = await agent.execute(CodingRequest(prompt="p", cwd=work))
+    assert "supersecretvalue123" not in result.model_dump_json()
+    assert result.validation[0].errors[0].startswith("token ") and not result.validation[0].passed

@@ -22,8 +22,8 @@ from agenter.host import Program, Requirement
 from agenter.host.requirements import Credentials
 
 __all__ = ["CREDENTIALS", "FILE_WRITE_TOOLS", "QUIET_ENV", "SANDBOX_INSTALL", "SANDBOX_SETTINGS", "SHELL_TOOL",
-           "StreamedBlocks", "bundled_cli", "compacted", "exit_code", "line_changes", "result_text",
-           "sandbox_hint", "sandbox_requirements", "usage_from"]
+           "StreamedBlocks", "bundled_cli", "call_target", "compacted", "denied_calls", "exit_code", "line_changes",
+           "result_text", "sandbox_hint", "sandbox_requirements", "usage_from"]
 
 #: Where Claude Code's credentials may be (claude-code and claude-cli).
 CREDENTIALS = Credentials(env=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
@@ -111,6 +111,29 @@ def usage_from(raw: Any) -> Usage:
     return Usage(input_tokens=number("input_tokens"), output_tokens=number("output_tokens"),
                  cache_read_tokens=number("cache_read_input_tokens"),
                  cache_write_tokens=number("cache_creation_input_tokens"))
+
+
+def call_target(name: str, tool_input: Any) -> str:
+    """What a tool call acts on, for a denial: a Bash call's command, else the path its input
+    names (a file tool's, Read's, Glob's or Grep's), else the tool's name."""
+    arguments = tool_input if isinstance(tool_input, dict) else {}
+    command = arguments.get("command")
+    if name == SHELL_TOOL and isinstance(command, str):
+        return command
+    path = arguments.get(FILE_WRITE_TOOLS.get(name, "file_path")) or arguments.get("path")
+    return path if isinstance(path, str) and path else name
+
+
+def denied_calls(denials: Any) -> list[tuple[str, str, str]]:
+    """(tool_use_id, tool name, target) of each call a result's `permission_denials` lists: the
+    calls Claude Code's permission system refused (its deny rules, its permission mode, a
+    can_use_tool deny). Anything but a list of objects lists none."""
+    out = []
+    for denied in denials if isinstance(denials, list) else []:
+        if isinstance(denied, dict):
+            name = str(denied.get("tool_name") or "tool")
+            out.append((str(denied.get("tool_use_id") or ""), name, call_target(name, denied.get("tool_input"))))
+    return out
 
 
 def result_text(content: Any) -> str:

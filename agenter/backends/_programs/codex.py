@@ -4,11 +4,13 @@ native binary behind its node wrapper, starting that binary directly, the `codex
 link Codex's Linux sandbox needs, and a check that the sandbox works on this machine (once per
 binary and process); the settings both write into its config (agenter's model provider entry,
 the workspace-write sandbox) and TOML values for them; and what both read back from it (token
-usage, line counts of a file change)."""
+usage, line counts of a file change, and from a thread's rollout file the calls Codex refused
+by itself, which neither `exec --json` nor the app-server reports)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -16,6 +18,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +28,10 @@ from agenter.backends._edits import diff_counts, line_count
 from agenter.host import AgentProcess
 from agenter.host.requirements import Credentials
 
-__all__ = ["API_KEY_ENV_VAR", "CREDENTIALS", "INSTALL", "KEY_VARIABLES", "PROVIDER_NAME", "change_lines",
-           "check_sandbox", "direct_program", "env_api_key", "is_native", "native_codex_binary", "provider_entry",
-           "sandbox_bin", "sandbox_config", "token_usage", "toml_key", "toml_value"]
+__all__ = ["API_KEY_ENV_VAR", "CREDENTIALS", "INSTALL", "KEY_VARIABLES", "PROVIDER_NAME", "Refusals", "Refused",
+           "RolloutTail", "change_lines", "check_sandbox", "direct_program", "env_api_key", "is_native",
+           "native_codex_binary", "provider_entry", "refusal_of", "response_item", "sandbox_bin", "sandbox_config", "token_usage",
+           "toml_key", "toml_value"]
 
 #: How Codex is installed (named when it is missing).
 INSTALL = "npm install -g @openai/codex"
@@ -247,3 +251,118 @@ def change_lines(kind: Any, text: Any) -> tuple[int, int]:
     if kind == "delete":
         return 0, line_count(text)
     return diff_counts(text) if isinstance(text, str) else (0, 0)
+
+
+# ---------------------------------------------------------------------------------- refusals
+#: A command Codex's exec-policy rules forbade: `exec_command failed: CreateProcess { message:
+#: "Rejected(\"`<command>` rejected: <justification>\")" }` (Codex 0.169); group 1 the justification.
+#: A command a client declined reads `Rejected(\"rejected by user\")` and does not match.
+_COMMAND_REJECTED = re.compile(r'` rejected: (.*?)(?:\\?"\)|$)', re.DOTALL)
+#: How Codex answers a patch it does not apply ("patch rejected: writing outside of the project;
+#: rejected by user approval settings"); a client's decline is "patch rejected by user".
+_PATCH_REJECTED = "patch rejected"
+_DECLINED_BY_CLIENT = "rejected by user"
+#: The paths a patch names (apply_patch's own format).
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.MULTILINE)
+#: The rollout's records of the model's calls and of their outputs.
+_CALLS = ("function_call", "custom_tool_call")
+_OUTPUTS = ("function_call_output", "custom_tool_call_output")
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A call Codex refused by itself: `tool` is "shell" or "apply_patch", `targets` the command
+    or the patch's paths (as the model wrote them), `reason` Codex's words, `rule` which of its
+    mechanisms refused it ("codex:rules", the exec-policy rules; "codex:sandbox", the sandbox or
+    permission profile)."""
+
+    tool: str
+    targets: tuple[str, ...]
+    reason: str
+    rule: str
+
+
+def refusal_of(name: str, given: Any, output: str) -> Refused | None:
+    """The refusal a call's output tells of; None when the call ran (or failed by itself), or a
+    client (agenter, asked first) declined it, which the client records itself."""
+    head = output[:200]
+    if output.startswith(_PATCH_REJECTED) and not output.startswith(f"{_PATCH_REJECTED} by user"):
+        text = given if isinstance(given, str) else ""
+        with contextlib.suppress(ValueError, AttributeError):
+            text = str(json.loads(text).get("input") or text)  # apply_patch as a function call
+        paths = tuple(path.strip() for path in _PATCH_FILE.findall(text))
+        return Refused("apply_patch", paths or ("apply_patch",), output.strip(), "codex:sandbox")
+    found = _COMMAND_REJECTED.search(output) if "Rejected(" in head and _DECLINED_BY_CLIENT not in head else None
+    if found is None:
+        return None
+    arguments: Any = given
+    with contextlib.suppress(ValueError, TypeError):
+        arguments = json.loads(given) if isinstance(given, str) else given
+    arguments = arguments if isinstance(arguments, dict) else {}
+    command = arguments.get("cmd", arguments.get("command"))
+    command = " ".join(map(str, command)) if isinstance(command, list) else str(command or name or "shell")
+    return Refused("shell", (command,), found.group(1).strip() or output.strip(), "codex:rules")
+
+
+class Refusals:
+    """The calls Codex refused by itself, found in a thread's rollout records (`response_item`
+    payloads): each call of the model is paired with its output by call_id."""
+
+    def __init__(self) -> None:
+        self._calls: dict[str, tuple[str, Any]] = {}
+        self._found: list[Refused] = []
+
+    def feed(self, payload: Mapping[str, Any]) -> None:
+        """One response_item payload (any other record is ignored)."""
+        kind, call_id = payload.get("type"), str(payload.get("call_id"))
+        if kind in _CALLS:
+            self._calls[call_id] = (str(payload.get("name")), payload.get("input", payload.get("arguments")))
+        elif kind in _OUTPUTS:
+            name, given = self._calls.pop(call_id, ("", None))
+            output = payload.get("output")
+            refusal = refusal_of(name, given, output if isinstance(output, str) else json.dumps(output))
+            if refusal is not None:
+                self._found.append(refusal)
+
+    def take(self) -> list[Refused]:
+        """The refusals found since the last take."""
+        found, self._found = self._found, []
+        return found
+
+
+class RolloutTail:
+    """The lines Codex appends to a thread's rollout file (sessions/.../rollout-*.jsonl), read on
+    from where the last look stopped; a line still being written waits for the next look."""
+
+    def __init__(self, path: Path | None = None, *, from_end: bool = True) -> None:
+        self.path = path
+        self.offset = 0
+        if path is not None and from_end:
+            with contextlib.suppress(OSError):
+                self.offset = os.path.getsize(path)
+
+    def lines(self) -> list[bytes]:
+        """The complete lines appended since the last call (none when the file cannot be read)."""
+        if self.path is None:
+            return []
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self.offset)
+                chunk = handle.read()
+        except OSError:
+            return []
+        whole = chunk[:chunk.rfind(b"\n") + 1]
+        self.offset += len(whole)
+        return whole.splitlines()
+
+
+def response_item(line: bytes) -> dict[str, Any] | None:
+    """A rollout line's response_item payload (a call of the model, its output, a message)."""
+    if b'"response_item"' not in line:
+        return None
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    payload = record.get("payload") if isinstance(record, dict) and record.get("type") == "response_item" else None
+    return payload if isinstance(payload, dict) else None

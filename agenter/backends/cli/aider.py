@@ -207,8 +207,9 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
 
     async def _may_edit(self, name: str, *, ask: bool) -> bool:
         """Whether Aider may write `name` (relative to its root): inside the workspace, within
-        allowed_write_paths, and allowed by the gate (`ask`: through permit(), which records a
-        denial and may ask on_permission; else the policy's answer alone, nothing recorded)."""
+        allowed_write_paths, and allowed by the gate (`ask`: through permit(), which may ask
+        on_permission; else the policy's answer alone, as adding a file to the chat only makes
+        an edit possible). A no is recorded as a denial either way."""
         if not name:
             return False
         path = os.path.join(self._root or self.cwd, name)
@@ -217,15 +218,20 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
         try:
             self._resolver.resolve_write(path)
         except (PathSecurityError, OSError, ValueError) as exc:
-            if ask:
-                self.deny("aider", name, str(exc), rule="allowed_write_paths"
-                          if self.spec.allowed_write_paths is not None else "workspace")
+            self.deny("aider", name, str(exc), rule="allowed_write_paths"
+                      if self.spec.allowed_write_paths is not None else "workspace")
             return False
         call = ToolCall.edit(path, name="aider")
         if ask:
             return (await self.permit(call)).allowed
         gate = self.gate
-        return gate is not None and gate.evaluate(call).behavior == "allow"
+        verdict = gate.evaluate(call) if gate is not None else None
+        if verdict is not None and verdict.behavior == "allow":
+            return True
+        self.deny("aider", name, "Aider asked to add it to the chat, which would make it editable, and the policy "
+                  "does not let it be edited" + (f": {verdict.reason}" if verdict is not None else ""),
+                  rule=verdict.rule if verdict is not None else "gate")
+        return False
 
     # ------------------------------------------------------------------ command
     def command(self, prompt: str) -> Invocation:

@@ -29,6 +29,7 @@ from agenter.backends._programs.claude import (
     StreamedBlocks,
     bundled_cli,
     compacted,
+    denied_calls,
     exit_code,
     line_changes,
     result_text,
@@ -234,6 +235,7 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
         text = event.get("result")
         turn.result_text = text if isinstance(text, str) else None
         turn.output = event.get("structured_output")
+        self._record_denials(event.get("permission_denials"))
         if event.get("stop_reason") == "refusal":
             self.refuse({"reason": turn.result_text or "the model declined the request (stop_reason refusal)"})
         elif event.get("is_error") or str(event.get("subtype", "")).startswith("error"):
@@ -242,6 +244,15 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
             status = event.get("api_error_status")
             turn.fail(self.redact(sandbox_hint(detail or str(event.get("subtype")))),
                       status_code=status if isinstance(status, int) else None)
+
+    def _record_denials(self, denials: Any) -> None:
+        """Claude Code lists the tool calls its permission rules refused (the rules agenter
+        compiled from the policy, its safety denials) in the result: each is a run's denial, so
+        the result names it, not only the tool result the model read."""
+        for _, name, target in denied_calls(denials):
+            self.deny(name, target if name == SHELL_TOOL else self.relative(target) or target,
+                      "Claude Code's permission rules refused it (the rules agenter passes it from the "
+                      "policy: --disallowedTools, its permission mode)", rule="claude:permissions")
 
 
 def _run_cost(result: dict[str, Any]) -> float | None:

@@ -182,8 +182,16 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
             async for message in super()._turn(prompt):
                 yield message
         finally:
+            self._deny_refused()
             if absent:  # in a thread: removing a folder the agent filled may take a while
                 await asyncio.to_thread(self._tidy, absent, set(unmasked))
+
+    def _deny_refused(self) -> None:
+        """The calls Codex refused by itself this run (its rules, its sandbox or permission
+        profile) as denials: `codex exec --json` makes no item of them, its rollout has them."""
+        for refused in self._rollout.refused(self._sessions(), self._session_id):
+            targets = refused.targets if refused.tool == "shell" else [self.relative(t) or t for t in refused.targets]
+            self.deny(refused.tool, ", ".join(targets), refused.reason, refused.rule)
 
     def _tidy(self, absent: list[str], unmasked: set[str]) -> None:
         """Remove what the turn made of the paths that were `absent` when it began (see _turn)."""

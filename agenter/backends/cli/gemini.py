@@ -37,7 +37,7 @@ from agenter.backends._edits import diff_counts, line_count
 from agenter.backends._prompts import OutputChannel
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, table
-from agenter.backends.cli._policy.gemini import SYSTEM_POLICIES, gemini_policy
+from agenter.backends.cli._policy.gemini import DENIED_BY_POLICY, SYSTEM_POLICIES, gemini_policy
 from agenter.backends.cli._runner import Invocation, Line
 from agenter.host import Requirement
 from agenter.host.requirements import Credentials
@@ -215,6 +215,8 @@ class GeminiCliBackend(CliBackend[GeminiCliOptions]):
             failed = event.get("status") != "success"
             error = table(event.get("error"))
             output = event.get("output") if not failed else error.get("message", event.get("output", ""))
+            if failed and DENIED_BY_POLICY in str(output):
+                self._denied(name, path, str(call_id), str(output))
             if name in self.shell_tools or (path and not failed):
                 self._held.append((str(call_id), name, str(output or ""), failed, event))
             else:
@@ -224,6 +226,16 @@ class GeminiCliBackend(CliBackend[GeminiCliOptions]):
         elif kind == "result":
             self._result(event, turn)
         return out
+
+    def _denied(self, name: str, path: str | None, call_id: str, message: str) -> None:
+        """A call the policy file agenter compiled refused (its denyMessage): a denial of the run,
+        so the result names it, not only the tool error the model read."""
+        command = self._inputs.get(call_id, {}).get("command")
+        if name in self.shell_tools and isinstance(command, str):
+            shown = command
+        else:
+            shown = (self.relative(path) or path) if path else name
+        self.deny(name, shown, message.strip(), rule="gemini:policy")
 
     def _settle(self) -> list[BackendMessage]:
         """The shell and edit results held back. Gemini CLI's tool_result carries neither a

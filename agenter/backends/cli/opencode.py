@@ -150,7 +150,22 @@ class OpenCodeCliBackend(CliBackend[OpenCodeCliOptions]):
         if isinstance(path, str) and not failed:
             added, removed = edit_counts(name, arguments, metadata)
             out.append(self.edit_message(path, name, added=added, removed=removed, call_id=call_id, raw=part))
+        if failed and any(words in str(output) for words in _REFUSED):
+            # OpenCode's permission rules (what agenter compiled from the policy) refused the call:
+            # a denial of the run, so the result names it, not only the tool error the model read.
+            command = arguments.get("command")
+            if name == "bash" and isinstance(command, str):
+                shown = command
+            else:
+                shown = (self.relative(path) or path) if isinstance(path, str) and path else name
+            self.deny(name, shown, "OpenCode's permission rules refused it (the rules agenter passes it "
+                      "from the policy)", rule="opencode:permissions")
         return out
+
+
+#: How OpenCode's tool error says its permission rules refused the call (deny, or ask with no
+#: one to answer).
+_REFUSED = ("prevents you from using this specific tool call", "rejected permission to use this specific tool")
 
 
 def edit_counts(name: str, arguments: dict[str, Any], metadata: dict[str, Any]) -> tuple[int, int]:

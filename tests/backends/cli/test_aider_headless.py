@@ -25,6 +25,7 @@ from agenter.permissions import PermissionPolicy
 from agenter.testing import reply, text
 
 from ..kit import REPO, Case, installed, need
+from .test_permissions_cli import repository
 
 AIDER = installed(REPO / ".venv-aider" / "bin" / "aider", name="aider")
 
@@ -158,6 +159,20 @@ async def test_a_policy_still_lets_a_new_file_it_allows_be_created(kit, tmp_path
     assert "deny edit:secret.txt" in [d.rule for d in backend.denials()]
 
 
+@pytest.mark.agent
+async def test_a_file_refused_a_place_in_the_chat_is_named(kit, tmp_path):
+    """Aider asks to add a file the reply mentions to the chat (with git: a tracked file); a file
+    the policy keeps from being edited is refused, and the refusal is a denial of the run."""
+    work, _, _ = repository(tmp_path)
+    server = kit.server([reply(text("The settings are in a.txt; nothing to change."))], default=reply(text("ok")))
+    backend = kit.backend(server, sandbox=False, aider_git=True,
+                          permissions=PermissionPolicy.parse("mode accept_edits\ndeny edit:a.txt\n"))
+    await kit.one_turn(backend, work, "Where are the settings?")
+    assert (work / "a.txt").read_text() == "one\n"
+    assert [(d.target, d.rule) for d in backend.denials()] == [("a.txt", "deny edit:a.txt")]
+    assert "Aider asked to add it to the chat" in backend.denials()[0].reason
+
+
 # ---------------------------------------------------------------------------------- the answers
 def test_the_question_pattern_matches_aiders_prompts_and_not_prose():
     for asked in ("Create new file? (Y)es/(N)o [Yes]: ", "Add URL to the chat? (Y)es/(N)o/(D)on't ask again [Yes]: ",
@@ -214,6 +229,9 @@ async def test_every_question_but_a_permitted_edit_is_answered_no(tmp_path):
     targets = [d.target for d in backend.denials() if d.rule == "aider:headless"]
     assert "Add URL to the chat? https://x.org" in targets and "Install playwright?" in targets
     assert "Something Aider asks in a later version?" in targets
+    # A file Aider asked to add to the chat, refused because it could not be edited, is named too.
+    assert [(d.target, d.rule) for d in backend.denials()][:3] == [
+        ("b.py", "allowed_write_paths"), ("../c.py", "allowed_write_paths"), (".env", "allowed_write_paths")]
 
 
 # ---------------------------------------------------------------------------------- a stray file

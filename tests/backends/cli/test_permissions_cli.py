@@ -150,8 +150,8 @@ async def test_a_force_push_and_a_hook_write_are_denied_and_the_run_goes_on(kit,
         kit.case.write(str(work / "after.txt"), "went on\n"),
         reply(text("done")),
     ])
-    messages = await kit.one_turn(kit.backend(server, sandbox=False, permissions=POLICY), work,
-                                  "Push it and install the hook.")
+    backend = kit.backend(server, sandbox=False, permissions=POLICY)
+    messages = await kit.one_turn(backend, work, "Push it and install the hook.")
     assert git(remote, "rev-parse", "main") == pushed
     assert not hook.exists()
     assert (work / "after.txt").read_text() == "went on\n"
@@ -159,3 +159,6 @@ async def test_a_force_push_and_a_hook_write_are_denied_and_the_run_goes_on(kit,
     assert [m.is_error for m in results] == [True, True, False]
     # Each program's own words for its permission rules' refusal.
     assert all(re.search(r"denied|prevents you", m.content) for m in results[:2])
+    # ... and both refusals are the run's denials, named in the result (issue 25).
+    assert [(d.target, d.rule.split(":")[1]) for d in backend.denials()] == [
+        ("git push --force origin main", "permissions"), (".git/hooks/pre-commit", "permissions")]

@@ -5,6 +5,7 @@ and a path the user's rule denies: none of it happens, and an allowed edit still
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 
 from agenter import CodingRequest
 from agenter._errors import ConfigurationError
+from agenter.backends._programs.codex import Refused, refusal_of
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.backends.cli._policy.codex import codex_permissions, unmasked_paths
 from agenter.backends.cli.codex import CodexCliBackend
@@ -102,6 +104,26 @@ def test_a_policy_needs_the_sandbox():
         CodexCliBackend.check_permissions(settings)
 
 
+def test_refusals_are_read_from_codex_outputs():
+    """Codex's words (0.169) for a forbidden command and a rejected patch; a command that ran and
+    failed, or printed the same words, is no refusal."""
+    rejected = ('exec_command failed: CreateProcess { message: "Rejected(\\"`/bin/bash -lc \'git push -f\'` '
+                'rejected: agenter\'s permission policy forbids `git push -f`. Do not retry it.\\")" }')
+    refusal = refusal_of("exec_command", '{"cmd": "git push -f"}', rejected)
+    assert refusal == Refused("shell", ("git push -f",), "agenter's permission policy forbids `git push -f`. "
+                              "Do not retry it.", "codex:rules")
+    patch_text = "*** Begin Patch\n*** Add File: a.txt\n+x\n*** Update File: /w/.git/config\n*** End Patch\n"
+    refusal = refusal_of("apply_patch", json.dumps({"input": patch_text}), "patch rejected: writing outside of the project")
+    assert refusal is not None and refusal.targets == ("a.txt", "/w/.git/config") and refusal.rule == "codex:sandbox"
+    ran = "Chunk ID: a\nProcess exited with code 1\nOutput:\n" + "x" * 300 + rejected
+    assert refusal_of("exec_command", '{"cmd": "cat log"}', ran) is None
+    assert refusal_of("exec_command", '{"cmd": "false"}', "Process exited with code 1") is None
+    # A client's decline (the codex backend asked agenter) is recorded by the client, not here.
+    assert refusal_of("apply_patch", patch_text, "patch rejected by user") is None
+    assert refusal_of("exec_command", '{"cmd": "x"}', 'exec_command failed: CreateProcess { message: '
+                      '"Rejected(\\"rejected by user\\")" }') is None
+
+
 # ---------------------------------------------------------------------------------- the real program
 
 
@@ -128,7 +150,8 @@ async def test_the_policy_holds_against_the_real_codex(kit, tmp_path):
             patch("after.txt", "went on\n"),
             reply(text("done")),
         ])
-        messages = await kit.one_turn(kit.backend(server, sandbox=True, permissions=POLICY), work)
+        backend = kit.backend(server, sandbox=True, permissions=POLICY)
+        messages = await kit.one_turn(backend, work)
     assert not hook.exists()
     assert git(remote, "rev-parse", "main") == pushed
     assert not (work / "pwned").exists() and not (work / "secrets" / "token.txt").exists()
@@ -141,6 +164,12 @@ async def test_the_policy_holds_against_the_real_codex(kit, tmp_path):
     assert "patch rejected" in outputs[4] and "A after.txt" in outputs[5]
     assert not any("PRIVATE-KEY-MATERIAL" in body for body in outputs)
     assert [m.details["path"] for m in messages if m.type is MessageType.FILE_EDIT] == ["after.txt"]
+    # ... and each call Codex refused by itself is a denial of the run, named in the result (issue 25).
+    assert [(d.tool, d.target, d.rule) for d in backend.denials()] == [
+        ("apply_patch", ".git/hooks/pre-commit", "codex:sandbox"),
+        ("shell", "git push --force origin main", "codex:rules"),
+        ("apply_patch", "secrets/token.txt", "codex:sandbox")]
+    assert backend.denials()[1].reason.startswith("agenter's permission policy forbids `git push --force`")
 
 
 @pytest.mark.agent

@@ -216,6 +216,7 @@ class ACPBackend(BaseBackend[ACPOptions]):
     async def _open_session(self, spec: SessionSpec) -> None:
         import acp
         from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
+        from agenter.backends.agents.acp._client import MISSING_AS_EMPTY
 
         assert self._client is not None
         fs = self.options.acp_fs
@@ -228,9 +229,8 @@ class ACPBackend(BaseBackend[ACPOptions]):
             client_info=Implementation(name="agenter", title="agenter", version=__version__),
         )
         agent = init.agent_info.name if init.agent_info is not None else None
-        if agent == "gemini-cli" and "read" in fs:
-            self._notes.append("Gemini CLI cannot create a new file while agenter serves fs/read_text_file "
-                               "(it takes the spec's not-found answer for a failure); pass acp_fs=['write']")
+        # Gemini CLI cannot tell any error answer from a failure (MISSING_AS_EMPTY in _client).
+        self._client.missing_as_empty = agent in MISSING_AS_EMPTY
         cwd = str(self.cwd)
         mcp_servers = [mcp_server_json(s) for s in self.options.mcp_servers]
         if spec.resume_session_id:

@@ -8,7 +8,10 @@ tool's result) and session/request_permission (mapped from the tool call's kind:
 shell command, edit/delete/move as edits, read/search as reads, fetch as network, MCP tools by
 name). ACP's permission answer carries no reason, so the model reads the agent's own refusal text;
 agenter's reason goes to the event, the denials and the session's next prompt. What an agent
-does by itself, without asking, is not seen (terminals are not offered).
+does by itself, without asking, cannot be refused (terminals are not offered): a command it ran
+unasked is read afterwards (`unasked_writes`), and each path it writes that agenter would have
+refused (outside the workspace, in .git/, outside allowed_write_paths) is recorded as a denial
+with the rule `unasked`, so the result names it even when no file of the workspace changed.
 
 Imported only when an acp session connects (it imports the `acp` package at module level).
 """
@@ -37,9 +40,9 @@ from acp.schema import (
 )
 from agenter._errors import PathSecurityError
 from agenter.backends._edits import text_counts
-from agenter.backends.agents.acp._events import UpdateMapper, tool_name
-from agenter.backends.base import BackendMessage, MessageType
-from agenter.permissions import PermissionDecision, ToolCall
+from agenter.backends.agents.acp._events import UpdateMapper, command_of, tool_name
+from agenter.backends.base import UNASKED_RULE, BackendMessage, MessageType
+from agenter.permissions import PermissionDecision, ToolCall, Workspace, analyze_shell
 from agenter.sandbox.paths import PathResolver
 
 log = logging.getLogger("agenter.backends.agents.acp")
@@ -49,10 +52,23 @@ log = logging.getLogger("agenter.backends.agents.acp")
 SANDBOX_REFUSED = -32602
 #: The spec's "resource not found" error, for a file that does not exist.
 NOT_FOUND = -32002
+#: Agents (by initialize's agentInfo.name) that are answered an empty text for a file that does
+#: not exist, since they cannot tell any error answer from a failure. Gemini CLI (0.61) gets the
+#: JSON-RPC error as a plain object, which its file service does not recognise as ENOENT (it
+#: reads `.message` of Error instances only), so write_file's pre-read of a new file aborted the
+#: write ("Error checking existing file"). Its read_file reads the disk itself; only write_file
+#: and replace read through agenter, and for them an empty text means "create".
+MISSING_AS_EMPTY = frozenset({"gemini-cli"})
 #: Tool kinds that change files: their locations must be writable before a permission is granted.
 WRITING_KINDS = frozenset({"edit", "delete", "move"})
 #: Read results larger than this are refused rather than streamed into the agent's context.
 MAX_READ_BYTES = 4 * 1024 * 1024
+#: Tool-call statuses after which a command has run.
+_RAN = ("completed", "failed")
+#: Paths a command may write whatever the sandbox says: devices and the process's own descriptors.
+_DEVICE_PREFIXES = ("/dev/", "/proc/self/fd/")
+#: At most this many refused paths are recorded for one command.
+MAX_UNASKED_TARGETS = 5
 
 #: Decides a call through the session's permission gate.
 Permit = Callable[[ToolCall], Awaitable[PermissionDecision]]
@@ -68,7 +84,8 @@ class ACPClient:
 
     - `emit(message)`: every BackendMessage;
     - `on_usage(update)`: every usage_update;
-    - `on_denied(tool, target, reason)`: an action refused (a write, a permission);
+    - `on_denied(tool, target, reason, rule='')`: an action refused (a write, a permission), or
+      a command the agent ran unasked that writes where agenter would refuse (rule `unasked`);
     - `on_file(path, read=, written=)`: file text served or written (path None for reads);
     - `in_thread(fn, *args)`: blocking file work, off the loop;
     - `permit(call)`: the permission gate (None: only the sandbox and the policy decide).
@@ -80,7 +97,7 @@ class ACPClient:
     def __init__(self, *, resolver: PathResolver, permission_policy: str, fs: Collection[str],
                  emit: Callable[[BackendMessage], None],
                  on_usage: Callable[[UsageUpdate], None],
-                 on_denied: Callable[[str, str, str], Any],
+                 on_denied: Callable[..., Any],
                  on_file: Callable[..., None],
                  in_thread: Callable[..., Awaitable[Any]],
                  permit: Permit | None = None):
@@ -95,11 +112,20 @@ class ACPClient:
         self._in_thread = in_thread
         self.session_id: str | None = None
         self.active = False  # updates outside a turn (history replay, command lists) are dropped
+        #: Answer a read of a missing file with an empty text, not the not-found error (set at
+        #: initialize for the agents in MISSING_AS_EMPTY).
+        self.missing_as_empty = False
         self.denied_in_turn = 0
         # session/update → BackendMessages (text deltas, commands, file edits, ...): _events
         self.events = UpdateMapper(relative=resolver.relative)
         # kind and paths each tool call announced, for permission requests that omit them
         self._tool_info: dict[str, tuple[str | None, list[str]]] = {}
+        # the command line of each execute tool call, and the calls agenter was asked about or
+        # has audited (a command the agent ran unasked is audited once, when it has run)
+        self._commands: dict[str, str] = {}
+        self._asked: set[str] = set()
+        self._audited: set[str] = set()
+        self._workspace = Workspace(resolver.given_cwd)
 
     # ------------------------------------------------------------------ turn bookkeeping
     def start_turn(self) -> None:
@@ -133,6 +159,8 @@ class ACPClient:
                 self._on_usage(update)
             # The wire form: what the mapping reads, and every message's `raw`.
             self._emit_all(self.events.update(update.model_dump(mode="json", by_alias=True, exclude_none=True)))
+            if isinstance(update, ToolCallStart | ToolCallProgress) and update.status in _RAN:
+                self._audit_unasked(update.tool_call_id, update.status)
         except Exception:
             log.exception("could not convert ACP session update %r", type(update).__name__)
 
@@ -152,9 +180,13 @@ class ACPClient:
         except PathSecurityError as exc:
             self._refused("read", path, exc)
             raise RequestError(SANDBOX_REFUSED, str(exc), {"path": path}) from None
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        except (FileNotFoundError, NotADirectoryError):
+            if self.missing_as_empty:
+                return ReadTextFileResponse(content="")
             # The spec's wording: agents that match on the message find "Resource not found".
             raise RequestError(NOT_FOUND, f"Resource not found: {path}", {"path": path}) from None
+        except IsADirectoryError:
+            raise RequestError(NOT_FOUND, f"Resource not found: {path} is a directory", {"path": path}) from None
         except _TooLarge:
             raise RequestError(SANDBOX_REFUSED, f"Refused: {path} is larger than {MAX_READ_BYTES} "
                                "bytes; read a part of it another way", {"path": path}) from None
@@ -239,6 +271,7 @@ class ACPClient:
         title = tool_call.title or tool_call.kind or tool_call.tool_call_id
         log.debug("permission options for %r: %s", title, [(o.option_id, o.kind, o.name) for o in options])
         self._remember_tool(tool_call)
+        self._asked.add(tool_call.tool_call_id)
         data = tool_call.model_dump(mode="json", by_alias=True, exclude_none=True)
         if self.active and not self.events.knows(tool_call.tool_call_id):
             self._emit_all(self.events.announce(data))  # asked about before it was announced
@@ -276,6 +309,37 @@ class ACPClient:
         kind, paths = self._tool_info.get(update.tool_call_id, (None, []))
         paths = list(paths) + _paths_of(update)
         self._tool_info[update.tool_call_id] = (update.kind or kind, paths)
+        raw = update.raw_input
+        command = command_of(raw) if isinstance(raw, dict) else ""  # rawInput only: a title is no command line
+        if command:
+            self._commands[update.tool_call_id] = command
+
+    def _audit_unasked(self, tool_call_id: str, status: str | None) -> None:
+        """A command the agent ran without asking (its own mode: codex-acp full-access, OpenCode's
+        default, Gemini's yolo) could not be refused: record each path it writes that agenter would
+        have refused, with what happened, so the result names it. Only what the command line says
+        is known (agents that send no rawInput, like Gemini CLI, are not audited)."""
+        kind, _ = self._tool_info.get(tool_call_id, (None, []))
+        command = self._commands.get(tool_call_id)
+        if kind != "execute" or not command or tool_call_id in self._asked or tool_call_id in self._audited:
+            return
+        self._audited.add(tool_call_id)
+        targets = unasked_writes(command, self._workspace, self.resolver)[:MAX_UNASKED_TARGETS]
+        if not targets:
+            return
+        self.flush()
+        tool = self.events.name_of(tool_call_id) or "execute"
+        shown = command if len(command) <= 200 else command[:197] + "..."
+        for target, why in targets:
+            if status == "completed":
+                reason = (f"the agent ran `{shown}` without asking, so agenter could not refuse it: "
+                          f"it writes {target!r}, which agenter does not allow ({why})")
+            else:
+                reason = (f"the agent ran `{shown}` without asking; it would write {target!r}, which "
+                          f"agenter does not allow ({why}), and it failed (its own sandbox may have "
+                          "stopped it)")
+            self._on_denied(tool, target, reason, UNASKED_RULE)
+            self._emit(BackendMessage(type=MessageType.STATUS, is_error=True, content=reason))
 
     def _outside_sandbox(self, tool_call: ToolCallUpdate) -> str | None:
         """A path this file-changing tool call names that agenter would not write itself.
@@ -372,3 +436,21 @@ def _paths_of(update: Any) -> list[str]:
         if isinstance(changes, dict):  # codex-acp: {"changes": {"/abs/path": {...}}}
             paths += [key for key in changes if isinstance(key, str)]
     return paths
+
+
+def unasked_writes(command: str, workspace: Workspace, resolver: PathResolver) -> list[tuple[str, str]]:
+    """(path as shown, why) for each path `command` writes that `resolver` would refuse to
+    write (outside the workspace, in .git/, outside allowed_write_paths), as far as the command
+    line tells (agenter's shell parser, `cd` followed). Devices do not count."""
+    found: dict[str, str] = {}
+    for access in analyze_shell(command, workspace).accesses:
+        path = access.path
+        if access.access != "write" or path is None or path.real.startswith(_DEVICE_PREFIXES):
+            continue
+        shown = path.rel if path.rel is not None else path.real
+        try:
+            resolver.resolve_write(shown)
+        except PathSecurityError as exc:
+            why = str(exc).removeprefix("Refused: ").split("; use a path", 1)[0]
+            found.setdefault(shown, why)
+    return list(found.items())

@@ -43,7 +43,7 @@ class ACPOptions(BackendOptions):
     acp_fs: list[FsCapability] = Field(
         default_factory=lambda: list(ALL_FS),
         description="Which fs methods agenter serves (and advertises in initialize): 'read' "
-                    "(fs/read_text_file) and 'write' (fs/write_text_file). Gemini CLI needs ['write'].")
+                    "(fs/read_text_file) and 'write' (fs/write_text_file).")
     acp_startup_timeout: float = Field(60.0, gt=0, description="Seconds for initialize + session/new.")
 
     @field_validator("acp_command")

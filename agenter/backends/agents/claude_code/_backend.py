@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from agenter._errors import BackendError
 from agenter.backends._failures import classify
 from agenter.backends._programs.claude import CREDENTIALS as CLAUDE_CREDENTIALS
-from agenter.backends._programs.claude import usage_from
+from agenter.backends._programs.claude import SHELL_TOOL, denied_calls, usage_from
 from agenter.backends._prompts import REFUSAL_TOOL_NAME, output_schema
 from agenter.backends.agents.claude_code import _setup
 from agenter.backends.agents.claude_code._events import TurnTranslator, describe_result_error, describe_sdk_error
@@ -273,6 +273,7 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
         reported = result.total_cost_usd
         cost = connection.cost.cost(float(reported)) if isinstance(reported, int | float) else None
         self.ledger.settle(turn, cost=cost)
+        self._own_refusals(result.permission_denials)
         if self.refusal() is None and events.api_refusal is not None:
             reason, category = events.api_refusal
             self.refuse({"reason": reason, "category": category})
@@ -293,6 +294,17 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
         if self.spec.output_type is not None:
             structured = result.structured_output
             self.parse_output(structured if isinstance(structured, dict) else None, result.result)
+
+    def _own_refusals(self, denials: Any) -> None:
+        """The calls Claude Code's own permission system refused after agenter's hook let them
+        through (a deny rule in the settings it loads, `claude_setting_sources`): denials of the
+        run, so the result names them. agenter's own refusals are recorded already."""
+        ours = self._permissions.refused_ids if self._permissions is not None else set()
+        for call_id, name, target in denied_calls(denials):
+            if call_id not in ours:
+                self.deny(name, target if name == SHELL_TOOL else self.relative(target) or target,
+                          "Claude Code's own permission rules refused it (a deny rule of the settings it loads, "
+                          "claude_setting_sources)", rule="claude:permissions")
 
     # ------------------------------------------------------------------ errors
     def _error(self, message: str, *, status_code: int | None = None, kind: str | None = None) -> BackendError:

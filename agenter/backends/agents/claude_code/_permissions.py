@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from agenter._errors import PathSecurityError
-from agenter.backends._programs.claude import FILE_WRITE_TOOLS
+from agenter.backends._programs.claude import FILE_WRITE_TOOLS, call_target
 from agenter.backends._prompts import REFUSAL_TOOL_NAME
 from agenter.permissions import PermissionDecision, ToolCall
 from agenter.sandbox.paths import PathResolver
@@ -116,7 +116,10 @@ class Permissions:
         write confinement).
     tools: the custom tools (their specs tell the gate what they do).
     ask_timeout: the permission deadline (None: none); the CLI waits that long for the hook.
-    refused: records a write the confinement refused (for result.permission_denials).
+    refused: records a refusal of agenter's (for result.permission_denials): a write the
+        confinement refused, a prompt `can_use_tool` denied. `refused_ids` holds the tool_use_ids
+        of every call refused here (the gate's denials included), so the backend can tell Claude
+        Code's own refusals in its result from agenter's.
     """
 
     def __init__(self, *, resolver: PathResolver | None, mode: str, sandbox: bool, allowed: Collection[str],
@@ -130,6 +133,7 @@ class Permissions:
         self.tools = {t.name: t for t in tools}
         self.ask_timeout = ask_timeout
         self.refused = refused
+        self.refused_ids: set[str] = set()
 
     def write_denial(self, tool_name: str, tool_input: dict[str, Any]) -> str | None:
         """Why a file tool may not write where it wants, or None when it may."""
@@ -173,6 +177,7 @@ class Permissions:
         tool_input = input_data.get("tool_input") or {}
         reason = self.write_denial(tool_name, tool_input)
         if reason is not None:
+            self._refused_id(tool_use_id)
             if self.refused is not None and self.resolver is not None:
                 path = str(tool_input.get(FILE_WRITE_TOOLS[tool_name]))
                 rule = "allowed_write_paths" if self.resolver.allowed_write_paths is not None else "sandbox"
@@ -184,19 +189,30 @@ class Permissions:
         if call is None:
             return {}
         decision = await self.permit(call)
-        return {} if decision.allowed else _hook_answer("deny", decision.reason)
+        if decision.allowed:
+            return {}
+        self._refused_id(tool_use_id)
+        return _hook_answer("deny", decision.reason)
 
     async def can_use_tool(self, tool_name: str, tool_input: dict[str, Any], context: Any) -> Any:
         """Answers the permission prompts a headless run would otherwise hang on."""
         from claude_agent_sdk import PermissionResultAllow, PermissionResultDeny
 
         reason = self.write_denial(tool_name, tool_input)
-        if reason is not None:
+        if reason is not None:  # recorded when the hook turned it into this prompt
+            self._refused_id(getattr(context, "tool_use_id", None))
             return PermissionResultDeny(message=reason)
         if not self.sandbox or tool_name in self.allowed:
             return PermissionResultAllow()
-        return PermissionResultDeny(
-            message=f"{tool_name} is not permitted in this run (allowed: {', '.join(sorted(self.allowed))}).")
+        message = f"{tool_name} is not permitted in this run (allowed: {', '.join(sorted(self.allowed))})."
+        self._refused_id(getattr(context, "tool_use_id", None))
+        if self.refused is not None:
+            self.refused(tool_name, call_target(tool_name, tool_input), message, "claude_allowed_tools")
+        return PermissionResultDeny(message=message)
+
+    def _refused_id(self, tool_use_id: Any) -> None:
+        if isinstance(tool_use_id, str) and tool_use_id:
+            self.refused_ids.add(tool_use_id)
 
 
 def _hook_answer(decision: str, reason: str) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """CodexBackend: OpenAI's Codex agent driven through `codex app-server` (JSON-RPC over stdio).
 
 One backend instance = one `codex app-server` process = one Codex thread; every turn is a turn
-on that thread, so retries continue the same conversation.
+on that thread, so retries continue the same conversation. What Codex refuses without asking
+agenter (a patch outside the project under its own approval policy, a command its rules
+forbid) reaches no notification: it is read from the thread's rollout file when a turn ends.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from agenter._version import __version__
 from agenter.backends._failures import classify
 from agenter.backends._programs import codex as _codex_program
 from agenter.backends._programs.codex import CREDENTIALS as CODEX_CREDENTIALS
+from agenter.backends._programs.codex import Refusals, RolloutTail, response_item
 from agenter.backends._prompts import REFUSAL_TOOL_NAME, output_schema, strict_schema
 from agenter.backends.agents.codex import _events, _setup
 from agenter.backends.agents.codex._options import CodexOptions
@@ -76,6 +79,8 @@ class CodexBackend(BaseBackend[CodexOptions]):
         self._tools_server: ToolsServer | None = None
         self._thread_usage = RunningTotal()
         self._stream = _events.ItemStream(self.redact)
+        self._rollout: RolloutTail | None = None
+        self._refusals = Refusals()
 
     # ------------------------------------------------------------------ settings
     @classmethod
@@ -204,6 +209,9 @@ class CodexBackend(BaseBackend[CodexOptions]):
             result = await self._conn.request("thread/start", thread_params, REQUEST_TIMEOUT)
         self._session_id = result["thread"]["id"]
         self.ledger.model = result.get("model") or self.ledger.model
+        rollout = result["thread"].get("path")
+        # From its end: a resumed thread's earlier records are earlier runs'.
+        self._rollout = RolloutTail(Path(rollout)) if isinstance(rollout, str) and rollout else None
 
     async def _disconnect(self) -> None:
         conn, process, server = self._conn, self._process, self._tools_server
@@ -291,7 +299,19 @@ class CodexBackend(BaseBackend[CodexOptions]):
         finally:
             if not finished and not interrupted and turn_id and conn.closed is None:
                 conn.send_nowait("turn/interrupt", {"threadId": self._session_id, "turnId": turn_id})
+            self._name_refusals()
         self._finish_turn(final_text, failure)
+
+    def _name_refusals(self) -> None:
+        """The calls Codex refused by itself so far (its rollout's records; what agenter declined
+        when asked is recorded already) as denials."""
+        for line in self._rollout.lines() if self._rollout is not None else []:
+            payload = response_item(line)
+            if payload is not None:
+                self._refusals.feed(payload)
+        for refused in self._refusals.take():
+            targets = refused.targets if refused.tool == "shell" else [self.relative(t) or t for t in refused.targets]
+            self.deny(refused.tool, ", ".join(targets), refused.reason, refused.rule)
 
     def _finish_turn(self, final_text: str, failure: _events.TurnFailure | None) -> None:
         if failure is not None and failure.refusal:

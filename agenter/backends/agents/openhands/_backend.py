@@ -419,16 +419,18 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
 
     def _decide(self, call: ToolCall) -> str | None:
         """The gate's decision on the caller's loop, waited for here: None when allowed, else
-        what the model is told."""
+        what the model is told. The gate records its own denials; an action blocked because no
+        decision came (the session ended, the run was stopped, the check failed) is recorded
+        here, so the result names it too."""
         loop = self._caller_loop
         if loop is None or loop.is_closed():
-            return "Permission denied: the session has ended."
+            return self._undecided(call, "Permission denied: the session has ended.", "stopped")
         decision = self.permit(call)
         try:
             future = asyncio.run_coroutine_threadsafe(decision, loop)
         except RuntimeError:  # the loop closed meanwhile
             decision.close()
-            return "Permission denied: the session has ended."
+            return self._undecided(call, "Permission denied: the session has ended.", "stopped")
         with self._deciding_lock:
             self._deciding.add(future)
         if self._closed:  # disconnect() withdrew the open questions before this one was listed
@@ -436,13 +438,20 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
         try:
             verdict = future.result()
         except concurrent.futures.CancelledError:
-            return "Permission denied: the run was stopped before this call was decided."
+            return self._undecided(call, "Permission denied: the run was stopped before this call was decided.",
+                                   "stopped")
         except Exception as exc:  # noqa: BLE001 - fail closed: an error never lets a call through
-            return f"Permission denied: the permission check failed ({type(exc).__name__})."
+            return self._undecided(call, f"Permission denied: the permission check failed ({type(exc).__name__}).",
+                                   "error")
         finally:
             with self._deciding_lock:
                 self._deciding.discard(future)
         return None if verdict.allowed else self.redact(verdict.reason)
+
+    def _undecided(self, call: ToolCall, reason: str, rule: str) -> str:
+        """Record an action blocked without a decision of the gate; the reason, for the model."""
+        self.deny(call.name, call.summary(160) or call.name, reason, rule)
+        return reason
 
     def _withdraw_decisions(self) -> None:
         """Cancel the decisions the private loop waits for: each waiting action is then blocked."""

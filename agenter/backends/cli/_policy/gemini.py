@@ -28,6 +28,8 @@ EDIT_TOOLS = ("write_file", "replace")
 SHELL_TOOL = "run_shell_command"
 #: Where Gemini CLI looks for administrators' policies; when it holds any, --admin-policy is ignored.
 SYSTEM_POLICIES = Path("/etc/gemini-cli/policies")
+#: How a refusal of agenter's policy file begins (its denyMessage), for the backend to name it.
+DENIED_BY_POLICY = "Permission denied by agenter's policy"
 #: Priorities within agenter's policy file: a later tier wins over an earlier one.
 _BASELINE, _ALLOW, _DENY, _SAFETY = 100, 200, 300, 400
 #: The safety checks as command patterns (regexes on the command text; Gemini CLI also checks
@@ -60,7 +62,7 @@ def gemini_policy(policy: PermissionPolicy, cwd: Path, home: Path) -> str:
         if args is not None:
             rule["argsPattern"] = args
         if decision == "deny":
-            rule["denyMessage"] = (f"Permission denied by agenter's policy ({why}). Do not retry this call; "
+            rule["denyMessage"] = (f"{DENIED_BY_POLICY} ({why}). Do not retry this call; "
                                    "find another way, or say in your answer why it is needed.")
         elif policy.mode in ("accept_edits", "bypass"):
             rule["allowRedirection"] = True

@@ -39,6 +39,7 @@ from agenter.backends.model_api._harness.files import (
     MAX_OUTPUT_CHARS,
     TEXT_EDITOR_TOOL_NAME,
     FileToolbox,
+    ToolOutcome,
 )
 from agenter.backends.model_api._harness.shell import (
     BASH_TOOL_NAME,
@@ -313,9 +314,7 @@ class ToolRunner:
             toolbox = self._results_box or toolbox
         # A tracked thread: a turn cancelled meanwhile waits for it before its last snapshot.
         outcome = await self.backend.in_thread_named(name, toolbox.run, name, arguments)
-        self.backend.track(written=sorted(outcome.written), deleted=sorted(outcome.deleted))
-        self._edits.extend((path, added, removed) for path, (added, removed) in outcome.edits.items())
-        return ToolReply(outcome.content, outcome.is_error)
+        return self._file_reply(name, outcome)
 
     async def _run_text_editor(self, name: str, arguments: dict[str, Any]) -> ToolReply:
         toolbox = self._toolbox
@@ -323,8 +322,17 @@ class ToolRunner:
         if arguments.get("command") == "view" and self._in_results_dir(arguments.get("path")):
             toolbox = self._results_box or toolbox
         outcome = await self.backend.in_thread_named(name, toolbox.run_text_editor, arguments)
+        return self._file_reply(name, outcome)
+
+    def _file_reply(self, name: str, outcome: ToolOutcome) -> ToolReply:
+        """What a file tool changed (tracked), refused (a denial, named in the result) and tells
+        the model."""
         self.backend.track(written=sorted(outcome.written), deleted=sorted(outcome.deleted))
         self._edits.extend((path, added, removed) for path, (added, removed) in outcome.edits.items())
+        if outcome.refused is not None:
+            # The gate allowed the call; the sandbox's path check (or allowed_write_paths) did not.
+            rule = "allowed_write_paths" if "writes are limited to" in outcome.content else "sandbox"
+            self.backend.deny(name, outcome.refused, outcome.content, rule)
         return ToolReply(outcome.content, outcome.is_error)
 
     async def _run_bash(self, name: str, arguments: dict[str, Any]) -> ToolReply:

@@ -60,6 +60,9 @@ class ToolOutcome:
     deleted: set[str] = field(default_factory=set)
     #: path -> (lines added, lines removed), for each file the tool edited
     edits: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: The path the sandbox or allowed_write_paths refused (the content says why), for the
+    #: run's denials: a refusal is named in the result, not only told to the model.
+    refused: str | None = None
 
 
 def _error(message: str) -> ToolOutcome:
@@ -616,7 +619,7 @@ def _guarded(name: str, path: object, call: Callable[[], ToolOutcome]) -> ToolOu
     except _ToolError as exc:
         return _error(str(exc))
     except PathSecurityError as exc:
-        return _error(str(exc))
+        return ToolOutcome(str(exc), is_error=True, refused=path if isinstance(path, str) else name)
     except TypeError as exc:  # missing or unexpected arguments
         return _error(f"Bad arguments for {name}: {exc}")
     except FileNotFoundError as exc:

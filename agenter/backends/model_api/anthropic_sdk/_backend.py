@@ -46,6 +46,11 @@ class AnthropicSDKBackend(HarnessBackend[AnthropicSDKOptions]):
             self.ledger.provider = "aws"  # genai-prices' Bedrock prices
 
     @classmethod
+    def model_for(cls, settings: BackendSettings[Any]) -> str | None:
+        return settings.model or (DEFAULT_BEDROCK_MODEL if getattr(settings.options, "anthropic_bedrock", False)
+                                  else DEFAULT_MODEL)
+
+    @classmethod
     def requirements(cls, settings: BackendSettings[Any]) -> Sequence[Requirement]:
         needs: list[Requirement] = [PythonPackage(module="anthropic", distribution="anthropic",
                                                   install="pip install agenter-sdk")]
@@ -73,4 +78,4 @@ class AnthropicSDKBackend(HarnessBackend[AnthropicSDKOptions]):
         options = self.options
         client = make_client(options, self.redact.add)
         return AnthropicWire(client, model=self.model, prompt_caching=options.anthropic_prompt_caching,
-                             bedrock=options.anthropic_bedrock)
+                             bedrock=options.anthropic_bedrock, key_given=options.api_key is not None)

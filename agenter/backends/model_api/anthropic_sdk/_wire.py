@@ -87,11 +87,15 @@ class AnthropicWire:
 
     api_label = "Anthropic API"
 
-    def __init__(self, client: Any, *, model: str, prompt_caching: bool, bedrock: bool = False):
+    def __init__(self, client: Any, *, model: str, prompt_caching: bool, bedrock: bool = False,
+                 key_given: bool = False):
         self._client = client
         self.model = model
         self.prompt_caching = prompt_caching
-        self.auth_hint = "check your AWS credentials" if bedrock else "check ANTHROPIC_API_KEY"
+        # What to check after a 401: the key the user gave, where it came from.
+        self.auth_hint = ("check your AWS credentials" if bedrock else
+                          "check the api_key= passed to AutonomousCodingAgent" if key_given else
+                          "check ANTHROPIC_API_KEY")
         self.features = WireFeatures(native_tools=True, cache_marks=prompt_caching, thinking=True,
                                      provider_tools=True, output_limit=model_output_limit(model))
 

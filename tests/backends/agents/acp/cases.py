@@ -181,7 +181,7 @@ def gemini_options(server: Any, root: Path, cwd: Path, token: str, **extra: Any)
            "GEMINI_API_KEY": "dummy-gemini-key-0123456789", TOKEN_ENV: token,
            "PATH": f"{NODE_BIN}:{os.environ.get('PATH', '')}"}
     return {"acp_command": program("gemini"), "acp_args": ["--acp", "-m", "gemini-2.5-flash"], "env": env,
-            "acp_fs": ["write"], "permission_policy": "allow", **extra}
+            "permission_policy": "allow", **extra}
 
 
 def gemini(shared: Path) -> Case:

@@ -772,6 +772,50 @@ async def test_codex_acp_speaks_the_event_vocabulary(
     assert not any(m["kind"] == "text" for m in messages)
 
 
+@agent_test
+async def test_codex_acp_full_access_commands_that_write_where_agenter_refuses_are_named(
+        scripted_model_server: Any, tmp_path: Path, repo: Path, mark: str) -> None:
+    """codex-acp in full-access runs commands without asking, so agenter cannot refuse them.
+    A command that writes outside the workspace, or into .git/, changes no file the session can
+    see: the result used to say only "the agent changed no file". Each such path is now a
+    denial (rule 'unasked', saying the command ran) and is named in the FAILED reason."""
+    server = scripted_model_server([
+        reply(tool_call("exec_command", {"cmd": "printf x > ../outside.txt"})),
+        reply(tool_call("exec_command", {"cmd": "mkdir -p .git/hooks && printf x > .git/hooks/pre-commit"})),
+        reply(text("Done.")),
+    ])
+    options = codex_options(server, tmp_path, mark, acp_session_mode="full-access")
+    agent = AutonomousCodingAgent(backend="acp", validators=[], max_iterations=1, **options)
+    result = await agent.execute("write the files", cwd=repo, allowed_write_paths=["app.py"])
+    outside = str(tmp_path / "outside.txt")
+    assert (tmp_path / "outside.txt").exists()  # it ran: agenter could not stop it, only name it
+    assert result.status is CodingStatus.FAILED and result.files == {}
+    assert {(d["tool"], d["target"], d["rule"]) for d in result.permission_denials} == {
+        ("execute", outside, "unasked"), ("execute", ".git/hooks", "unasked"),
+        ("execute", ".git/hooks/pre-commit", "unasked")}
+    first = next(d for d in result.permission_denials if d["target"] == outside)
+    assert "ran `printf x > ../outside.txt` without asking" in first["reason"]
+    assert "outside the working directory" in first["reason"]
+    assert result.error == (
+        "the agent changed no file in 1 iteration(s); without asking, the agent ran commands that write "
+        f"where agenter does not allow: {', '.join(sorted([outside, '.git/hooks', '.git/hooks/pre-commit']))}")
+
+
+@agent_test
+async def test_codex_acp_full_access_commands_inside_the_allowed_paths_are_not_named(
+        scripted_model_server: Any, tmp_path: Path, repo: Path, mark: str) -> None:
+    """The audit reads the command line: writes to allowed files and to devices are no denial."""
+    server = scripted_model_server([
+        reply(tool_call("exec_command", {"cmd": "ls > /dev/null 2>&1 && printf 'X = 1\\n' > app.py"})),
+        reply(text("Done.")),
+    ])
+    options = codex_options(server, tmp_path, mark, acp_session_mode="full-access")
+    agent = AutonomousCodingAgent(backend="acp", validators=["syntax"], **options)
+    result = await agent.execute("set X", cwd=repo, allowed_write_paths=["app.py"])
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert result.files == {"app.py": "X = 1\n"} and result.permission_denials == []
+
+
 # ---------------------------------------------------------------------------------- Gemini CLI
 @agent_test
 async def test_gemini_cli_creates_files_through_agenter_and_reports_usage(
@@ -786,7 +830,7 @@ async def test_gemini_cli_creates_files_through_agenter_and_reports_usage(
         reply(tool_call("write_file", {"file_path": "app.py", "content": "clobbered"})),
         reply(text("Done.")),
     ])
-    options = gemini_options(server, tmp_path, repo, mark, acp_session_mode="yolo")
+    options = gemini_options(server, tmp_path, repo, mark, acp_session_mode="yolo", acp_fs=["write"])
     backend, messages = await one_turn(options, repo, prompt="create calc.py", allowed_write_paths=["calc.py"])
     assert (repo / "calc.py").read_text() == content
     assert (repo / "app.py").read_text().startswith("def greet")
@@ -806,19 +850,30 @@ async def test_gemini_cli_creates_files_through_agenter_and_reports_usage(
 
 
 @agent_test
-async def test_gemini_cli_cannot_create_a_file_while_agenter_serves_reads(
+async def test_gemini_cli_creates_a_file_with_default_options(
         scripted_model_server: Any, tmp_path: Path, repo: Path, mark: str) -> None:
-    """Gemini CLI 0.61 takes the spec's not-found answer to fs/read_text_file for a failure and
-    aborts the write: agenter says so, and acp_fs=['write'] (above) is the way out."""
+    """Gemini CLI 0.61 reads a file through fs/read_text_file before writing it, and takes any
+    error answer for a failure ("Error checking existing file: [object Object]"), the spec's
+    not-found too. agenter answers it an empty text for a missing file: with the default acp_fs
+    (reads and writes served) and Gemini's default mode, write_file creates a new file through
+    agenter, and replace edits an existing one whose text agenter served."""
     server = scripted_model_server([
-        reply(tool_call("write_file", {"file_path": "calc.py", "content": "X = 1\n"})), reply(text("Done.")),
+        reply(tool_call("write_file", {"file_path": "calc.py", "content": "X = 1\n"})),
+        reply(tool_call("replace", {"file_path": str(repo / "app.py"), "old_string": "    return 'hello'\n",
+                                    "new_string": "    return 'hi'\n", "instruction": "greet with hi"})),
+        reply(text("Done.")),
     ])
-    options = gemini_options(server, tmp_path, repo, mark, acp_fs=["read", "write"])
-    backend, messages = await one_turn(options, repo, prompt="create calc.py")
-    assert not (repo / "calc.py").exists() and not backend.modified_files()
-    assert any("pass acp_fs=['write']" in m.content for m in messages if m.type is MessageType.STATUS)
-    failed = server.model_requests[1].model_request.tool_results[-1]
-    assert "Resource not found" in str(failed["output"])
+    options = gemini_options(server, tmp_path, repo, mark)
+    assert "acp_fs" not in options and ACPOptions(**options).acp_fs == ["read", "write"]
+    agent = AutonomousCodingAgent(backend="acp", validators=["syntax"], **options)
+    events = [e async for e in agent.stream_execute("create calc.py and greet with hi", cwd=repo)]
+    result = events[-1].result
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert result.files == {"calc.py": "X = 1\n", "app.py": "def greet():\n    return 'hi'\n"}
+    written = [m["tool_name"] for m in backend_events(events) if m["kind"] == "file_edited"]
+    assert written == ["fs/write_text_file", "fs/write_text_file"]  # both through agenter
+    for request in server.model_requests[1:3]:
+        assert "Error" not in str(request.model_request.tool_results[-1]["output"])
 
 
 @agent_test

@@ -7,6 +7,7 @@ the CLI's own mapping has plain unit tests at the end."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agenter import AutonomousCodingAgent
+from agenter import AutonomousCodingAgent, CodingStatus
 from agenter._errors import ConfigurationError
 from agenter.backends.agents.claude_code import ClaudeCodeBackend
 from agenter.backends.agents.claude_code._permissions import ENFORCED_KINDS, Permissions, tool_call
@@ -97,6 +98,44 @@ async def test_policy_rules_cover_custom_and_file_tools(scripted_model_server, g
     assert [is_error for is_error, _ in results] == [False, True, False, True, False]
     assert "needs approval" in results[1][1] and "needs approval" in results[3][1]
     assert {d["tool"] for d in result.permission_denials} == {"deploy", "Write"}
+
+
+@agent_test
+@needs_cli
+async def test_claude_codes_own_refusals_are_named_in_the_result(scripted_model_server, git_repo, cli_env,
+                                                                 no_leftover_cli):
+    """A call agenter's gate lets through that a deny rule of the settings Claude Code loads
+    refuses is a denial of the run too, named once; agenter's own denials are not repeated."""
+    repo = git_repo
+    (repo / ".claude").mkdir(exist_ok=True)
+    (repo / ".claude" / "settings.json").write_text(json.dumps({"permissions": {"deny": ["Bash(touch:*)"]}}))
+    server = scripted_model_server([
+        reply(model_tool_call("Bash", {"command": "touch blocked.txt", "description": "a"})),
+        reply(model_tool_call("Bash", {"command": "git push --force origin main", "description": "b"})),
+        reply(model_tool_call("Write", {"file_path": "after.txt", "content": "went on\n"})),
+        reply(text("Done.")),
+    ])
+    agent = make_agent(server, cli_env, permissions="bypass", claude_setting_sources=["project"])
+    result, _ = await run_agent(agent, repo)
+
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert not (repo / "blocked.txt").exists() and (repo / "after.txt").exists()
+    assert [is_error for is_error, _ in tool_results(server)] == [True, True, False]
+    # agenter's denial when the gate decides; Claude Code's when its result lists it.
+    assert [(d["tool"], d["target"], d["rule"].split(":")[0]) for d in result.permission_denials] == [
+        ("Bash", "git push --force origin main", "safety"), ("Bash", "touch blocked.txt", "claude")]
+    assert "claude_setting_sources" in result.permission_denials[1]["reason"]
+
+
+async def test_a_prompt_denied_for_a_tool_outside_the_allowed_list_is_recorded():
+    refused: list[tuple[str, ...]] = []
+    permissions = Permissions(resolver=None, mode="default", sandbox=True, allowed=["Read"],
+                              refused=lambda *denial: refused.append(denial))
+    context = claude_agent_sdk.ToolPermissionContext(tool_use_id="toolu_1")
+    answer = await permissions.can_use_tool("Bash", {"command": "make deploy"}, context)
+    assert isinstance(answer, claude_agent_sdk.PermissionResultDeny)
+    assert refused == [("Bash", "make deploy", answer.message, "claude_allowed_tools")]
+    assert permissions.refused_ids == {"toolu_1"}
 
 
 def test_every_rule_kind_is_enforced_so_any_policy_is_accepted():

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agenter import AutonomousCodingAgent
+from agenter import AutonomousCodingAgent, CodingStatus
 from agenter._errors import ConfigurationError
 from agenter.backends.agents.codex import CodexBackend
 from agenter.backends.agents.codex._permissions import ENFORCED_KINDS, GATED_POLICY, Approvals, gated_tool
@@ -95,6 +95,28 @@ async def test_a_default_mode_policy_covers_custom_tools_patches_and_commands(sc
     assert "needs approval" in told_after(server, 4) and "needs approval" in told_after(server, 6)
     assert "def greet" in told_after(server, 5)  # a read-only command runs in the default mode
     assert {d["tool"] for d in result.permission_denials} == {"deploy", "apply_patch", "shell"}
+
+
+@agent_test
+async def test_what_codex_refuses_without_asking_is_named(scripted_model_server, codex_path, git_repo, tmp_path):
+    """sandbox=True without a policy keeps Codex's own approval policy ("never"): Codex rejects a
+    patch outside the project by itself, with no request and no notification; the rollout has
+    it, so it is a denial of the run. A declined approval (agenter asked) is not counted twice."""
+    repo, home = git_repo, private_home(tmp_path / "home")
+    outside = tmp_path / "outside.txt"
+    server = scripted_model_server([
+        reply(patch(f"*** Add File: {outside}\n+x\n")),
+        reply(patch("*** Add File: notes.md\n+all fine\n")),
+        reply(text("Done.")),
+    ])
+    result, _ = await run_agent(make_agent(server, codex_path, home, sandbox=True), repo)
+
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert not outside.exists() and (repo / "notes.md").exists()
+    assert "patch rejected: writing outside of the project" in told_after(server, 0)
+    assert [(d["tool"], d["target"], d["rule"]) for d in result.permission_denials] == [
+        ("apply_patch", str(outside), "codex:sandbox")]
+    assert result.permission_denials[0]["reason"].startswith("patch rejected: writing outside of the project")
 
 
 def test_enforced_kinds_are_declared_and_others_fail_at_construction():

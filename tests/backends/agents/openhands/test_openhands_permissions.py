@@ -137,6 +137,8 @@ async def test_the_time_budget_ends_a_run_waiting_for_an_answer(scripted_model_s
     assert result.status is CodingStatus.BUDGET_EXCEEDED and result.exceeded_limit == "time"
     assert elapsed < 15, elapsed
     assert not (git_repo / "never.txt").exists()
+    # The action blocked without a decision is named in the result (issue 25).
+    assert [(d["target"], d["rule"]) for d in result.permission_denials] == [("touch never.txt", "stopped")]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -542,13 +542,19 @@ async def test_cancellation_mid_tool_keeps_the_invariant(scripted_model_server, 
 
 
 @agent_test
-async def test_auth_failure_never_shows_the_key(scripted_model_server, repo):
+@pytest.mark.parametrize("given", ["api_key", "environment"])
+async def test_auth_failure_never_shows_the_key(scripted_model_server, repo, monkeypatch, given):
     server = scripted_model_server([http_error(401, f"invalid x-api-key {API_KEY}")])
-    agent = make_agent(server)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
+    agent = make_agent(server, api_key=API_KEY if given == "api_key" else None)
     events = [event async for event in agent.stream_execute("go", cwd=repo)]
     result = events[-1].data["result"]
-    assert result["status"] == "error"
-    assert "authentication failed" in result["error"] and "ANTHROPIC_API_KEY" in result["error"]
+    assert result["status"] == "error" and "authentication failed" in result["error"]
+    # the hint names where the key came from (issue 25: it said ANTHROPIC_API_KEY for api_key= too)
+    if given == "api_key":
+        assert "check the api_key= passed" in result["error"] and "ANTHROPIC_API_KEY" not in result["error"]
+    else:
+        assert "check ANTHROPIC_API_KEY" in result["error"]
     dumped = json.dumps([e.model_dump(mode="json") for e in events])
     assert API_KEY not in dumped and "SUPERSECRET" not in dumped
     assert len(server.model_requests) == 1  # not retried

@@ -203,6 +203,25 @@ async def test_ask_rule_answered_allow_and_deny_by_the_callback(scripted_model_s
 
 
 @agent_test
+async def test_a_write_outside_allowed_write_paths_is_a_named_denial(scripted_model_server, repo):
+    """other.py: the gate allows the call (no policy: bypass; it does not know allowed_write_paths),
+    the file tool's path check refuses it. That refusal is now in result.permission_denials and the
+    FAILED reason, as the gate's own (../outside.py) always was, not only told to the model."""
+    server = scripted_model_server([
+        reply(tool_call("write_file", {"path": "other.py", "content": "x = 1\n"}),
+              tool_call("edit_file", {"path": "../outside.py", "old_string": "a", "new_string": "b"})),
+        reply(text("Done.")),
+    ])
+    result, _ = await run(make_agent(server, max_iterations=1), repo, allowed_write_paths=["app.py"])
+    assert result["status"] == "failed" and not (repo / "other.py").exists()
+    assert [(d["tool"], d["target"], d["rule"]) for d in result["permission_denials"]] == [
+        ("write_file", "other.py", "allowed_write_paths"), ("edit_file", "../outside.py", "safety:outside-workspace")]
+    assert "writes are limited to: app.py" in result["permission_denials"][0]["reason"]
+    assert result["error"] == ("the agent changed no file in 1 iteration(s): every write was refused "
+                               "(../outside.py, other.py)")
+
+
+@agent_test
 async def test_a_callback_that_never_answers_is_a_denial_at_the_deadline(scripted_model_server, repo):
     asked = asyncio.Event()
 
