@@ -132,6 +132,10 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
 
     # ------------------------------------------------------------------ configuration
     @classmethod
+    def model_for(cls, settings: BackendSettings[Any]) -> str | None:
+        return settings.model or DEFAULT_MODEL
+
+    @classmethod
     def requirements(cls, settings: BackendSettings[Any]) -> Sequence[Requirement]:
         needs: list[Requirement] = [
             PythonPackage(module="google.adk", distribution="google-adk", min_major=2, install=INSTALL),

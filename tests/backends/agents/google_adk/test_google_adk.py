@@ -580,6 +580,7 @@ def test_settings_the_backend_cannot_honour_fail_when_the_agent_is_built(monkeyp
     AutonomousCodingAgent(backend="google-adk", api_key=API_KEY, sandbox=False, adk_shell=False,
                           permissions={"mode": "bypass", "rules": ["allow network:github.com"]})
     AutonomousCodingAgent(backend="google-adk", adk_vertex=True, model="projects/p/locations/l/models/m")
+    assert "gemini-2.5-pro" in repr(AutonomousCodingAgent(backend="google-adk", api_key=API_KEY))
 
 
 def test_the_shell_sandbox_requirement_names_this_backends_options():
