@@ -36,6 +36,7 @@ _REGISTRY: dict[str, str | type[Any]] = {
     "openai": "agenter.backends.model_api.openai_compat:OpenAICompatBackend",
     "litellm": "agenter.backends.model_api.litellm:LiteLLMBackend",
     "gemini": "agenter.backends.model_api.gemini:GeminiBackend",
+    "google-adk": "agenter.backends.agents.google_adk:GoogleADKBackend",
     "claude-cli": "agenter.backends.cli.claude:ClaudeCliBackend",
     "codex-cli": "agenter.backends.cli.codex:CodexCliBackend",
     "gemini-cli": "agenter.backends.cli.gemini:GeminiCliBackend",

@@ -19,6 +19,7 @@ from agenter.testing import conformance
 from .agents.acp import cases as acp
 from .agents.claude_code import cases as claude_code
 from .agents.codex import cases as codex
+from .agents.google_adk import cases as google_adk
 from .agents.openai_agents import cases as openai_agents
 from .agents.openhands import cases as openhands
 from .cli import cases as cli
@@ -27,7 +28,7 @@ from .model_api.anthropic_sdk import cases as anthropic_sdk
 from .model_api.litellm import cases as litellm
 from .model_api.openai_compat import cases as openai_compat
 
-CASES = [*claude_code.CASES, *codex.CASES, *acp.CASES, *openhands.CASES, *openai_agents.CASES,
+CASES = [*claude_code.CASES, *codex.CASES, *acp.CASES, *openhands.CASES, *openai_agents.CASES, *google_adk.CASES,
          *anthropic_sdk.CASES, *openai_compat.CASES, *litellm.CASES, *cli.CASES]
 
 

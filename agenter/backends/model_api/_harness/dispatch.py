@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from agenter._errors import BackendError
+from agenter.backends._confinement import session_confinement
 from agenter.backends._prompts import REFUSAL_TOOL_NAME, STRUCTURED_OUTPUT_TOOL_NAME
 from agenter.backends.base import BackendMessage, MessageType, SessionSpec, ToolReply
 from agenter.backends.model_api._harness.builtin import (
@@ -45,13 +45,10 @@ from agenter.backends.model_api._harness.shell import (
     BASH_TOOL_NAME,
     RESULT_CHARS,
     ShellSandbox,
-    hidden_home_paths,
-    probe_sandbox,
     run_shell,
     shell_env,
     timeout_of,
 )
-from agenter.sandbox.confine import choose_mechanism, unavailable_reason
 from agenter.tools.executor import ToolResult, ToolUse
 
 if TYPE_CHECKING:
@@ -133,27 +130,13 @@ class ToolRunner:
         self._shell_env = shell_env()
         if not backend.settings.sandbox:
             return
-        # The shell sandbox's mechanism (agenter.sandbox.confine): Landlock, bubblewrap or Seatbelt.
-        prefer = backend.config.shell_sandbox
-        mechanism = choose_mechanism(prefer)
-        if mechanism is None:
-            raise BackendError(unavailable_reason(prefer), backend=backend.name, kind="missing_program")
+        # The shell sandbox (agenter.sandbox.confine): Landlock, bubblewrap or Seatbelt.
         gate = backend.gate
         assert gate is not None and self.results_dir is not None
-        workspace = gate.workspace
-
-        def is_credential(path: str) -> bool:
-            resolved = workspace.resolve(path)
-            return any(f.check == "credentials" for f in workspace.findings(resolved, "read"))
-
-        hidden = await asyncio.to_thread(hidden_home_paths, workspace.home, is_credential,
-                                         keep=[str(backend.cwd), str(self.results_dir)])
-        self._shell_sandbox = ShellSandbox(
-            cwd=backend.cwd, network=backend.shell_network, read_only=backend.read_only_session,
-            writable=tuple(workspace.extra_roots), readable=tuple(dict.fromkeys(workspace.read_roots)),
-            hidden=tuple(hidden),
-            program=shutil.which("bwrap") or "bwrap", mechanism=mechanism, tmpdir=await self._shell_tmpdir())
-        await probe_sandbox(self._shell_sandbox, self._shell_env, backend.name)
+        self._shell_sandbox = await session_confinement(
+            gate, cwd=backend.cwd, prefer=backend.config.shell_sandbox, network=backend.shell_network,
+            read_only=backend.read_only_session, tmpdir=await self._shell_tmpdir(), keep=[str(self.results_dir)],
+            env=self._shell_env, backend=backend.name)
 
     async def _shell_tmpdir(self) -> str:
         """The commands' TMPDIR, private to the session (0700, in the run's folder, removed with it)."""

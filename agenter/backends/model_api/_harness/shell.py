@@ -2,7 +2,7 @@
 
 How a command runs (its environment, the credential files it may not read, the run, the sandbox
 probe) is `agenter.sandbox.commands`, shared with the other backends that give their model
-agenter's shell; this module is the tool as the Anthropic model sees it. With sandbox=True the
+agenter's shell; this module is the tool as the harness's models see it. With sandbox=True the
 command runs confined (`agenter.sandbox.confine`: Landlock, else bubblewrap on Linux; Seatbelt
 on macOS); with sandbox=False it runs directly. Either way the permission gate has judged the
 command before it runs.

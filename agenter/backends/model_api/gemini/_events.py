@@ -34,11 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agenter._types import Usage
+from agenter.backends._genai import REFUSAL_REASONS, api_usage
 from agenter.backends.model_api._harness.wire import Block, BlockDone, Delta, Message, Stop, WireRequest, WireResponse
 
-#: Finish reasons that mean the provider stopped the answer for its content (the turn ends refused).
-REFUSAL_REASONS = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
-                             "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION"})
 #: The neutral tool_choice as Gemini's function calling mode.
 CALLING_MODES = {"auto": "AUTO", "any": "ANY", "none": "NONE"}
 #: Prefix of the ids given to calls the model sent without one.
@@ -212,16 +210,6 @@ def thinking_config(thinking: str | int | None, effort: str | None, *, include_t
 
 
 # ---------------------------------------------------------------------- the response
-
-
-def api_usage(metadata: Any) -> Usage:
-    """Gemini's usage_metadata as agenter's Usage: input is the prompt less its cached part (plus
-    the tool-use prompt), output the candidates and the thoughts (billed as output)."""
-    prompt = int(_get(metadata, "prompt_token_count", 0))
-    cached = int(_get(metadata, "cached_content_token_count", 0))
-    tool_prompt = int(_get(metadata, "tool_use_prompt_token_count", 0))
-    output = int(_get(metadata, "candidates_token_count", 0)) + int(_get(metadata, "thoughts_token_count", 0))
-    return Usage(input_tokens=max(prompt - cached, 0) + tool_prompt, output_tokens=output, cache_read_tokens=cached)
 
 
 @dataclass
