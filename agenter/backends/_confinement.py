@@ -14,16 +14,31 @@ import asyncio
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from agenter._errors import BackendError
+from agenter._errors import BackendError, ConfigurationError
 from agenter.sandbox.commands import hidden_home_paths, probe_sandbox
 from agenter.sandbox.confine import Confinement, choose_mechanism, unavailable_reason, unusable_hint
 
 if TYPE_CHECKING:
+    from agenter.backends.base import BackendSettings
     from agenter.permissions import PermissionGate
 
-__all__ = ["session_confinement"]
+__all__ = ["check_network_rules", "session_confinement"]
+
+
+def check_network_rules(settings: BackendSettings[Any], *, backend: str, shell: bool, shell_option: str) -> None:
+    """A policy's network rules other than `allow network` need the shell's sandbox: it is what
+    cuts a command's network, and without it a command can reach any host. ConfigurationError
+    when the agent is built (naming the backend and its option to turn the shell off)."""
+    policy = settings.permissions
+    if settings.sandbox or not shell or policy is None:
+        return
+    if any(rule.kind == "network" and not (rule.effect == "allow" and rule.matches_all) for rule in policy.rules):
+        raise ConfigurationError(
+            f"network rules other than 'allow network' need sandbox=True with the {backend} backend: "
+            "the shell's network is cut by its sandbox, and without the sandbox a command can reach any host "
+            f"(or pass {shell_option}=False)", parameter="permissions")
 
 
 async def session_confinement(gate: PermissionGate, *, cwd: Path, prefer: str, network: bool, read_only: bool,

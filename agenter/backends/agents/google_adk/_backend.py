@@ -156,14 +156,9 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
                 "other providers)", parameter="model")
         if api_key_of(options.api_key) is None and not options.adk_vertex:
             raise ConfigurationError(MISSING_ADK_KEY, parameter="api_key")
-        policy = settings.permissions
-        if settings.sandbox or not options.adk_shell or policy is None:
-            return
-        if any(rule.kind == "network" and not (rule.effect == "allow" and rule.matches_all) for rule in policy.rules):
-            raise ConfigurationError(
-                "network rules other than 'allow network' need sandbox=True with the google-adk backend: the "
-                "shell's network is cut by its sandbox, and without it a command can reach any host (or pass "
-                "adk_shell=False)", parameter="permissions")
+        from agenter.backends._confinement import check_network_rules
+
+        check_network_rules(settings, backend=cls.name, shell=options.adk_shell, shell_option="adk_shell")
 
     @property
     def read_only_session(self) -> bool:

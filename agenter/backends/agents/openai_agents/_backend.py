@@ -130,14 +130,10 @@ class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
         options: OpenAIAgentsOptions = settings.options
         if _api_key(options) is None and not _base_url(options):
             raise ConfigurationError(MISSING_KEY, parameter="api_key")
-        policy = settings.permissions
-        if settings.sandbox or not options.openai_agents_shell or policy is None:
-            return
-        if any(rule.kind == "network" and not (rule.effect == "allow" and rule.matches_all) for rule in policy.rules):
-            raise ConfigurationError(
-                "network rules other than 'allow network' need sandbox=True with the openai-agents backend: the "
-                "shell's network is cut by its sandbox, and without it a command can reach any host (or pass "
-                "openai_agents_shell=False)", parameter="permissions")
+        from agenter.backends._confinement import check_network_rules
+
+        check_network_rules(settings, backend=cls.name, shell=options.openai_agents_shell,
+                            shell_option="openai_agents_shell")
 
     @property
     def read_only_session(self) -> bool:

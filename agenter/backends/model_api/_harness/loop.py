@@ -264,15 +264,10 @@ class HarnessBackend(BaseBackend[OptionsT]):
 
     @classmethod
     def validate_settings(cls, settings: BackendSettings[Any]) -> None:
-        policy = settings.permissions
+        from agenter.backends._confinement import check_network_rules
+
         config = cls._config_of(settings)
-        if settings.sandbox or not config.shell or policy is None:
-            return
-        if any(rule.kind == "network" and not (rule.effect == "allow" and rule.matches_all) for rule in policy.rules):
-            raise ConfigurationError(
-                f"network rules other than 'allow network' need sandbox=True with the {cls.name} backend: the "
-                "bash tool's network is cut by its sandbox, and without the sandbox a command can reach any host "
-                f"(or pass {config.shell_option}=False)", parameter="permissions")
+        check_network_rules(settings, backend=cls.name, shell=config.shell, shell_option=config.shell_option)
 
     # ------------------------------------------------------------------ state
     @property
