@@ -576,6 +576,11 @@ class BaseBackend(BackendClass, Generic[OptionsT]):
                     self._usage_reported, self._usage_by_base = self.ledger.settled, False
                     yield message
                     continue
+                # usage settled before this message (a response that ended before its tools ran)
+                # comes first, so a status line drawn while a tool runs shows the response's tokens
+                update = self._usage_update()
+                if update is not None:
+                    yield update
                 yield message
                 update = self._usage_update()
                 if update is not None:

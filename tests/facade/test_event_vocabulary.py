@@ -170,6 +170,9 @@ async def test_the_real_anthropic_sdk_backend_speaks_the_vocabulary(tmp_path):
     assert E.TOOL_CALL_STARTED in kinds and E.TOOL_CALL_FINISHED in kinds
     assert E.PERMISSION_DECISION in kinds  # every call passes the gate, and says so
     assert kinds.index(E.TOOL_CALL_STARTED) < kinds.index(E.TOOL_CALL_FINISHED)
+    # A response's usage is reported before the tools it asked for run (a status line drawn
+    # while a long command runs shows the response's tokens).
+    assert kinds.index(E.USAGE_UPDATED) < kinds.index(E.TOOL_CALL_STARTED)
     assert events[-1].result.ok
     # Text streams in deltas (several pieces, each with the stream event as raw) and is not repeated whole.
     deltas = [e for e in messages if e.kind is E.TEXT_DELTA]
