@@ -12,6 +12,7 @@ from agenter._version import __version__
 
 _EXPORTS: dict[str, str] = {
     "AutonomousCodingAgent": "agenter.facade.agent",
+    "AgentSession": "agenter.facade.session",
     "CodingRequest": "agenter._types",
     "CodingResult": "agenter._types",
     "CodingStatus": "agenter._types",
@@ -34,32 +35,31 @@ _EXPORTS: dict[str, str] = {
     "SyntaxValidator": "agenter.validators",
     "SecurityValidator": "agenter.validators",
     "CommandValidator": "agenter.validators",
-    "CodingSession": "agenter.session.loop",
+    "CodingRun": "agenter.session.loop",
+    "CodingSession": "agenter.session.loop",  # CodingRun's earlier name, kept working
+    "FunctionTool": "agenter.tools",  # agenter 0.1.7's; deprecated (it warns when made), not in __all__
 }
 
 __all__ = [
-    "AgenterError", "AutonomousCodingAgent", "BackendError", "Budget", "BudgetExceededError",
-    "CodingEvent", "CodingEventType", "CodingRequest", "CodingResult", "CodingSession", "CodingStatus",
+    "AgentSession", "AgenterError", "AutonomousCodingAgent", "BackendError", "Budget", "BudgetExceededError",
+    "CodingEvent", "CodingEventType", "CodingRequest", "CodingResult", "CodingRun", "CodingSession", "CodingStatus",
     "CommandValidator", "ConfigurationError", "PathSecurityError", "RequirementError",
     "SecurityValidator", "SyntaxValidator", "Tool", "Usage", "ValidationResult", "Validator",
     "ValidatorChain", "__version__", "configure_logging", "tool",
 ]
 
 
-#: Names of agenter 0.1.7 (the earlier project of the same design) and what replaces them.
-_REPLACED = {
-    "Verbosity": "agenter.Verbosity is gone: use agenter.configure_logging(level=...) for logs "
-                 "and AutonomousCodingAgent.stream_execute() for progress events",
-    "data_models": "agenter.data_models is gone: import Budget, CodingStatus, CodingEventType, ... "
-                   "from agenter",
-}
-
-
 def __getattr__(name: str) -> Any:
     module_name = _EXPORTS.get(name)
     if module_name is None:
-        if name in _REPLACED:
-            raise ImportError(_REPLACED[name], name=name)
+        if name in ("data_models", "logging"):  # agenter 0.1.7's modules, kept (deprecated)
+            import importlib
+
+            return importlib.import_module(f"agenter.{name}")
+        from agenter._compat import REMOVED, removed
+
+        if name in REMOVED:
+            raise ImportError(removed(name), name=name)
         raise AttributeError(f"module 'agenter' has no attribute {name!r}")
     import importlib
 
@@ -88,7 +88,10 @@ if TYPE_CHECKING:
     from agenter._types import CodingStatus as CodingStatus
     from agenter._types import Usage as Usage
     from agenter.facade.agent import AutonomousCodingAgent as AutonomousCodingAgent
+    from agenter.facade.session import AgentSession as AgentSession
+    from agenter.session.loop import CodingRun as CodingRun
     from agenter.session.loop import CodingSession as CodingSession
+    from agenter.tools import FunctionTool as FunctionTool
     from agenter.tools import Tool as Tool
     from agenter.tools import tool as tool
     from agenter.validators import CommandValidator as CommandValidator

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -10,12 +11,36 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
-def describe_validation_error(exc: ValidationError, what: str) -> tuple[str, str]:
-    """(message, field) for the first problem of a pydantic error, without pydantic's boilerplate."""
-    first = exc.errors()[0]
+def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
+    """The candidate closest to a mistyped `name` (`promt` → `prompt`), or None when none is close."""
+    import difflib
+
+    folded = {candidate.lower().replace("-", "_"): candidate for candidate in candidates}
+    close = difflib.get_close_matches(name.lower().replace("-", "_"), list(folded), n=1, cutoff=0.6)
+    return folded[close[0]] if close else None
+
+
+def suggestion(name: str, candidates: Iterable[str], *, own: Iterable[str] = (), owner: str = "") -> str:
+    """"; did you mean 'X'?" for a mistyped keyword, or "" when nothing is close. `own` are the
+    caller's own arguments, named as such (a facade argument given where backend options go)."""
+    own = list(own)
+    close = did_you_mean(name, [*candidates, *own])
+    if close is None:
+        return ""
+    return f"; did you mean {close!r}" + (f" (an argument of {owner})" if owner and close in own else "") + "?"
+
+
+def describe_validation_error(exc: ValidationError, what: str,
+                              fields: Iterable[str] = ()) -> tuple[str, str]:
+    """(message, field) for the first problem of a pydantic error, without pydantic's boilerplate.
+
+    An unknown field comes first: `CodingRequest(promt=...)` is about `promt` (with the closest of
+    `fields` suggested), not about the `prompt` that is then missing."""
+    errors = exc.errors()
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     name = ".".join(str(p) for p in first["loc"]) or what
     if first["type"] == "extra_forbidden":
-        return f"unknown {what} field {name!r}", name
+        return f"unknown {what} field {name!r}{suggestion(name, fields)}", name
     message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
     return f"invalid {what} field {name!r}: {message}", name
 
@@ -31,10 +56,23 @@ class _Checked(BaseModel):
                 from agenter._errors import ConfigurationError
 
                 what = type(self).__name__
-                message, name = describe_validation_error(exc, what)
-                valid = sorted(type(self).model_fields) if message.startswith("unknown") else None
+                valid = sorted(type(self).model_fields)
+                message, name = describe_validation_error(exc, what, valid)
+                gone = _FIELDS_017.get((what, name))
+                if gone is not None and message.startswith("unknown"):
+                    message = f"unknown {what} field {name!r}: it was agenter 0.1.7's; today {gone}"
+                valid = valid if message.startswith("unknown") else None
                 raise ConfigurationError(f"{message}", parameter=name, valid=valid,
                                          valid_label=f"{what} fields" if valid else None) from None
+
+
+#: (model, field) of agenter 0.1.7 that are gone, and what replaces them.
+_FIELDS_017 = {
+    ("CodingRequest", "max_iterations"): "write CodingRequest(budget=Budget(max_iterations=...)), or "
+                                         "AutonomousCodingAgent(max_iterations=...)",
+    ("CodingRequest", "verbosity"): "logs come from agenter.configure_logging(level=...), progress from "
+                                    "stream_execute() events",
+}
 
 
 class Budget(_Checked):
@@ -237,3 +275,41 @@ class CodingResult(BaseModel):
     def total_duration_seconds(self) -> float:
         """The name agenter 0.1.7 used for duration_seconds."""
         return self.duration_seconds
+
+    @property
+    def total_input_tokens(self) -> int:
+        """agenter 0.1.7's name: every input token, cache reads and writes included, so that
+        total_tokens = total_input_tokens + output_tokens as in 0.1.7 (deprecated)."""
+        from agenter._compat import deprecated
+
+        deprecated("CodingResult.total_input_tokens",
+                   "result.input_tokens + result.cache_read_tokens + result.cache_write_tokens")
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    @property
+    def total_output_tokens(self) -> int:
+        """agenter 0.1.7's name of output_tokens (deprecated)."""
+        from agenter._compat import deprecated
+
+        deprecated("CodingResult.total_output_tokens", "result.output_tokens")
+        return self.output_tokens
+
+    if not TYPE_CHECKING:
+        def __getattr__(self, name: str) -> Any:
+            if name in _RESULT_FIELDS_017:
+                raise AttributeError(f"CodingResult.{name} is agenter 0.1.7's: {_RESULT_FIELDS_017[name]}",
+                                     name=name, obj=self)
+            return super().__getattr__(name)
+
+
+#: CodingResult fields of agenter 0.1.7 that have no counterpart of the same shape.
+_RESULT_FIELDS_017 = {
+    "exceeded_values": "result.exceeded_limit names the limit; with raise_on_budget_exceeded=True the "
+                       "BudgetExceededError has limit_value and actual_value",
+    "retryable": "result.error_kind classifies the failure (rate_limit, transient, auth, ...)",
+    "trace_dir": "AutonomousCodingAgent(log_dir=...) writes a transcript per run (docs/sessions.md)",
+    "request_index": "a session's results are AgentSession.results, in order",
+    "session_total_tokens": "the session's totals are AgentSession.usage (total_tokens)",
+    "session_total_cost_usd": "the session's totals are AgentSession.usage (cost_usd) and .total_cost_usd",
+    "session_total_duration_seconds": "time a session yourself; each result has duration_seconds",
+}

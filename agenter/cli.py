@@ -5,24 +5,34 @@ Exit codes: 0 completed, 1 not completed, 2 usage error, 130 interrupted (Ctrl-C
 --log-dir DIR writes the run's transcript there; `agenter show FILE` renders a transcript and
 `agenter runs DIR` lists them; --resume FILE|ID continues an earlier run. See docs/cli.md and
 docs/sessions.md.
+
+Whatever can be known before a run starts is checked first and is a usage error (exit 2, on
+stderr, nothing started): bad flags (with the closest flag, backend or option suggested), a
+prompt that is not text, a backend that cannot resume across processes given --resume, a
+missing API key, what the backend needs from the machine (hints spelled as flags).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import contextlib
 import os
+import re
 import sys
-import time
+from collections.abc import Mapping
 from typing import Any
+
+from agenter._cliview import INTERRUPTED, LiveDisplay, NdjsonDisplay, Progress
 
 EXIT_OK = 0
 EXIT_NOT_COMPLETED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a job stopped by Ctrl-C
 
-INTERRUPTED = "interrupted by the user"
+# The live display's classes under their earlier names (tests and callers use them).
+_LiveDisplay, _NdjsonDisplay, _Progress = LiveDisplay, NdjsonDisplay, Progress
+__all__ = ["EXIT_INTERRUPTED", "EXIT_NOT_COMPLETED", "EXIT_OK", "EXIT_USAGE", "INTERRUPTED", "main"]
 
 # Request and budget fields as the user typed them, so no message names a pydantic field.
 _FLAGS = {
@@ -32,17 +42,66 @@ _FLAGS = {
     "max_iterations": "--max-iterations",
 }
 
+#: Backends with the resume capability whose conversation lives only in the process that ran it
+#: (their resume is the retries of one run, docs/sessions.md): `--resume` of an earlier run
+#: cannot work with them, so the CLI says so before anything starts.
+RESUME_IN_PROCESS_ONLY = frozenset({"anthropic-sdk", "openai"})
 
-def _parser() -> argparse.ArgumentParser:
+#: Variables that point a backend at its model server, for the cost note of a local one.
+_BASE_URL_VARIABLES = {"anthropic-sdk": "ANTHROPIC_BASE_URL", "claude-code": "ANTHROPIC_BASE_URL",
+                       "claude-cli": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL",
+                       "codex": "OPENAI_BASE_URL", "codex-cli": "OPENAI_BASE_URL"}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a did-you-mean for a mistyped choice (a subcommand, --engine ...)."""
+
+    #: The subcommands' parsers, by name (set on the top-level parser).
+    commands: Mapping[str, argparse.ArgumentParser]
+
+    def error(self, message: str) -> Any:
+        from agenter._types import suggestion
+
+        match = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if match:
+            choices = re.findall(r"'([^']*)'", match.group(2))
+            message += suggestion(match.group(1), choices)
+        super().error(message)
+
+
+def _parser() -> _Parser:
     from agenter import __version__
 
-    parser = argparse.ArgumentParser(prog="agenter", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", action="version", version=f"agenter {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run a coding agent on a repository")
-    run.add_argument("prompt", help="the task")
+    parser = _Parser(prog="agenter", description=__doc__.splitlines()[0],
+                     epilog="`agenter COMMAND --help` for a command's flags; docs/cli.md for all of them.")
+    parser.add_argument("-V", "--version", action="version", version=f"agenter {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _run_parser(sub)
+    backends = sub.add_parser("backends", help="the backends: installed or not, version, path, credentials")
+    backends.add_argument("--names", action="store_true", help="print only the backend names")
+    backends.add_argument("--json", action="store_true", help="one JSON object per backend")
+    show = sub.add_parser("show", help="render a transcript")
+    show.add_argument("file", help="a transcript written with --log-dir")
+    runs = sub.add_parser("runs", help="list the transcripts in a directory")
+    runs.add_argument("dir", help="the --log-dir of earlier runs")
+    from agenter.batch.cli import add_parser as add_batch_parser
+    from agenter.planner.cli import add_plan_parser
+
+    add_plan_parser(sub)
+    add_batch_parser(sub)
+    parser.commands = sub.choices
+    return parser
+
+
+def _run_parser(sub: Any) -> None:
+    run = sub.add_parser("run", help="run a coding agent on a repository",
+                         description="Run a coding agent on a repository until its work passes the validators.")
+    run.add_argument("prompt", nargs="?", default=None, help="the task (or --prompt-file)")
+    run.add_argument("--prompt-file", default=None, metavar="FILE",
+                     help="read the task from FILE (UTF-8 text; - for standard input)")
     run.add_argument("--cwd", default=".", help="the repository to work in (default: .)")
-    run.add_argument("--backend", default="anthropic-sdk", help="agent backend (default: anthropic-sdk)")
+    run.add_argument("--backend", default="anthropic-sdk",
+                     help="agent backend (default: anthropic-sdk; all of them: agenter backends --names)")
     run.add_argument("--model", default=None, help="model name (default: the backend's own)")
     run.add_argument("--max-cost", type=float, default=None, help="cost budget in USD")
     run.add_argument("--max-tokens", type=int, default=None, help="token budget")
@@ -61,24 +120,31 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--log-dir", default=None, metavar="DIR",
                      help="write the run's transcript (JSONL, every event as it happens) to DIR")
     run.add_argument("--resume", default=None, metavar="TRANSCRIPT|ID",
-                     help="continue an earlier run: its transcript file or the agent's session id")
-    backends = sub.add_parser("backends", help="the backends: installed or not, version, path, credentials")
-    backends.add_argument("--names", action="store_true", help="print only the backend names")
-    backends.add_argument("--json", action="store_true", help="one JSON object per backend")
-    show = sub.add_parser("show", help="render a transcript")
-    show.add_argument("file", help="a transcript written with --log-dir")
-    runs = sub.add_parser("runs", help="list the transcripts in a directory")
-    runs.add_argument("dir", help="the --log-dir of earlier runs")
-    from agenter.batch.cli import add_parser as add_batch_parser
-    from agenter.planner.cli import add_plan_parser
-
-    add_plan_parser(sub)
-    add_batch_parser(sub)
-    return parser
+                     help="continue an earlier run: its transcript file or the agent's session id "
+                          "(backends that keep their session across processes)")
 
 
+def _parse(parser: _Parser, argv: list[str]) -> argparse.Namespace:
+    """Parse, or exit 2 with the subcommand's own usage and the closest flag for a mistyped one
+    (argparse would print the top-level usage for arguments no subcommand knows)."""
+    from agenter._types import suggestion
+
+    args, extra = parser.parse_known_args(argv)
+    if not extra:
+        return args
+    command = parser.commands[args.command]
+    flags = [flag for action in command._actions for flag in action.option_strings]
+    unknown = next((word.split("=")[0] for word in extra if word.startswith("-") and word != "-"), None)
+    hint = suggestion(unknown, flags).replace("'", "") if unknown else ""
+    command.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+    raise AssertionError("unreachable")  # pragma: no cover - error() exits
+
+
+# ---------------------------------------------------------------------------- backends
 def _backends(args: argparse.Namespace) -> int:
     """`agenter backends`: what each backend needs and whether this machine has it."""
+    import json
+
     from agenter.backends import backend_names
 
     if args.names:
@@ -92,24 +158,171 @@ def _backends(args: argparse.Namespace) -> int:
             print(json.dumps(status.as_dict()))
         return EXIT_OK
     for status in statuses:
-        mark = "✓" if status.usable else ("·" if status.installed else "✗")
+        required = _required_options(status.name)
+        mark = "✓" if status.usable else ("·" if status.installed else ("?" if required else "✗"))
         where = f" {status.version or ''} {status.path or ''}".rstrip()
         credentials = {True: f"credentials: {status.credentials_source}", False: "no credentials found",
                        None: "credentials: the agent's own"}[status.credentials]
-        print(f"{mark} {status.name:<14}{where}")
+        print(f"{mark} {status.name:<14}{where}".rstrip())
         if status.installed:
             print(f"    {credentials}; capabilities: {', '.join(status.capabilities)}")
+        elif required:
+            print(f"    needs {'; '.join(required)} (docs/backends/{status.name}.md)")
         else:
             print(f"    needs: {status.problem}")
+    print("\n✓ ready: installed, credentials found; · installed, credentials not found (or kept by the "
+          "agent itself); ? cannot tell without the options shown; ✗ not installed: needs what is shown")
     return EXIT_OK
 
 
+def _required_options(name: str) -> list[str]:
+    """`--option KEY=… (what it is)` for each option a backend cannot do without (acp: its agent
+    program): without them `detect_backends` cannot tell whether it would run."""
+    from agenter.backends import load_backend
+
+    try:
+        fields = load_backend(name).options_model.model_fields
+    except Exception:  # noqa: BLE001 - a backend that cannot load shows its own problem
+        return []
+    return [f"--option {key}=…" + (f": {_lower_first(field.description.rstrip('.'))}" if field.description else "")
+            for key, field in fields.items() if field.is_required()]
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+# ---------------------------------------------------------------------------- usage problems
 def _usage_problems(args: argparse.Namespace) -> list[str]:
     """What is wrong with the flags, in the flags' own words (checked before anything starts)."""
-    from agenter._cliargs import pair_problems, positive_problems
+    from agenter._cliargs import not_text_problem, pair_problems, positive_problems
 
-    problems = ["the prompt is empty"] if not args.prompt.strip() else []
-    return problems + positive_problems(args) + pair_problems("--option", args.option)
+    problems = _prompt_problems(args)
+    for label, value in [("--system-prompt", args.system_prompt), ("--model", args.model),
+                         *(("--allow-write", pattern) for pattern in args.allow_write or []),
+                         *(("--validator", name) for name in args.validator or []),
+                         *(("--option", pair) for pair in args.option)]:
+        problem = not_text_problem(label, value)
+        if problem:
+            problems.append(problem)
+    problems += positive_problems(args) + pair_problems("--option", args.option)
+    if not os.path.isdir(os.path.expanduser(args.cwd)):  # before the API key: the first thing to fix
+        problems.append(f"--cwd {args.cwd!r} is not a directory")
+    backend = _backend_problem(args.backend)
+    if backend:
+        return [*problems, backend]
+    if args.resume is not None:
+        problems += [problem for problem in [_resume_problem(args.resume, args.backend)] if problem]
+    return problems
+
+
+def _prompt_problems(args: argparse.Namespace) -> list[str]:
+    """The prompt: given once (argument or --prompt-file), UTF-8 text, not blank. A file's text
+    becomes args.prompt."""
+    from agenter._cliargs import not_text_problem, read_text_file
+
+    if args.prompt is not None and args.prompt_file is not None:
+        return ["give the prompt as an argument or as --prompt-file, not both"]
+    if args.prompt_file is not None:
+        try:
+            args.prompt = read_text_file(args.prompt_file, "the prompt file")
+        except ValueError as exc:
+            return [str(exc)]
+    if args.prompt is None:
+        return ['the prompt is missing: agenter run "TASK" (or --prompt-file FILE)']
+    problem = not_text_problem("the prompt", args.prompt)
+    if problem:
+        return [problem]
+    return ["the prompt is empty"] if not args.prompt.strip() else []
+
+
+def _backend_problem(name: str) -> str | None:
+    """An unknown backend name, with the closest one (`claude_code` → `claude-code`)."""
+    from agenter._types import suggestion
+    from agenter.backends import backend_names
+
+    names = backend_names()
+    if name in names or name == "auto":
+        return None
+    return (f"unknown backend {name!r}{suggestion(name, names)} "
+            f"(valid values for backend: {', '.join(names)}, auto)")
+
+
+def _resume_problem(resume: str, name: str) -> str | None:
+    """--resume of a transcript that cannot be continued (another backend's, one without a
+    session id), or on a backend that cannot continue a run of another process."""
+    from agenter import ConfigurationError
+    from agenter.session.transcript import resolve_resume
+
+    try:
+        resolve_resume(resume, name)
+    except ConfigurationError as exc:
+        other = re.search(r"is of an? (\S+) run", str(exc))
+        return str(exc) + (f"; resume it with --backend {other.group(1)}" if other else "")
+    reason = _cannot_resume(name)
+    if reason is None:
+        return None
+    able = [other for other in _backend_names() if _cannot_resume(other) is None]
+    return (f"--resume: the {name} backend cannot continue an earlier run ({reason}); "
+            f"backends that can: {', '.join(able)}")
+
+
+def _backend_names() -> list[str]:
+    from agenter.backends import backend_names
+
+    return backend_names()
+
+
+def _cannot_resume(name: str) -> str | None:
+    from agenter.backends import load_backend
+
+    if name == "auto":
+        return None  # known once chosen; the run says so then
+    try:
+        cls = load_backend(name)
+    except Exception:  # noqa: BLE001 - reported by the agent's own checks
+        return "it cannot be loaded"
+    if not cls.capabilities.resume:
+        return "it keeps no conversation"
+    if name in RESUME_IN_PROCESS_ONLY:
+        return "its conversation lives only as long as one run"
+    return None
+
+
+#: Backends that call their model API themselves with a key from `--option api_key=` or one of
+#: these variables, and cannot run without one: (what the key is, the variables). The agent
+#: programs may hold a login agenter cannot see; openai and codex check their key when the
+#: agent is built.
+_API_KEYS = {"anthropic-sdk": ("Anthropic API key", ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"))}
+
+
+def _key_problem(name: str, options: Any) -> str | None:
+    """A missing API key, found before the run starts (Credentials.source: names, never values)."""
+    from agenter.backends.registry import Credentials
+
+    if name not in _API_KEYS or getattr(options, "api_key", None) is not None:
+        return None
+    if getattr(options, "anthropic_bedrock", False):
+        return None  # AWS credentials, found by boto3's own chain
+    what, variables = _API_KEYS[name]
+    if Credentials(env=variables).source() is not None:
+        return None
+    return f"no {what} for the {name} backend: export {variables[0]}=… or pass --option api_key=…"
+
+
+def _cost_note(name: str, options: Any) -> str:
+    """For a model server on this machine (the scripted server, a local model): the cost shown
+    is what the tokens would cost at the model's list prices, not a charge."""
+    from urllib.parse import urlsplit
+
+    url = getattr(options, "base_url", None) or os.environ.get(_BASE_URL_VARIABLES.get(name, ""), "")
+    try:
+        host = urlsplit(str(url)).hostname or ""
+    except ValueError:
+        return ""
+    if host == "localhost" or host == "::1" or host.startswith("127."):
+        return f"at list prices (the model server is local: {host})"
+    return ""
 
 
 def _describe_error(exc: BaseException) -> str:
@@ -136,10 +349,41 @@ def _describe_problem(problem: Any) -> str:
     return f"{field}: {text}" if field else text
 
 
+def _error_lines(exc: BaseException, backend: str) -> list[str]:
+    """What the CLI prints for an error found before the run: one line, or for what the backend
+    needs from the machine a heading and one line per need; hints spelled as flags."""
+    from agenter import RequirementError
+    from agenter._cliargs import cli_hints
+
+    options = _option_names(backend)
+    if isinstance(exc, RequirementError) and exc.missing:
+        heading = str(exc).splitlines()[0].rstrip()
+        return [cli_hints(heading, options), *(f"  - {cli_hints(need, options)}" for need in exc.missing)]
+    return [cli_hints(_describe_error(exc), options)]
+
+
+def _option_names(backend: str) -> list[str]:
+    from agenter.backends import load_backend
+
+    try:
+        return list(load_backend(backend).options_model.model_fields)
+    except Exception:  # noqa: BLE001 - no hints for a backend that cannot load
+        return []
+
+
+def _fail(lines: list[str]) -> int:
+    """Print a usage error (`agenter: ` on its first line) and return its exit code."""
+    print(f"agenter: {lines[0]}", file=sys.stderr)
+    for line in lines[1:]:
+        print(line, file=sys.stderr)
+    return EXIT_USAGE
+
+
+# ---------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
     command = _Command()
     try:
-        return command.main(argv)
+        return command.main(sys.argv[1:] if argv is None else argv)
     except KeyboardInterrupt:
         # asyncio.run turns the first Ctrl-C into a cancellation of the run (the session then
         # stops its backend) and re-raises it here once the run has unwound.
@@ -167,10 +411,14 @@ class _Command:
     """One invocation; keeps the display so an interrupt can still close the event stream."""
 
     def __init__(self) -> None:
-        self.display: _NdjsonDisplay | _LiveDisplay | None = None
+        self.display: NdjsonDisplay | LiveDisplay | None = None
 
-    def main(self, argv: list[str] | None) -> int:
-        args = _parser().parse_args(argv)
+    def main(self, argv: list[str]) -> int:
+        parser = _parser()
+        if not argv:  # as uv does: the help, and the exit code of a usage error
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
+        args = _parse(parser, argv)
         if args.command == "backends":
             return _backends(args)
         if args.command == "batch":
@@ -207,18 +455,22 @@ class _Command:
                                     allowed_write_paths=args.allow_write, resume=args.resume,
                                     budget=Budget(**budget) if budget else None)
         except (ConfigurationError, ValidationError) as exc:
-            print(f"agenter: {_describe_error(exc)}", file=sys.stderr)
-            return EXIT_USAGE
+            return _fail(_error_lines(exc, args.backend))
+        missing_key = _key_problem(agent.backend_name, agent.options)
+        if missing_key:
+            return _fail([missing_key])
 
-        display = self.display = _NdjsonDisplay() if args.json else _LiveDisplay()
+        display = self.display = NdjsonDisplay() if args.json else LiveDisplay(
+            cost_note=_cost_note(agent.backend_name, agent.options))
         try:
-            async for event in agent.stream_execute(request):
-                display.show(event)
+            # aclosing: a display that fails (a closed pipe) ends the run here, not at shutdown.
+            async with contextlib.aclosing(agent.stream_execute(request)) as events:
+                async for event in events:
+                    display.show(event)
         except (ConfigurationError, ValidationError) as exc:
             # Raised before the session starts (the request is checked first), so no event
             # stream is open that would need a final line.
-            print(f"agenter: {_describe_error(exc)}", file=sys.stderr)
-            return EXIT_USAGE
+            return _fail(_error_lines(exc, args.backend))
         finally:
             display.close()
         return EXIT_OK if display.progress.status == "completed" else EXIT_NOT_COMPLETED
@@ -229,285 +481,25 @@ class _Command:
             self.display.close()
 
 
-class _Progress:
-    """What the events so far say: enough to end an interrupted stream truthfully."""
-
-    def __init__(self) -> None:
-        self.started = time.monotonic()
-        self.iteration = 0
-        self.tokens = 0
-        self.cost = 0.0
-        self.files: set[str] = set()
-        self.status: str | None = None  # set by session_end
-
-    def update(self, event: Any) -> None:
-        kind, data = event.type.value, event.data
-        if kind == "iteration_start":
-            self.iteration = data["iteration"]
-        elif kind == "iteration_end":
-            self.tokens, self.cost = data.get("tokens", 0), data.get("cost", 0.0)
-            self.files.update(data.get("files_modified", []))
-        elif kind == "session_end":
-            self.status = data.get("status")
-
-
-class _NdjsonDisplay:
-    def __init__(self) -> None:
-        self.progress = _Progress()
-
-    def show(self, event: Any) -> None:
-        self.progress.update(event)
-        sys.stdout.write(event.to_json() + "\n")
-        sys.stdout.flush()
-
-    def interrupted(self) -> None:
-        """End the stream as a session would: an outcome event, then session_end."""
-        from agenter import CodingEvent, CodingEventType
-
-        progress = self.progress
-        if progress.status is not None:
-            return  # the session had already ended
-        common = dict(iterations=progress.iteration, tokens=progress.tokens, cost=progress.cost)
-        # files: what the finished iterations changed; the interrupted turn may have changed more.
-        self.show(CodingEvent(type=CodingEventType.FAILED, data=dict(
-            status="error", error=INTERRUPTED, exceeded_limit=None, files=sorted(progress.files),
-            summary="", **common)))
-        # result is null: the session did not finish, so there is no verified result.
-        self.show(CodingEvent(type=CodingEventType.SESSION_END, data=dict(
-            status="error", error=INTERRUPTED, interrupted=True,
-            duration=round(time.monotonic() - progress.started, 3), result=None, **common)))
-
-    def close(self) -> None:
-        pass
-
-
-# The live display's heading colour per final status; the heading itself is the status.
-_COLOURS = {"completed": "green", "completed_with_limit_exceeded": "yellow", "refused": "yellow"}
-
-
-class _LiveDisplay:
-    """A rich status line that follows the run, with the notable events printed above it."""
-
-    def __init__(self, console: Any = None) -> None:
-        from rich.console import Console
-
-        self.console = console or Console(stderr=True)
-        self.status = self.console.status("starting…")
-        self.status.start()
-        self.progress = _Progress()
-
-    def _line(self, text: str) -> str:
-        progress = self.progress
-        return f"iteration {progress.iteration} · {progress.tokens} tokens · ${progress.cost:.4f} · {text}"
-
-    def show(self, event: Any) -> None:
-        from rich.markup import escape
-
-        self.progress.update(event)
-        kind, data = event.type.value, event.data
-        if kind == "session_start":
-            model = data.get("model") or "agent default"
-            self.console.print(f"[bold]agenter[/] {escape(str(data.get('backend')))} · model: {escape(str(model))}"
-                               f" · {escape(str(data.get('cwd')))}")
-        elif kind == "iteration_start":
-            self.console.print(f"[cyan]▶ iteration {self.progress.iteration}[/]")
-        elif kind == "backend_message":
-            what = data.get("tool_name") or data.get("message_type")
-            snippet = (data.get("content") or "").strip().splitlines()
-            text = f"{what}: {snippet[0][:100] if snippet else ''}"
-            self.status.update(escape(self._line(text)))
-            if data.get("message_type") == "tool_call":
-                self.console.print(f"  [dim]tool[/] {escape(str(data.get('tool_name')))} "
-                                   f"{escape(json.dumps(data.get('tool_input'))[:120])}")
-        elif kind == "validation_result":
-            self._validation(data)
-        elif kind in ("completed", "failed", "refused"):
-            status = str(data.get("status") or kind)
-            colour = _COLOURS.get(status, "red")
-            heading = status.replace("_", " ").upper()
-            detail = data.get("error") or data.get("reason") or ""
-            self.console.print(f"[bold {colour}]{heading}[/]  {escape(str(detail))}".rstrip())
-            for path in data.get("files", []):
-                self.console.print(f"  changed {escape(path)}")
-        elif kind == "session_end":
-            duration = data.get("duration", 0) or 0
-            self.console.print(self._line(f"status {data['status']} in {duration:.1f} s"))
-
-    def _validation(self, data: dict[str, Any]) -> None:
-        from rich.markup import escape
-
-        name = escape(str(data["validator"]))
-        if data.get("skipped"):
-            # Nothing for it to check (no matching file changed): not a pass.
-            self.console.print(f"  [dim]– {name} skipped[/]")
-            return
-        mark = "[green]✓[/]" if data["passed"] else ("[red]✗[/]" if data["blocking"] else "[yellow]![/]")
-        self.console.print(f"  {mark} {name}" + ("" if data["passed"] else f": {len(data['errors'])} problem(s)"))
-        for error in data["errors"][:5]:
-            self.console.print(f"      [dim]{escape(error[:200])}[/]")
-
-    def interrupted(self) -> None:
-        pass  # main() prints the one line that says so
-
-    def close(self) -> None:
-        self.status.stop()
-
-
 # ---------------------------------------------------------------------------- transcripts
-def _read(path: str) -> Any:
-    from agenter import ConfigurationError
-    from agenter.session.transcript import read_transcript
-
-    try:
-        return read_transcript(path)
-    except ConfigurationError as exc:
-        print(f"agenter: {exc}", file=sys.stderr)
-        return None
-
-
-def _when(stamp: Any) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if isinstance(stamp, int | float) else "?"
-
-
 def _show(path: str) -> int:
     """Print a transcript as a readable account of the run(s)."""
-    transcript = _read(path)
-    if transcript is None:
-        return EXIT_USAGE
-    out = _TranscriptPrinter()
-    out.header(transcript)
-    for record in transcript.records:
-        kind = record.get("record")
-        if kind == "request":
-            out.request(record)
-        elif kind == "event":
-            out.event(record)
-    out.flush_text()
-    if transcript.end is None:
-        print("\n(the session did not close: the run was killed, crashed, or is still running)")
-    return EXIT_OK
+    from agenter._cliview import show
 
-
-class _TranscriptPrinter:
-    """Plain text, one line per notable event; streamed text pieces joined into one line."""
-
-    def __init__(self) -> None:
-        self.pending: list[str] = []
-
-    def header(self, transcript: Any) -> None:
-        head = transcript.header
-        versions = " · ".join(f"{k} {v}" for k, v in (head.get("versions") or {}).items())
-        print(f"transcript {transcript.path}")
-        print(f"backend {head.get('backend')} · model {head.get('model') or 'agent default'} · "
-              f"mode {head.get('mode')} · cwd {head.get('cwd')}")
-        print(f"started {_when(head.get('started'))} · {versions}")
-        resumed = head.get("resumed_from")
-        if resumed:
-            print(f"resumes {resumed.get('transcript') or 'session'} (agent session {resumed.get('session_id')})")
-        if transcript.session_id:
-            print(f"agent session {transcript.session_id}")
-
-    def request(self, record: dict[str, Any]) -> None:
-        self.flush_text()
-        prompt = str(record.get("prompt") or "").strip().splitlines()
-        print(f"\n── request {record.get('request')}: {prompt[0][:200] if prompt else ''}")
-
-    def flush_text(self) -> None:
-        if self.pending:
-            print(f"    text: {_one_line(''.join(self.pending))}")
-            self.pending = []
-
-    def event(self, record: dict[str, Any]) -> None:
-        kind, data = record.get("type"), record.get("data") or {}
-        if kind == "backend_message":
-            self.message(data)
-            return
-        self.flush_text()
-        if kind == "iteration_start":
-            print(f"  ▶ iteration {data.get('iteration')}")
-        elif kind == "validation_result":
-            mark = "–" if data.get("skipped") else ("✓" if data.get("passed") else "✗")
-            problems = "" if data.get("passed") or data.get("skipped") else f": {len(data.get('errors') or [])} problem(s)"
-            print(f"    {mark} {data.get('validator')}{problems}")
-            for error in (data.get("errors") or [])[:3]:
-                print(f"        {_one_line(str(error))}")
-        elif kind == "iteration_end":
-            files = ", ".join(data.get("files_modified") or []) or "none"
-            print(f"  ◀ iteration {data.get('iteration')}: {'passed' if data.get('passed') else 'not passed'}; "
-                  f"files {files}; {data.get('tokens', 0)} tokens, ${data.get('cost', 0):.4f}")
-        elif kind in ("completed", "failed", "refused"):
-            status = str(data.get("status") or kind).replace("_", " ").upper()
-            detail = data.get("error") or data.get("reason") or data.get("summary") or ""
-            print(f"  {status}  {_one_line(str(detail))}")
-        elif kind == "session_end":
-            print(f"  {data.get('iterations', 0)} iteration(s) · {data.get('tokens', 0)} tokens · "
-                  f"${data.get('cost', 0) or 0:.4f} · {data.get('duration', 0) or 0:.1f} s")
-
-    def message(self, data: dict[str, Any]) -> None:
-        kind = data.get("kind") or data.get("message_type")
-        content = str(data.get("content") or "")
-        if kind == "text_delta":
-            self.pending.append(content)
-            return
-        self.flush_text()
-        tool = data.get("tool_name") or ""
-        if kind in ("tool_call_started", "tool_call"):
-            print(f"    tool {tool} {_one_line(json.dumps(data.get('tool_input'), default=str))}")
-        elif kind in ("tool_call_finished", "tool_result"):
-            print(f"    {'✗' if data.get('is_error') else '✓'} {tool} {_one_line(content)}".rstrip())
-        elif kind == "command_started":
-            command = data.get("command") or (data.get("tool_input") or {}).get("command") or content
-            print(f"    $ {_one_line(str(command))}")
-        elif kind == "command_finished":
-            print(f"    $ exit {data.get('exit_code', '?')} {_one_line(content)}".rstrip())
-        elif kind == "file_edited":
-            print(f"    edited {data.get('path')} (+{data.get('lines_added', '?')} -{data.get('lines_removed', '?')})")
-        elif kind in ("permission_decision", "permission"):
-            print(f"    permission {'denied' if data.get('is_error') else 'allowed'}: {tool} {_one_line(content)}")
-        elif kind == "usage_updated":
-            usage = data.get("usage") or {}
-            print(f"    usage {usage.get('total_tokens', 0)} tokens, ${usage.get('cost_usd', 0):.4f}")
-        elif kind == "thinking_delta":
-            return
-        else:
-            print(f"    {kind}: {_one_line(content)}")
-
-
-def _one_line(text: str, limit: int = 160) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[:limit - 1] + "…"
+    return EXIT_OK if show(path, lambda message: print(f"agenter: {message}", file=sys.stderr)) else EXIT_USAGE
 
 
 def _runs(folder: str) -> int:
     """List the transcripts in a directory, oldest first."""
-    from agenter import ConfigurationError
-    from agenter.session.transcript import read_transcript
+    from agenter._cliview import runs
 
-    root = os.path.expanduser(folder)
-    if not os.path.isdir(root):
+    if not os.path.isdir(os.path.expanduser(folder)):
         print(f"agenter: {folder!r} is not a directory", file=sys.stderr)
         return EXIT_USAGE
-    rows = []
-    for name in sorted(os.listdir(root)):
-        if not name.endswith(".jsonl"):
-            continue
-        try:
-            transcript = read_transcript(os.path.join(root, name))
-        except ConfigurationError:
-            continue  # another program's JSONL
-        head, results = transcript.header, transcript.results
-        last = results[-1] if results else {}
-        status = last.get("status") or ("unfinished" if transcript.end is None else "no request")
-        tokens = sum(int(r.get("tokens") or 0) for r in results)
-        cost = sum(float(r.get("cost") or 0) for r in results)
-        rows.append((head.get("started") or 0, [
-            _when(head.get("started")), str(head.get("backend")), str(head.get("model") or "-"),
-            str(len(transcript.requests)), status, str(tokens), f"${cost:.4f}", name]))
-    if not rows:
+    table = runs(folder)
+    if not table:
         print(f"no transcripts in {folder}")
         return EXIT_OK
-    table = [["started", "backend", "model", "requests", "status", "tokens", "cost", "file"]]
-    table += [row for _, row in sorted(rows, key=lambda r: r[0])]
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     for row in table:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())

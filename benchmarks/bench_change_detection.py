@@ -10,8 +10,9 @@ changes 10 files. Figures:
 - what a turn cost before: a snapshot walk before it and one after it (once per size);
 - the event loop's lag (lateness of a 1 ms timer; goal 5 ms) on the 100k tree: with 50 change
   detectors alone (their shared first walk, 3 turns each, a cancelled end of turn), and with 50
-  FunctionBackend sessions (10 cancelled mid-turn by their time budget) beside the same sessions
-  in an empty folder, whose lag is the session machinery's own; with the idle loop's lag first,
+  FunctionBackend sessions, each in a package folder of the tree (one run per folder is
+  agenter's rule; 10 cancelled mid-turn by their time budget), beside the same sessions in empty
+  folders, whose lag is the session machinery's own; with the idle loop's lag first,
   this machine's noise floor.
 """
 
@@ -172,8 +173,13 @@ async def _sessions(root: Path) -> None:
 
     finishing = AutonomousCodingAgent(backend=FunctionBackend, turn=turn, validators=[])
     cancelled = AutonomousCodingAgent(backend=FunctionBackend, turn=hang, validators=[], max_iterations=1)
-    runs = [finishing.execute("go", cwd=root) for _ in range(SESSIONS - 10)]
-    runs += [cancelled.execute("go", cwd=root, budget=Budget(max_time_seconds=1.5)) for _ in range(10)]
+    # One run per folder (agenter's rule): each session works in a package folder of the tree.
+    where = [root / f"pkg{n:04d}" for n in range(SESSIONS)]
+    for folder in where:
+        folder.mkdir(exist_ok=True)
+    runs = [finishing.execute("go", cwd=where[n]) for n in range(SESSIONS - 10)]
+    runs += [cancelled.execute("go", cwd=where[n], budget=Budget(max_time_seconds=1.5))
+             for n in range(SESSIONS - 10, SESSIONS)]
     statuses = [r.status.value for r in await asyncio.gather(*runs)]
     assert statuses.count("completed") == SESSIONS - 10 and statuses.count("budget_exceeded") == 10, statuses
 

@@ -34,7 +34,7 @@ KEY = "sk-bench-0123456789abcdef"
 
 
 def _bundled_claude() -> str | None:
-    from agenter.backends.cli.claude import bundled_cli
+    from agenter.backends._programs.claude import bundled_cli
 
     return bundled_cli()
 
@@ -106,16 +106,17 @@ async def _session(name: str, model: str, options: dict[str, Any], cwd: str) -> 
     """The session on the backend, without the facade's mode check."""
     from agenter import Budget, CodingRequest
     from agenter.backends import load_backend
-    from agenter.session.loop import CodingSession
+    from agenter.session.loop import CodingRun
     from agenter.validators import ValidatorChain
 
     cls = load_backend(name)
     backend = cls(BackendSettings(model=model, tools=[], sandbox=False, options=cls.options_model(**options)))
-    session = CodingSession(backend, CodingRequest(prompt="Write a.txt and b.txt.", cwd=cwd), budget=Budget(),
-                            validators=ValidatorChain([]), backend_name=name, model=model)
-    async for _ in session.run():
+    run = CodingRun(backend, CodingRequest(prompt="Write a.txt and b.txt.", cwd=cwd), budget=Budget(),
+                    validators=ValidatorChain([]), backend_name=name, model=model,
+                    connect=lambda: backend.connect(SessionSpec(cwd=Path(cwd))), disconnect=backend.disconnect)
+    async for _ in run.run():
         pass
-    return session.result
+    return run.result
 
 
 async def bare(name: str, program: str, home: str) -> float:

@@ -96,8 +96,8 @@ def codex_case(url: str, sandbox: bool) -> Case | None:
     program = _codex_program()
     if program is None:
         return None
-    from agenter.backends import _codex_program as codex_program
-    from agenter.backends.codex import CodexOptions, _setup
+    from agenter.backends._programs import codex as codex_program
+    from agenter.backends.agents.codex import CodexOptions, _setup
 
     scratch = tempfile.mkdtemp(prefix="bench-cold-codex-")
     home, codex_home, tmp, bin_dir = (Path(scratch) / part for part in ("home", "codex-home", "tmp", "bin"))
@@ -107,9 +107,9 @@ def codex_case(url: str, sandbox: bool) -> Case | None:
     config = _setup.codex_config(options, model="gpt-5.5", sandbox=sandbox, tools_url=None)
     (codex_home / "config.toml").write_text(_setup.render_toml(config))
     env = {**os.environ, "HOME": str(home), "CODEX_HOME": str(codex_home), "TMPDIR": str(tmp),
-           _setup.API_KEY_ENV_VAR: KEY}
+           codex_program.API_KEY_ENV_VAR: KEY}
     if sandbox:  # what agenter does for Codex's Linux sandbox: the codex-linux-sandbox link
-        if codex_program.prepare_sandbox_bin(program, bin_dir, env) is None and bin_dir.is_dir():
+        if codex_program.sandbox_bin(program, bin_dir, env, backend="codex") is not None:
             env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     argv = [program, "exec", "--skip-git-repo-check", PROMPT]
     agent = {"backend": "codex", "model": "gpt-5.5", "sandbox": sandbox, "program_path": program,

@@ -1,9 +1,10 @@
-"""The event loop's largest stall while 50 sessions each run a turn on a 100k-file tree
+"""The event loop's largest stall while 50 sessions each run a turn in a 100k-file tree
 (goal: nothing blocks the loop for more than 5 ms), the cancellation path included.
 
 A probe task sleeps 1 ms over and over and records how late it wakes. Meanwhile 50
-FunctionBackend sessions run at once in one shared 100k-file tree (built once in a temporary
-folder): 40 stream a turn like an agent's (text deltas, ten file writes each announced as a tool
+FunctionBackend sessions run at once, each in its own 2k-file folder of one 100k-file tree
+(built once in a temporary folder; one run per folder is agenter's rule, so sessions no longer
+share a folder as they did before the folder lock): 40 stream a turn like an agent's (text deltas, ten file writes each announced as a tool
 call and its result, usage, a closing text), 5 are cancelled mid-turn by their time budget and 5
 by the caller (the task running `execute` is cancelled). Figures:
 
@@ -46,11 +47,25 @@ WRITES = 10
 
 
 def build_tree(root: Path) -> None:
+    """FILES files, SESSIONS folders of them (part00 ... part49), PER_DIR to a package."""
+    per_part = FILES // SESSIONS
     for i in range(FILES):
-        directory = root / f"pkg{i // PER_DIR:04d}"
+        directory = root / part(i // per_part) / f"pkg{i // PER_DIR:04d}"
         if i % PER_DIR == 0:
-            directory.mkdir()
+            directory.mkdir(parents=True)
         (directory / f"mod{i}.py").write_text("x = 1\n")
+
+
+def part(n: int) -> str:
+    return f"part{n:02d}"
+
+
+def folders(root: Path, count: int) -> list[Path]:
+    """A folder for each of `count` sessions: the tree's parts (made when missing, for the warm-up)."""
+    found = [root / part(n) for n in range(count)]
+    for folder in found:
+        folder.mkdir(exist_ok=True)
+    return found
 
 
 def tree_parent() -> str | None:
@@ -191,7 +206,8 @@ def _write(ctx: Any, path: str) -> Any:
 
 
 async def sessions(root: Path, count: int = SESSIONS) -> dict[str, int]:
-    """`count` sessions at once in `root`: the finishing ones, then those cancelled mid-turn."""
+    """`count` sessions at once, each in its own folder of `root`: the finishing ones, then those
+    cancelled mid-turn."""
     from agenter import AutonomousCodingAgent, Budget
     from agenter.backends.base import BackendMessage, MessageType
     from agenter.testing import FunctionBackend, TurnContext
@@ -219,10 +235,12 @@ async def sessions(root: Path, count: int = SESSIONS) -> dict[str, int]:
     hanging = AutonomousCodingAgent(backend=FunctionBackend, turn=hang, validators=[], max_iterations=1)
     budget_cut = min(BUDGET_CANCELLED, count // 5)
     caller_cut = min(CALLER_CANCELLED, count // 5)
-    runs = [asyncio.ensure_future(finishing.execute("go", cwd=root)) for _ in range(count - budget_cut - caller_cut)]
-    runs += [asyncio.ensure_future(hanging.execute("go", cwd=root, budget=Budget(max_time_seconds=1.5)))
+    where = iter(folders(root, count))
+    runs = [asyncio.ensure_future(finishing.execute("go", cwd=next(where)))
+            for _ in range(count - budget_cut - caller_cut)]
+    runs += [asyncio.ensure_future(hanging.execute("go", cwd=next(where), budget=Budget(max_time_seconds=1.5)))
              for _ in range(budget_cut)]
-    cancelled = [asyncio.ensure_future(hanging.execute("go", cwd=root)) for _ in range(caller_cut)]
+    cancelled = [asyncio.ensure_future(hanging.execute("go", cwd=next(where))) for _ in range(caller_cut)]
 
     async def cancel_later() -> None:
         await asyncio.sleep(1.0)
@@ -287,13 +305,13 @@ async def measure(root: Path, profile: bool) -> dict[str, float]:
         await sessions(warm, 10)  # first imports, thread pools: once per process, not per turn
     finally:
         shutil.rmtree(warm, ignore_errors=True)
-    # Cold: the first session to connect walks the 100k files (in a thread, shared by all 50).
-    cold = await observed(root, "the tree walked while they run")
+    # Cold: each session walks its 2k files (in a thread) while the others run.
+    cold = await observed(root, "the folders walked while they run")
     figures.update({f"cold_{k}": v for k, v in cold.items()})
-    # Warm: the tree is already watched (another session holds it), so what remains is each
+    # Warm: the folders are already watched (detectors hold them), so what remains is each
     # session's own work and its turn's change detection.
-    holder = ChangeDetector(root)
-    await holder.start()
+    holders = [ChangeDetector(folder) for folder in folders(root, SESSIONS)]
+    await asyncio.gather(*(holder.start() for holder in holders))
     try:
         hot = await observed(root, "the tree already watched")
         figures.update(hot)
@@ -309,7 +327,8 @@ async def measure(root: Path, profile: bool) -> dict[str, float]:
             stats.sort_stats("tottime").print_stats(18)
             stats.sort_stats("cumulative").print_stats(r"agenter", 25)
     finally:
-        holder.close()
+        for holder in holders:
+            holder.close()
     return figures
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 BENCHMARKS = ("bench_import", "bench_turn_overhead", "bench_change_detection", "bench_cache_share",
-              "bench_patch", "bench_transcript", "bench_planner", "bench_batch", "bench_cli_backends", "bench_cold_start",
-              "bench_loop_stall", "bench_event_path")
+              "bench_patch", "bench_transcript", "bench_store", "bench_planner", "bench_batch", "bench_cli_backends", "bench_cold_start",
+              "bench_loop_stall", "bench_event_path", "bench_shell_sandbox")
 
 # `make bench NAMES=bench_patch,bench_import` runs a subset.
 only = [n for n in sys.argv[1:] if n]

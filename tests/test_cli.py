@@ -326,6 +326,7 @@ def test_script_file_format_errors_are_clear(tmp_path):
         {"reply": "just text", "stop_reason": "max_tokens"},
         {"http_error": 529, "message": "overloaded"},
         {"hang": None},
+        {"http_error": 400, "body": {"type": "error", "error": {"type": "invalid_request_error", "message": "x"}}},
     ])
     assert isinstance(items[0], Reply) and items[0].parts == (TextPart("hi"),)
     assert items[1].parts[0] == ThinkingPart("hmm") and isinstance(items[1].parts[2], ToolCallPart)
@@ -333,6 +334,7 @@ def test_script_file_format_errors_are_clear(tmp_path):
     assert items[2].stop_reason == "max_tokens"
     assert isinstance(items[3], HttpError) and items[3].status == 529
     assert isinstance(items[4], Hang) and items[4].seconds is None
+    assert isinstance(items[5], HttpError) and items[5].body["error"]["type"] == "invalid_request_error"
     for bad, problem in [({"reply": []}, "a JSON list"), ([{"reply": []}], "item 1"), ([{"tool_cal": "x"}], "item 1"),
                          ([{"reply": "x", "dely": 1}], "dely"), ([3], "item 1")]:
         with pytest.raises(ScriptError, match=problem):

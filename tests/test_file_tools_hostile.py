@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agenter import AutonomousCodingAgent, CodingStatus
-from agenter.backends.anthropic_sdk._file_tools import (
+from agenter.backends.model_api._harness.files import (
     COUNT_LINES_BYTES,
     MAX_EDIT_BYTES,
     MAX_LINE_CHARS,

@@ -264,7 +264,7 @@ def test_allowed_write_paths_patterns(layout):
     assert resolver.resolve_write("src/pkg/deep.py")
     assert resolver.resolve_write("tests/unit/test_x.py")
     assert resolver.resolve_write("README.md")
-    assert resolver.resolve_write("docs/guide.md")
+    refused(resolver.resolve_write, "docs/guide.md")  # "*.md": the top level only (below)
     message = refused(resolver.resolve_write, "setup.py")
     assert "src/" in message and "allowed" in message
     refused(resolver.resolve_write, "tests/data.json")
@@ -272,6 +272,29 @@ def test_allowed_write_paths_patterns(layout):
     # Reads are not limited by allowed_write_paths.
     assert resolver.resolve_read("setup.py")
     assert resolver.is_allowed_write("src/x.py") and not resolver.is_allowed_write("setup.py")
+
+
+def test_a_pattern_without_a_slash_is_anchored_at_cwd(layout):
+    """agenter 0.1.7 read ["*.py"] as the top-level Python files; gitignore would match them at
+    any depth. An allow-list never grows silently: no slash (but a trailing one) means the top."""
+    project, _ = layout
+    resolver = PathResolver(project, allowed_write_paths=["*.py", "docs/"])
+    assert resolver.resolve_write("setup.py")
+    refused(resolver.resolve_write, "src/app.py")
+    assert resolver.resolve_write("docs/a.md")
+    refused(resolver.resolve_write, "src/docs/a.md")
+    anywhere = PathResolver(project, allowed_write_paths=["**/*.py", "**/docs/"])
+    assert anywhere.resolve_write("src/app.py") and anywhere.resolve_write("setup.py")
+    assert anywhere.resolve_write("src/docs/a.md")
+
+
+def test_an_exclusion_applies_at_any_depth(layout):
+    """Anchoring only narrows: "!SECRET.md" still excludes every SECRET.md."""
+    project, _ = layout
+    resolver = PathResolver(project, allowed_write_paths=["docs/", "**/*.md", "!SECRET.md"])
+    refused(resolver.resolve_write, "docs/SECRET.md")
+    refused(resolver.resolve_write, "SECRET.md")
+    assert resolver.resolve_write("docs/a.md")
 
 
 def test_allowed_write_paths_anchored(layout):

@@ -7,17 +7,37 @@ import agenter.backends
 import agenter.backends.base
 
 AGENTER_ALL = {
-    "AgenterError", "AutonomousCodingAgent", "BackendError", "Budget", "BudgetExceededError",
-    "CodingEvent", "CodingEventType", "CodingRequest", "CodingResult", "CodingSession", "CodingStatus",
+    "AgentSession", "AgenterError", "AutonomousCodingAgent", "BackendError", "Budget", "BudgetExceededError",
+    "CodingEvent", "CodingEventType", "CodingRequest", "CodingResult", "CodingRun", "CodingSession", "CodingStatus",
     "CommandValidator", "ConfigurationError", "PathSecurityError", "RequirementError",
     "SecurityValidator", "SyntaxValidator", "Tool", "ValidationResult", "Validator", "ValidatorChain",
     "Usage", "__version__", "configure_logging", "tool",
 }
 
 BACKEND_CONTRACT = {
-    "BackendCapabilities", "BackendMessage", "BackendOptions", "BackendSettings", "BaseBackend",
-    "CodingBackend", "Denial", "MessageType", "ModifiedFiles", "Refusal", "SessionSpec", "ToolReply",
+    "BackendCapabilities", "BackendClass", "BackendMessage", "BackendOptions", "BackendSettings", "BaseBackend",
+    "CodingBackend", "Denial", "MessageType", "ModifiedFiles", "Refusal", "SessionSpec", "ToolReply", "TurnReport",
 }
+
+
+def test_the_contract_carries_the_turn_outcome_and_the_session_asks_nothing_else():
+    # One object per turn (TurnReport), no per-turn getters in the protocol; the session and the
+    # facade never reach past the contract with getattr.
+    import ast
+    from pathlib import Path
+
+    protocol = agenter.backends.base.CodingBackend
+    assert "last_turn" in dir(protocol) and "permit" in dir(protocol)
+    for old in ("modified_files", "structured_output", "refusal", "unfinished_tools"):
+        assert old not in protocol.__dict__, old
+    root = Path(agenter.__file__).parent
+    for folder in ("session", "facade"):
+        for path in (root / folder).rglob("*.py"):
+            tree = ast.parse(path.read_text())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "getattr" and node.args:
+                    target = ast.unparse(node.args[0])
+                    assert "backend" not in target, f"{path.name}:{node.lineno} getattr({target}, ...)"
 
 
 def test_agenter_all_is_pinned():

@@ -146,6 +146,20 @@ async def test_http_529_overloaded_in_anthropic_error_shape(scripted_model_serve
     assert caught.value.response.headers["request-id"].startswith("req_")
 
 
+async def test_http_error_with_a_custom_body_is_sent_as_it_is(scripted_model_server):
+    # A provider's exact answer, beyond what error_type can say: OpenAI's insufficient_quota.
+    body = {"error": {"message": "You exceeded your current quota, please check your plan and billing details.",
+                      "type": "insufficient_quota", "param": None, "code": "insufficient_quota"}}
+    server = scripted_model_server([http_error(429, body=body), http_error(400, body=[{"error": {"code": 400}}])])
+    with pytest.raises(openai.RateLimitError) as caught:
+        await gpt(server, max_retries=0).chat.completions.create(model="m", messages=USER)
+    assert caught.value.body == body["error"] and caught.value.code == "insufficient_quota"
+    with pytest.raises(anthropic.BadRequestError) as bad:
+        await claude(server, max_retries=0).messages.create(model="m", max_tokens=8, messages=USER)
+    assert bad.value.body == [{"error": {"code": 400}}]  # any JSON, whatever the wire
+    assert [r.status for r in server.model_requests] == [429, 400]
+
+
 async def test_disconnect_mid_stream_is_a_client_error(scripted_model_server):
     server = scripted_model_server([disconnect(after_events=3, reply=reply(text("a long answer " * 20)))])
     with pytest.raises(Exception) as caught:

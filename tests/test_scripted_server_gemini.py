@@ -438,3 +438,21 @@ def test_gemini_cli_writes_a_file_through_the_scripted_server(scripted_model_ser
     assert "Create calc.py with an add function" in first.model_request.last_user_text
     (result_seen,) = second.model_request.tool_results
     assert result_seen["id"] == "call_write_1" and "calc.py" in result_seen["output"] and not result_seen["is_error"]
+
+
+def test_a_response_without_calls_signs_its_last_part(scripted_model_server):
+    """As Gemini 3 does: no function call, so the thinking's signature is on the last part;
+    streamed, on an empty text piece after the text (the real API's last chunk)."""
+    server = scripted_model_server([reply(thinking("Nothing to change."), text("All good here.")),
+                                    reply(thinking("Still nothing."), text("Fine."))])
+    with client(server) as http:
+        answer = http.post(f"{MODEL_PATH}:generateContent", json=BODY).json()
+        events, error = stream_events(http, f"{MODEL_PATH}:streamGenerateContent")
+    thought, said = candidate(answer)["content"]["parts"]
+    assert "thoughtSignature" not in thought and said["text"] == "All good here." and said["thoughtSignature"]
+    assert error is None
+    parts = [part for event in events for part in candidate(event)["content"]["parts"]]
+    assert [p["thoughtSignature"] for p in parts if "thoughtSignature" in p] == [parts[-1]["thoughtSignature"]]
+    assert parts[-1] == {"text": "", "thoughtSignature": parts[-1]["thoughtSignature"]}
+    assert "".join(p["text"] for p in parts if not p.get("thought")) == "Fine."
+    assert candidate(events[-1])["finishReason"] == "STOP"

@@ -302,3 +302,52 @@ async def test_writes_outside_allowed_paths_fail_whatever_the_backend(tmp_path):
     allowed = await agent(write("src/ok.py", "x = 1\n")).execute(
         CodingRequest(prompt="p", cwd=tmp_path, allowed_write_paths=["src/"]))
     assert allowed.status is CodingStatus.COMPLETED
+
+
+class _WillNotStart(FunctionBackend):
+    async def _connect(self, spec):
+        raise BackendError("the agent would not start", backend="function", kind="auth")
+
+
+async def test_a_one_shot_run_is_a_session_of_one_request(tmp_path):
+    """execute() opens a session, runs the request and closes it, and its events are those of a
+    one-shot run: the backend starts after SESSION_START (a backend that cannot start is an
+    ERROR result with its events), SESSION_START carries no request number, and the backend is
+    disconnected before the outcome is reported."""
+    seen: list[str] = []
+    a = AutonomousCodingAgent(backend=_WillNotStart, turn=[], on_disconnect=lambda: seen.append("disconnect"))
+    async for event in a.stream_execute(CodingRequest(prompt="p", cwd=tmp_path)):
+        seen.append(event.type.value)
+        if event.type is CodingEventType.SESSION_START:
+            assert "request" not in event.data
+    assert seen == ["session_start", "disconnect", "failed", "session_end"]
+    result = await a.execute(CodingRequest(prompt="p", cwd=tmp_path))
+    assert result.status is CodingStatus.ERROR and result.error_kind == "auth"
+    assert result.error == "the agent would not start" and result.iterations == 0
+
+    seen.clear()
+    ok = AutonomousCodingAgent(backend=FunctionBackend, turn=write("a.py", "a = 1\n"),
+                               on_disconnect=lambda: seen.append("disconnect"))
+    kinds = [e.type.value async for e in ok.stream_execute(CodingRequest(prompt="p", cwd=tmp_path))]
+    assert kinds[-2:] == ["completed", "session_end"] and seen == ["disconnect"]
+
+
+async def test_coding_session_is_the_earlier_name_of_a_run_that_connects_itself(tmp_path):
+    import agenter
+    from agenter.backends import BackendSettings
+    from agenter.session.loop import CodingRun
+    from agenter.testing import FunctionOptions
+    from agenter.validators import ValidatorChain
+
+    assert agenter.CodingSession is agenter.session.loop.CodingSession
+    assert issubclass(agenter.CodingSession, CodingRun) and agenter.CodingRun is CodingRun
+    disconnects: list[bool] = []
+    options = FunctionOptions(turn=write("a.py", "a = 1\n"), on_disconnect=lambda: disconnects.append(True))
+    backend = FunctionBackend(BackendSettings(model=None, tools=[], sandbox=False, options=options))
+    with pytest.warns(DeprecationWarning, match="CodingRun"):
+        run = agenter.CodingSession(backend, CodingRequest(prompt="p", cwd=tmp_path), budget=Budget(),
+                                    validators=ValidatorChain([]), backend_name="function")
+    kinds = [e.type async for e in run.run()]
+    assert kinds[0] is CodingEventType.SESSION_START and kinds[-1] is CodingEventType.SESSION_END
+    assert run.result is not None and run.result.status is CodingStatus.COMPLETED
+    assert run.result.files == {"a.py": "a = 1\n"} and disconnects == [True]

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 try:
+    from langchain_core.runnables import RunnableLambda
     from langgraph.config import get_config, get_stream_writer
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise ImportError(
@@ -37,8 +38,8 @@ from agenter._events import CodingEvent, CodingEventType
 from agenter._types import CodingStatus
 from agenter.facade.agent import AutonomousCodingAgent
 
-__all__ = ["STREAM_SOURCE", "CodingState", "PlanningState", "coding_completed", "create_coding_node",
-           "create_planning_node"]
+__all__ = ["STREAM_SOURCE", "CodingNode", "CodingState", "PlanningState", "coding_completed",
+           "create_coding_node", "create_planning_node"]
 
 #: Value of the ``source`` key in every chunk this adapter writes to the custom stream, so a
 #: graph that streams its own custom data can tell agenter's events apart.
@@ -64,7 +65,42 @@ class CodingState(TypedDict, total=False):
     coding_result: dict[str, Any]
 
 
-CodingNode = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
+NodeFunction = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class CodingNode(RunnableLambda[Mapping[str, Any], dict[str, Any]]):
+    """What create_coding_node returns: a LangChain Runnable (as agenter 0.1.7's RunnableLambda:
+    `ainvoke`, `invoke`, `astream`, `abatch`, `|`, `with_config`, LangSmith tracing) that is also
+    the node function itself (`await node(state)`). `agent` is the AutonomousCodingAgent it runs.
+    `invoke` (sync) runs the node with asyncio.run, in a thread of its own when an event loop is
+    already running in this one."""
+
+    def __init__(self, function: NodeFunction, agent: AutonomousCodingAgent, name: str):
+        def run_sync(state: Mapping[str, Any]) -> dict[str, Any]:
+            return _run_to_end(function(state))
+
+        super().__init__(run_sync, afunc=function, name=name)
+        self.node_function = function
+        self.agent = agent
+        self.__name__ = name
+
+    def __call__(self, state: Mapping[str, Any]) -> Awaitable[dict[str, Any]]:
+        """The node function: `await node(state)`."""
+        return self.node_function(state)
+
+
+def _run_to_end(coroutine: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    async def wait() -> dict[str, Any]:
+        return await coroutine
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(wait())
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, wait()).result()
 
 
 def create_coding_node(
@@ -79,9 +115,11 @@ def create_coding_node(
     request_options: Mapping[str, Any] | None = None,
     **agent_options: Any,
 ) -> CodingNode:
-    """Build an async LangGraph node that runs one agenter coding session.
+    """Build a LangGraph node that runs one agenter coding session (a CodingNode: a Runnable
+    and an async function of the state).
 
-    ``backend`` names the coding agent (see ``agenter.backends.backend_names()``) and
+    ``backend`` names the coding agent (see ``agenter.backends.backend_names()``; None: the
+    facade's default, ``anthropic-sdk``) and
     ``agent_options`` are AutonomousCodingAgent's arguments (model, validators, max_iterations,
     budget, sandbox, and the backend's own options such as ``base_url``). Or pass a ready
     ``agent``. Options are checked here, when the graph is built, not when it runs.
@@ -97,7 +135,7 @@ def create_coding_node(
             raise ConfigurationError("agent must be an AutonomousCodingAgent", parameter="agent")
         coding_agent = agent
     else:
-        coding_agent = AutonomousCodingAgent(backend=backend or "anthropic-sdk", **agent_options)
+        coding_agent = AutonomousCodingAgent(backend=backend, **agent_options)
 
     default_cwd = _check_cwd(cwd) if cwd is not None else None
     fixed_fields = dict(request_options or {})
@@ -140,11 +178,7 @@ def create_coding_node(
 
     coding_node.__name__ = name or "coding_node"
     coding_node.__qualname__ = coding_node.__name__
-    coding_node.agent = coding_agent  # type: ignore[attr-defined]  # for inspection and tests
-    # agenter 0.1.7's documented use outside a graph: await node.ainvoke(state), node.invoke(state).
-    coding_node.ainvoke = coding_node  # type: ignore[attr-defined]
-    coding_node.invoke = lambda state: asyncio.run(coding_node(state))  # type: ignore[attr-defined]
-    return coding_node
+    return CodingNode(coding_node, coding_agent, coding_node.__name__)
 
 
 def coding_completed(state: Mapping[str, Any], result_key: str = "coding_result") -> bool:
@@ -212,7 +246,7 @@ def create_planning_node(
     result_key: str = "plan_result",
     plan_only: bool = False,
     **runner_options: Any,
-) -> CodingNode:
+) -> NodeFunction:
     """Build an async LangGraph node that plans a task and executes it (agenter.planner).
 
     Pass a ready ``runner`` (a PlanAndExecute) or its arguments (``executor=``, ``planner=``,

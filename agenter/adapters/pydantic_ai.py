@@ -54,9 +54,12 @@ CwdSource = str | Path | Callable[[RunContext[Any]], str | Path]
 class CodingAgent:
     """AutonomousCodingAgent with a PydanticAI-style surface: ``run``, ``run_sync``, ``as_tool``.
 
-    ``backend`` names the coding agent; ``agent_options`` are AutonomousCodingAgent's arguments
-    (model, validators, max_iterations, budget, sandbox, and the backend's own options). Or
-    pass a ready ``agent``. ``cwd`` is an optional default repository for every run.
+    ``backend`` names the coding agent (None: the facade's default, ``anthropic-sdk``);
+    ``agent_options`` are AutonomousCodingAgent's arguments (model, validators, max_iterations,
+    budget, sandbox, and the backend's own options). Or pass a ready ``agent``. ``cwd`` is an
+    optional default repository for every run. agenter 0.1.7's ``CodingAgent(cwd="./repo",
+    backend="codex")`` works as it did; unlike 0.1.7's, this class is not a ``pydantic_ai.Agent``
+    subclass: ``as_tool()`` / ``coding_tool()`` put it inside one.
     """
 
     def __init__(self, backend: str | None = None, *, agent: AutonomousCodingAgent | None = None,
@@ -69,11 +72,10 @@ class CodingAgent:
                 raise ConfigurationError("agent must be an AutonomousCodingAgent", parameter="agent")
             self.agent = agent
         else:
-            if not backend:
-                from agenter.backends import backend_names
-
-                raise ConfigurationError("CodingAgent needs backend= (the coding agent to run) or agent=",
-                                         parameter="backend", valid=backend_names())
+            if isinstance(backend, str | Path) and backend not in _backend_names() and Path(backend).is_dir():
+                raise ConfigurationError(
+                    f"{str(backend)!r} is a directory, not a backend: CodingAgent's first argument is the "
+                    f"backend (agenter 0.1.7's was cwd); pass cwd={str(backend)!r}", parameter="backend")
             self.agent = AutonomousCodingAgent(backend=backend, **agent_options)
         self.cwd = _check_cwd(cwd) if cwd is not None else None
 
@@ -173,6 +175,12 @@ def summarize_result(result: CodingResult) -> dict[str, Any]:
     if result.refusal_reason:
         outcome["refusal_reason"] = result.refusal_reason
     return outcome
+
+
+def _backend_names() -> list[str]:
+    from agenter.backends import backend_names
+
+    return backend_names()
 
 
 def _check_cwd(cwd: Any) -> str:

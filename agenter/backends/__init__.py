@@ -12,6 +12,7 @@ from agenter._errors import ConfigurationError
 from agenter._types import ModifiedFiles
 from agenter.backends.base import (
     BackendCapabilities,
+    BackendClass,
     BackendMessage,
     BackendOptions,
     BackendSettings,
@@ -22,16 +23,18 @@ from agenter.backends.base import (
     Refusal,
     SessionSpec,
     ToolReply,
+    TurnReport,
 )
 
 _REGISTRY: dict[str, str | type[Any]] = {
-    "anthropic-sdk": "agenter.backends.anthropic_sdk:AnthropicSDKBackend",
-    "claude-code": "agenter.backends.claude_code:ClaudeCodeBackend",
-    "codex": "agenter.backends.codex:CodexBackend",
-    "openhands": "agenter.backends.openhands:OpenHandsBackend",
-    "acp": "agenter.backends.acp:ACPBackend",
-    "openai": "agenter.backends.openai_compat:OpenAICompatBackend",
-    "litellm": "agenter.backends.litellm:LiteLLMBackend",
+    "anthropic-sdk": "agenter.backends.model_api.anthropic_sdk:AnthropicSDKBackend",
+    "claude-code": "agenter.backends.agents.claude_code:ClaudeCodeBackend",
+    "codex": "agenter.backends.agents.codex:CodexBackend",
+    "openhands": "agenter.backends.agents.openhands:OpenHandsBackend",
+    "acp": "agenter.backends.agents.acp:ACPBackend",
+    "openai": "agenter.backends.model_api.openai_compat:OpenAICompatBackend",
+    "litellm": "agenter.backends.model_api.litellm:LiteLLMBackend",
+    "gemini": "agenter.backends.model_api.gemini:GeminiBackend",
     "claude-cli": "agenter.backends.cli.claude:ClaudeCliBackend",
     "codex-cli": "agenter.backends.cli.codex:CodexCliBackend",
     "gemini-cli": "agenter.backends.cli.gemini:GeminiCliBackend",
@@ -70,7 +73,7 @@ def load_backend(name: str) -> type[BaseBackend[Any]]:
 
 
 __all__ = [
-    "BackendCapabilities", "BackendMessage", "BackendOptions", "BackendSettings", "BaseBackend",
-    "CodingBackend", "Denial", "MessageType", "ModifiedFiles", "Refusal", "SessionSpec", "ToolReply",
+    "BackendCapabilities", "BackendClass", "BackendMessage", "BackendOptions", "BackendSettings", "BaseBackend",
+    "CodingBackend", "Denial", "MessageType", "ModifiedFiles", "Refusal", "SessionSpec", "ToolReply", "TurnReport",
     "backend_names", "load_backend", "register_backend", "unregister_backend",
 ]

@@ -66,12 +66,17 @@ def compose_instructions(*, cwd: str, sandbox: bool, allowed_write_paths: list[s
         parts.append("If you must decline the task, reply with one line starting with 'REFUSED:' "
                      "and the reason.")
     if sandbox:
-        parts.append(f"Work only inside the working directory {cwd}; never write inside .git/. "
+        # Not the directory's absolute path: it says nothing the agent needs, sends a local path
+        # to the provider, and makes the prompt (and a cached or seeded answer) depend on where
+        # the repository lies.
+        parts.append("Work only inside the working directory; never write inside .git/. "
                      "A refused path or command comes back to you as an error.")
     if allowed_write_paths is not None:
         allowed = ", ".join(allowed_write_paths) or "(none: do not change any file)"
         parts.append("Only create, change or delete files matching these gitignore-style patterns "
-                     f"(relative to the working directory): {allowed}. Other changes fail the task.")
+                     f"(relative to the working directory): {allowed}. A pattern with no slash "
+                     "before its end (`*.py`, `src/`) matches only at the top of the working directory "
+                     "(`**/*.py`: at any depth). Other changes fail the task.")
     if output_type is not None:
         if output_channel == "tool":
             parts.append(f"When you are done, call the `{output_tool}` tool with the result. The turn "

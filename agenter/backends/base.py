@@ -31,7 +31,7 @@ import re
 import sys
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
@@ -52,7 +52,7 @@ from agenter.backends._prompts import (
 )
 from agenter.backends.capabilities import BackendCapabilities
 from agenter.host.redact import Redactor
-from agenter.host.requirements import Requirement, check_requirements
+from agenter.host.requirements import Credentials, Program, Requirement, check_requirements, find_program
 from agenter.permissions import PermissionDecision, PermissionGate, PermissionPolicy, ToolCall
 from agenter.sandbox.paths import relative_to
 from agenter.tools import Tool
@@ -62,8 +62,8 @@ if TYPE_CHECKING:
     from agenter.sandbox.changes import ChangeDetector
 
 __all__ = [
-    "BackendCapabilities", "BackendMessage", "BackendOptions", "BackendSettings", "BaseBackend",
-    "CodingBackend", "Denial", "MessageType", "ModifiedFiles", "Refusal", "SessionSpec", "ToolReply",
+    "BackendCapabilities", "BackendClass", "BackendMessage", "BackendOptions", "BackendSettings", "BaseBackend",
+    "CodingBackend", "Denial", "MessageType", "ModifiedFiles", "Refusal", "SessionSpec", "ToolReply", "TurnReport",
 ]
 
 log = logging.getLogger("agenter.backends")
@@ -199,6 +199,9 @@ class BackendSettings(Generic[OptionsT]):
     permissions: PermissionPolicy | None = None
     on_permission: Callable[..., Any] | None = None
     permission_timeout: float | None = 60.0
+    #: The agent's mode (also each session's `SessionSpec.mode`), for a backend whose runtime
+    #: differs by mode (openai: the context path of analysis and patch mode).
+    mode: str = "autonomous"
 
 
 @dataclass
@@ -227,6 +230,22 @@ class Denial:
         return {"tool": self.tool, "target": self.target, "reason": self.reason, "rule": self.rule}
 
 
+@dataclass(frozen=True)
+class TurnReport:
+    """What one turn did, read once by the session when the turn has ended (also after it was
+    cancelled): the files it changed by any means, its structured output and refusal, the
+    actions refused since the previous report (connect-time refusals in the first), tool calls
+    still running, and, for a backend made of backends, every member it tried."""
+
+    files: ModifiedFiles = field(default_factory=ModifiedFiles)
+    output: Any | None = None
+    refusal: Refusal | None = None
+    denials: tuple[Denial, ...] = ()
+    unfinished_tools: tuple[str, ...] = ()
+    #: A wrapper's members, each with its part (fallback.Attempt: `as_dict()`); empty for one backend.
+    attempts: tuple[Any, ...] = ()
+
+
 @dataclass
 class ToolReply:
     """What a tool call answers the model."""
@@ -248,6 +267,10 @@ class CodingBackend(Protocol):
       `modified_files()` truthful for everything it changed.
     - `usage()` is cumulative for the session and updated while the turn streams, so budgets can
       stop a turn mid-way.
+    - `last_turn()` reports what the latest turn did, once it has ended (or was cancelled): the
+      session reads a turn's outcome there and nowhere else.
+    - `permit(call)` decides a call agenter makes on the agent's behalf (patch mode's writes)
+      through the session's permission gate; a refusal is recorded like the agent's own.
     - `disconnect()` ends the session: no process, thread or connection the backend started may
       outlive it, also after a cancelled turn or a failed connect. Calling it twice is harmless.
     """
@@ -255,6 +278,8 @@ class CodingBackend(Protocol):
     name: ClassVar[str]
     capabilities: ClassVar[BackendCapabilities]
     options_model: ClassVar[type[BackendOptions]]
+    #: genai-prices provider id its usage is priced with (None: inferred from the model name).
+    price_provider: ClassVar[str | None]
 
     @classmethod
     def check_settings(cls, settings: BackendSettings[Any]) -> None:
@@ -270,23 +295,17 @@ class CodingBackend(Protocol):
     def execute(self, prompt: str) -> AsyncGenerator[BackendMessage, None]:
         """Run one turn; yields messages as they arrive. Raises BackendError on failure."""
 
-    def modified_files(self) -> ModifiedFiles:
-        """Files changed by the latest turn, by any means (tools, shell, the agent itself)."""
+    def last_turn(self) -> TurnReport:
+        """What the latest turn did (see TurnReport)."""
 
     def usage(self) -> Usage:
         """Cumulative usage for the whole session, updated as it arrives."""
 
-    def structured_output(self) -> Any | None:
-        """The latest turn's structured output (an instance of output_type), if any."""
-
-    def refusal(self) -> Refusal | None:
-        """Set when the latest turn declined the task."""
-
-    def unfinished_tools(self) -> list[str]:
-        """Tool calls of the latest turn still running after it ended (threads cannot be stopped)."""
-
     def denials(self) -> list[Denial]:
         """Actions refused during the session (writes outside the sandbox, denied commands)."""
+
+    async def permit(self, call: ToolCall) -> PermissionDecision:
+        """Decide a call through the session's permission gate (a refusal is recorded)."""
 
     @property
     def session_id(self) -> str | None:
@@ -324,9 +343,12 @@ if hasattr(os, "register_at_fork"):
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
-class BaseBackend(Generic[OptionsT]):
-    """The shared half of every backend (see the module docstring). Subclass it and implement
-    `_connect`, `_turn` and `_disconnect`."""
+class BackendClass:
+    """What a backend declares about itself as a class, checked before anything runs: its name,
+    capabilities, options, the rule kinds it enforces, where its credentials are, its place in
+    backend="auto", what it needs from the machine, and the checks the facade makes when an
+    agent is built. Shared by BaseBackend (one agent) and WrapperBackend (backends made of
+    backends)."""
 
     name: ClassVar[str] = "base"
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities()
@@ -346,35 +368,28 @@ class BaseBackend(Generic[OptionsT]):
     #: facade is built; a policy mode other than bypass needs "edit" (and "shell" where the agent
     #: has a shell).
     permission_kinds: ClassVar[frozenset[str]] = frozenset()
-
-    def __init__(self, settings: BackendSettings[OptionsT]):
-        self.settings = settings
-        self.options: OptionsT = settings.options
-        self.ledger = UsageLedger(settings.model, self.price_provider)
-        self._usage_reported = Usage()  # the ledger's settled figure at the last USAGE message
-        self._usage_by_base = False  # ... and whether the base sent that message
-        self.redact = Redactor(extra=settings.options.secrets())
-        self._spec: SessionSpec | None = None
-        self._cwd: Path | None = None
-        self._state = "new"
-        self._closing: asyncio.Future[None] | None = None
-        self._modified = ModifiedFiles()
-        self._tracked = ModifiedFiles()
-        self._detector: ChangeDetector | None = None
-        self._structured: Any | None = None
-        self._refusal: Refusal | None = None
-        self._session_id: str | None = None
-        self._inflight: dict[concurrent.futures.Future[Any] | asyncio.Future[Any], str] = {}
-        self._denials: list[Denial] = []
-        self.gate: PermissionGate | None = None
-        self._decisions: list[PermissionDecision] = []
-        self._unfinished: list[str] = []
+    #: Where this backend's credentials may be (`agenter backends` and backend="auto" look there,
+    #: by name only). None: it cannot tell (the agent or model configured decides).
+    credentials: ClassVar[Credentials | None] = None
+    #: Its place in backend="auto"'s order (lower first); None: never chosen automatically.
+    auto_rank: ClassVar[int | None] = None
 
     # ------------------------------------------------------------------ configuration
     @classmethod
     def requirements(cls, settings: BackendSettings[Any]) -> Sequence[Requirement]:
         """What this machine must have for these settings (extras, programs, Python version)."""
         return ()
+
+    @classmethod
+    def locate(cls, options: Any) -> str | None:
+        """The agent program this backend runs, where it is found (None: not found, or no program:
+        then `agenter backends` shows the main package's version). Default: the first Program
+        of its requirements."""
+        settings = BackendSettings(model=None, tools=[], sandbox=False, options=options)
+        for requirement in cls.requirements(settings):
+            if isinstance(requirement, Program):
+                return find_program(requirement.name, requirement.path, requirement.env_path)
+        return None
 
     @classmethod
     def validate_settings(cls, settings: BackendSettings[Any]) -> None:
@@ -431,6 +446,36 @@ class BaseBackend(Generic[OptionsT]):
             if tool.name in seen:
                 raise ConfigurationError(f"two tools are named {tool.name!r}", parameter="tools")
             seen.add(tool.name)
+
+
+class BaseBackend(BackendClass, Generic[OptionsT]):
+    """The shared half of every backend (see the module docstring). Subclass it and implement
+    `_connect`, `_turn` and `_disconnect`."""
+
+    def __init__(self, settings: BackendSettings[OptionsT]):
+        self.settings = settings
+        self.options: OptionsT = settings.options
+        self.ledger = UsageLedger(settings.model, self.price_provider)
+        self._usage_reported = Usage()  # the ledger's settled figure at the last USAGE message
+        self._usage_by_base = False  # ... and whether the base sent that message
+        self.redact = Redactor(extra=settings.options.secrets())
+        self._spec: SessionSpec | None = None
+        self._cwd: Path | None = None
+        self._state = "new"
+        self._closing: asyncio.Future[None] | None = None
+        self._modified = ModifiedFiles()
+        self._tracked = ModifiedFiles()
+        self._detector: ChangeDetector | None = None
+        self._structured: Any | None = None
+        self._refusal: Refusal | None = None
+        self._session_id: str | None = None
+        self._inflight: dict[concurrent.futures.Future[Any] | asyncio.Future[Any], str] = {}
+        self._denials: list[Denial] = []
+        self._denial_mark = 0  # denials before it were in an earlier turn's report
+        self._turn_denials: tuple[Denial, ...] = ()
+        self.gate: PermissionGate | None = None
+        self._decisions: list[PermissionDecision] = []
+        self._unfinished: list[str] = []
 
     # ------------------------------------------------------------------ the contract
     @property
@@ -537,7 +582,12 @@ class BaseBackend(Generic[OptionsT]):
         self._usage_reported, self._usage_by_base = settled, True
         return BackendMessage(MessageType.USAGE, details={"usage": added.model_dump()})
 
+    def last_turn(self) -> TurnReport:
+        return TurnReport(files=self._modified, output=self._structured, refusal=self._refusal,
+                          denials=self._turn_denials, unfinished_tools=tuple(self._unfinished))
+
     def modified_files(self) -> ModifiedFiles:
+        """The latest turn's files (last_turn() reports them with the rest)."""
         return self._modified
 
     def usage(self) -> Usage:
@@ -748,6 +798,9 @@ class BaseBackend(Generic[OptionsT]):
         else:
             log.warning("%s: could not determine the turn's changed files", self.name)
             self._modified = self._tracked
+        # This turn's report: what was refused since the previous report (connect time included).
+        self._turn_denials = tuple(self._denials[self._denial_mark:])
+        self._denial_mark = len(self._denials)
 
     async def _changes_after_turn(self) -> ModifiedFiles:
         pending = {f: label for f, label in self._inflight.items() if not f.done()}

@@ -53,7 +53,7 @@ MODE_REQUIREMENTS: dict[str, tuple[str, ...]] = {
 
 _INSTEAD = {
     "autonomous": "run it in patch mode (mode='patch'), where agenter applies the model's proposed "
-                  "changes, or choose a backend with its own tool loop (anthropic-sdk, claude-code, codex, ...)",
+                  "changes, or choose a backend with its own tool loop (anthropic-sdk, openai, claude-code, codex, ...)",
     "patch": "choose a backend that returns structured output",
     "analysis": "choose a backend that answers with text",
 }

@@ -22,6 +22,7 @@ chain fails to build only when no member can run.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -37,27 +38,27 @@ from pydantic import Field, ValidationError, field_validator
 from agenter._errors import BackendError, ConfigurationError, RequirementError
 from agenter._types import ModifiedFiles, Usage
 from agenter.backends import load_backend
+from agenter.backends._failures import ANOTHER_BACKEND_MAY_FIX, ERROR_KINDS
 from agenter.backends.base import (
     BackendCapabilities,
     BackendMessage,
     BackendOptions,
     BackendSettings,
-    BaseBackend,
-    Denial,
     MessageType,
     SessionSpec,
+    TurnReport,
 )
+from agenter.backends.wrapper import WrapperBackend
 from agenter.host.requirements import missing_requirements
 
 __all__ = ["DEFAULT_FALLBACK_ON", "Attempt", "FallbackBackend", "FallbackOptions", "fallback_chain"]
 
-#: Failure classes another backend can fix. Never by default: "config" (a bad request is
-#: likely to fail anywhere), "unknown", and the outcomes "refusal" and "validation".
-DEFAULT_FALLBACK_ON: tuple[str, ...] = (
-    "missing_program", "auth", "quota", "rate_limit", "transient", "context_length", "agent_crash")
+#: Failure classes another backend can fix (the shared classifier's, agenter.backends._failures,
+#: which gives every backend's failures these kinds). Never by default: "config" (a bad request
+#: is likely to fail anywhere), "unknown", and the outcomes "refusal" and "validation".
+DEFAULT_FALLBACK_ON: tuple[str, ...] = ANOTHER_BACKEND_MAY_FIX
 #: What `fallback_on` may name: BackendError kinds and two outcomes.
-FALLBACK_REASONS = ("missing_program", "auth", "quota", "rate_limit", "transient", "context_length",
-                    "agent_crash", "config", "unknown", "refusal", "validation")
+FALLBACK_REASONS = (*ERROR_KINDS, "refusal", "validation")
 #: A failed attempt's changes are put back from copies taken before it; files larger than this,
 #: or beyond the total, are not copied (and then reported as kept).
 BACKUP_FILE_LIMIT = 16 * 1024 * 1024
@@ -152,7 +153,7 @@ def fallback_chain(*backends: Entry, name: str | None = None) -> type[FallbackBa
     return type("FallbackChain", (FallbackBackend,), attributes)
 
 
-class FallbackBackend(BaseBackend[FallbackOptions]):
+class FallbackBackend(WrapperBackend[FallbackOptions]):
     """Runs its members in order (see the module docstring); build one with `fallback_chain`."""
 
     name: ClassVar[str] = "fallback"
@@ -194,40 +195,13 @@ class FallbackBackend(BaseBackend[FallbackOptions]):
         super().__init__(settings)
         self._chain = [(m, self.member_settings(settings, m)) for m in self.members]
         self._index = -1
-        self._member: Any = None
         self._attempts: list[Attempt] = []
-        self._spent = Usage()
-        self._member_denials: list[Denial] = []
         self._first_prompt: str | None = None
         self._member_turns = 0
         self._backup: _Backup | None = None
-
-    # ------------------------------------------------------------------ the contract
-    @property
-    def default_model(self) -> str | None:
-        if self._member is not None:
-            return self._member.default_model
-        _, settings = self._chain[0]
-        return settings.model
-
-    def usage(self) -> Usage:
-        return self._spent + (self._member.usage() if self._member is not None else Usage())
-
-    def denials(self) -> list[Denial]:
-        current = self._member.denials() if self._member is not None else []
-        return self._member_denials + list(current)
-
-    def unfinished_tools(self) -> list[str]:
-        return self._member.unfinished_tools() if self._member is not None else []
-
-    @property
-    def session_id(self) -> str | None:
-        return self._member.session_id if self._member is not None else None
-
-    @property
-    def member(self) -> Any:
-        """The backend running now (None before connect and after the chain ran out)."""
-        return self._member
+        #: Files of this turn's replaced members that stayed changed (failed_changes="keep", or
+        #: too large to back up).
+        self._kept: set[str] = set()
 
     def attempts(self) -> list[Attempt]:
         """Every member's part so far, the running one included (its usage as of now)."""
@@ -239,7 +213,16 @@ class FallbackBackend(BaseBackend[FallbackOptions]):
     async def _connect(self, spec: SessionSpec) -> None:
         await self._advance(None)
 
+    def _report_turn(self, member: TurnReport | None) -> TurnReport:
+        report = member or TurnReport()
+        files = report.files
+        if self._kept:
+            files = ModifiedFiles(written=set(files.written) | {p for p in self._kept if p not in files.deleted},
+                                  deleted=set(files.deleted))
+        return replace(report, files=files, attempts=tuple(self.attempts()))
+
     async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
+        self._kept = set()
         if self._first_prompt is None:
             self._first_prompt = prompt
         elif "validation" in self.options.fallback_on and self._member_turns > 0 and self._has_next():
@@ -266,21 +249,16 @@ class FallbackBackend(BaseBackend[FallbackOptions]):
                 for message in await self._move_on("failed", exc.kind, str(exc)):
                     yield message
                 continue
-            refusal = member.refusal()
+            refusal = member.last_turn().refusal
             if refusal is not None and "refusal" in self.options.fallback_on and self._has_next():
                 for message in await self._move_on("refused", "refusal", refusal.reason):
                     yield message
                 continue
             self._attempts[-1].status = "refused" if refusal is not None else "completed"
-            self._refusal = refusal
-            self._structured = member.structured_output()
             return
 
     async def _disconnect(self) -> None:
-        member, self._member = self._member, None
-        if member is not None:
-            self._retire(member)
-            await member.disconnect()
+        await super()._disconnect()
         if self._backup is not None:
             self._backup.close()
             self._backup = None
@@ -317,9 +295,10 @@ class FallbackBackend(BaseBackend[FallbackOptions]):
                 if exc.kind in self.options.fallback_on and self._has_next():
                     continue
                 raise
-            self._member, self._member_turns = backend, 0
+            self._use(backend)
+            self._member_turns = 0
             if self._has_next() and self.options.failed_changes == "revert":
-                self._backup = await self.in_thread(_Backup.take, self.cwd)
+                self._backup = await asyncio.to_thread(_Backup.take, self.cwd)
             return member.name
         return None
 
@@ -334,8 +313,9 @@ class FallbackBackend(BaseBackend[FallbackOptions]):
             await member.disconnect()
         backup, self._backup = self._backup, None
         if backup is not None:
-            attempt.reverted, attempt.kept = await self.in_thread(backup.restore)
+            attempt.reverted, attempt.kept = await asyncio.to_thread(backup.restore)
             backup.close()
+        self._kept |= set(attempt.kept)
         target = await self._advance(kind)
         note = f"{origin} {status.replace('_', ' ')} ({kind}); "
         note += f"falling back to {target}" if target else "no backend left"
@@ -354,14 +334,13 @@ class FallbackBackend(BaseBackend[FallbackOptions]):
         if self._member is not None:
             attempt.usage = self._member.usage()
             if self.options.failed_changes == "keep" or self._backup is None:
-                attempt.kept = sorted(self._member.modified_files().all)
+                attempt.kept = sorted(self._member.last_turn().files.all)
         return attempt
 
     def _retire(self, member: Any) -> None:
         """A member leaves: its usage and denials stay with the chain (and its attempt, the last)."""
         self._attempts[-1].usage = member.usage()
-        self._spent = self._spent + member.usage()
-        self._member_denials += [d for d in member.denials() if d not in self._member_denials]
+        super()._retire(member)
 
 
 class _Backup:

@@ -5,86 +5,64 @@ there (its program, its Python packages), the program's path and version, whethe
 are found, and its capabilities. Credentials are looked for by name only: an environment
 variable that is set, a login file that exists. Their values are never read or printed.
 
-`auto_backend()` is what `backend="auto"` means: the first backend of AUTO_ORDER that is installed
-and finds credentials.
+`auto_backend()` is what `backend="auto"` means: the first backend, in the order of their
+`auto_rank`, that is installed, finds credentials and passes the checks the facade applies when
+an agent is built with its defaults (a backend that needs `model=` is not chosen without one).
+
+What is known of each backend is declared on its class (`credentials`, `auto_rank`, `locate`,
+`requirements`); this module only reads it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from agenter._errors import ConfigurationError, RequirementError
 from agenter.backends import backend_names, load_backend
 from agenter.backends.base import BackendSettings
-from agenter.host.requirements import Program, PythonPackage, distribution_version, find_program
+from agenter.host.requirements import Credentials, PythonPackage, distribution_version
 
-__all__ = ["AUTO_ORDER", "CREDENTIALS", "BackendStatus", "Credentials", "auto_backend", "detect_backends",
+__all__ = ["BackendStatus", "Credentials", "auto_backend", "auto_order", "credentials_of", "detect_backends",
            "detect_backends_async"]
-
-#: backend="auto" takes the first of these that is installed and finds credentials: the agent
-#: programs with agenter's deepest integration first, then the plain CLIs, then the model APIs.
-AUTO_ORDER: tuple[str, ...] = (
-    "claude-code", "codex", "claude-cli", "codex-cli", "gemini-cli", "opencode-cli", "aider-cli",
-    "anthropic-sdk", "openai",
-)
 
 #: Seconds a program gets to print its version.
 VERSION_TIMEOUT = 10.0
 
-_PROVIDER_KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENROUTER_API_KEY",
-                  "DEEPSEEK_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY", "XAI_API_KEY", "AZURE_API_KEY",
-                  "AWS_ACCESS_KEY_ID", "AWS_PROFILE")
+
+def auto_order() -> tuple[str, ...]:
+    """The backends backend="auto" tries, in order: each registered backend that declares an
+    `auto_rank` (the agent programs with agenter's deepest integration first, then the plain
+    CLIs, then the model APIs)."""
+    ranked = []
+    for name in backend_names():
+        try:
+            rank = load_backend(name).auto_rank
+        except (ImportError, ConfigurationError):
+            continue
+        if rank is not None:
+            ranked.append((rank, name))
+    return tuple(name for _, name in sorted(ranked))
 
 
-@dataclass(frozen=True)
-class Credentials:
-    """Where a backend's credentials may be: any variable set, or any file existing (paths
-    start with ~ or $VARIABLE; a variable that is unset skips its path)."""
-
-    env: tuple[str, ...] = ()
-    files: tuple[str, ...] = ()
-
-    def source(self, environ: dict[str, str] | None = None) -> str | None:
-        """The first variable or file found (its name, never its value), or None."""
-        environ = dict(os.environ if environ is None else environ)
-        for name in self.env:
-            if environ.get(name):
-                return name
-        for pattern in self.files:
-            path = _expand(pattern, environ)
-            if path is not None and path.is_file():
-                return pattern
+def credentials_of(name: str) -> Credentials | None:
+    """Where a registered backend's credentials may be (None: it cannot tell)."""
+    try:
+        return load_backend(name).credentials
+    except (ImportError, ConfigurationError):
         return None
 
 
-_CLAUDE = Credentials(env=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
-                           "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"),
-                      files=("$CLAUDE_CONFIG_DIR/.credentials.json", "~/.claude/.credentials.json"))
-_CODEX = Credentials(env=("CODEX_API_KEY", "OPENAI_API_KEY"), files=("$CODEX_HOME/auth.json", "~/.codex/auth.json"))
-
-#: Where each backend's credentials may be. A backend missing here has no way to tell (acp,
-#: openhands: it depends on the agent or the model configured).
-CREDENTIALS: dict[str, Credentials] = {
-    "anthropic-sdk": Credentials(env=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_PROFILE")),
-    "claude-code": _CLAUDE,
-    "claude-cli": _CLAUDE,
-    "codex": _CODEX,
-    "codex-cli": _CODEX,
-    "gemini-cli": Credentials(env=("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI",
-                                   "GOOGLE_APPLICATION_CREDENTIALS"),
-                              files=("$GEMINI_CLI_HOME/.gemini/oauth_creds.json", "~/.gemini/oauth_creds.json")),
-    "opencode-cli": Credentials(env=_PROVIDER_KEYS,
-                                files=("$XDG_DATA_HOME/opencode/auth.json", "~/.local/share/opencode/auth.json")),
-    "aider-cli": Credentials(env=_PROVIDER_KEYS),
-    "openai": Credentials(env=("OPENAI_API_KEY",)),
-    "litellm": Credentials(env=_PROVIDER_KEYS),
-}
+def __getattr__(name: str) -> object:
+    # The tables this module held before each backend declared its own facts.
+    if name == "AUTO_ORDER":
+        return auto_order()
+    if name == "CREDENTIALS":
+        return {backend: found for backend in backend_names() if (found := credentials_of(backend)) is not None}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -105,11 +83,15 @@ class BackendStatus:
     #: Whether sandbox=True can be honoured here (the backend has a sandbox, and what it needs is there).
     sandbox: bool = False
     capabilities: list[str] = field(default_factory=list)
+    #: Why an agent built with this backend and only its defaults would be refused although it
+    #: is installed (a required model=, a mode it cannot run); None: it would be built.
+    blocked: str | None = None
 
     @property
     def usable(self) -> bool:
-        """Installed, and credentials found (backend="auto" takes only these)."""
-        return self.installed and self.credentials is True
+        """Installed, credentials found, and buildable with the defaults (backend="auto" takes
+        only these)."""
+        return self.installed and self.credentials is True and self.blocked is None
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "usable": self.usable}
@@ -135,16 +117,22 @@ async def detect_backends_async(names: Sequence[str] | None = None, *, versions:
     return statuses
 
 
-def auto_backend(environ: dict[str, str] | None = None) -> str:
-    """The backend backend="auto" picks: the first of AUTO_ORDER installed and with credentials.
+def auto_backend(environ: dict[str, str] | None = None, *, sandbox: bool = True, model: str | None = None,
+                 mode: str = "autonomous") -> str:
+    """The backend backend="auto" picks: the first of auto_order() installed, with credentials,
+    and buildable with the agent's own settings (sandbox, model, mode) as the facade checks them.
     Raises RequirementError naming what each one lacks when none is."""
     lacking = []
-    for status in detect_backends([n for n in AUTO_ORDER if n in backend_names()], versions=False):
-        if status.installed and _credentials(status.name, environ)[0]:
+    for status in detect_backends(list(auto_order()), versions=False):
+        found = _credentials(status.name, environ)[0]
+        blocked = _default_problem(load_backend(status.name), sandbox=sandbox, model=model, mode=mode) \
+            if status.installed and found else None
+        if status.installed and found and blocked is None:
             return status.name
-        lacking.append(f"{status.name}: {status.problem or 'no credentials found'}")
-    raise RequirementError("backend='auto' found no backend that is installed and has credentials:\n"
-                           + "\n".join(f"  - {line}" for line in lacking), backend="auto", missing=lacking)
+        lacking.append(f"{status.name}: {status.problem or blocked or 'no credentials found'}")
+    raise RequirementError("backend='auto' found no backend that is installed, has credentials and can run "
+                           "with these settings:\n" + "\n".join(f"  - {line}" for line in lacking),
+                           backend="auto", missing=lacking)
 
 
 # ---------------------------------------------------------------------- one backend
@@ -164,22 +152,39 @@ def _status(name: str) -> BackendStatus:
     problems = [p for r in requirements if (p := r.problem())]
     status.installed = not problems
     status.problem = "; ".join(problems) or None
-    status.path, status.version = _where(cls, requirements)
+    status.path, status.version = _where(cls, options, requirements)
     if status.installed and cls.capabilities.sandbox:
         confined = BackendSettings(model=None, tools=[], sandbox=True, options=options)
         status.sandbox = not any(r.problem() for r in cls.requirements(confined))
     status.credentials, status.credentials_source = _credentials(name)
+    if status.installed and status.credentials is not False:
+        # What the facade checks when an agent is built with the defaults (a required model=,
+        # the default mode). Without credentials the check would only repeat that.
+        status.blocked = _default_problem(cls)
     return status
 
 
-def _where(cls: Any, requirements: list[Any]) -> tuple[str | None, str | None]:
+def _default_problem(cls: Any, *, sandbox: bool = False, model: str | None = None,
+                     mode: str = "autonomous") -> str | None:
+    """Why an agent built with this backend and these settings (nothing else set) would be
+    refused (None: it would be built): the facade's own checks, settings then mode. The listing
+    asks unconfined (whether sandbox=True works is its own column)."""
+    from agenter.backends.capabilities import check_mode
+
+    settings = BackendSettings(model=model, tools=[], sandbox=sandbox, options=cls.options_model(), mode=mode)
+    try:
+        cls.check_settings(settings)
+        check_mode(mode, cls.capabilities, cls.name)
+    except ConfigurationError as exc:  # RequirementError included
+        return "; ".join(line.strip(" -") for line in str(exc).splitlines() if line.strip()).replace(":;", ":")
+    return None
+
+
+def _where(cls: Any, options: Any, requirements: list[Any]) -> tuple[str | None, str | None]:
     """The program's path (its version is asked later), or the main package's version."""
-    locate = getattr(cls, "locate", None)
-    if callable(locate):  # agent CLIs know where they look (a bundled claude, node_modules/.bin)
-        return locate(cls.options_model()), None
-    for requirement in requirements:
-        if isinstance(requirement, Program):
-            return find_program(requirement.name, requirement.path, requirement.env_path), None
+    path = cls.locate(options)
+    if path is not None:
+        return path, None
     for requirement in requirements:
         if isinstance(requirement, PythonPackage) and requirement.distribution:
             return None, distribution_version(requirement.distribution)
@@ -187,7 +192,7 @@ def _where(cls: Any, requirements: list[Any]) -> tuple[str | None, str | None]:
 
 
 def _credentials(name: str, environ: dict[str, str] | None = None) -> tuple[bool | None, str | None]:
-    where = CREDENTIALS.get(name)
+    where = credentials_of(name)
     if where is None:
         return None, None
     source = where.source(environ)
@@ -209,13 +214,3 @@ async def _version(status: BackendStatus) -> None:
     if outcome.returncode == 0 and lines:
         status.version = lines[0][:80]
 
-
-def _expand(pattern: str, environ: dict[str, str]) -> Path | None:
-    if pattern.startswith("$"):
-        variable, _, rest = pattern[1:].partition("/")
-        base = environ.get(variable)
-        return Path(base, rest) if base else None
-    if pattern.startswith("~/"):
-        home = environ.get("HOME")
-        return Path(home, pattern[2:]) if home else Path(pattern).expanduser()
-    return Path(pattern)

@@ -16,8 +16,8 @@ from typing import Any, Literal, Protocol
 from agenter._errors import ConfigurationError
 from agenter._types import CodingStatus
 from agenter.batch._models import BatchLimits, BatchRow, BatchTask, RayOptions, TaskCap, TaskDefaults, load_tasks
-from agenter.batch._results import ResultsFile, read_rows
-from agenter.batch._runner import AgentCache, RunSettings, run_task, worker_info
+from agenter.batch._results import ResultsFile, check_writable, crash_row, read_rows
+from agenter.batch._runner import AgentCache, RunSettings, run_task
 from agenter.batch._summary import BatchSummary
 from agenter.batch._workspace import Workspace, remove_tree
 from agenter.batch.progress import BatchProgress
@@ -57,16 +57,6 @@ class LocalExecutor:
     async def close(self) -> None:
         if self._removals:
             await asyncio.gather(*self._removals, return_exceptions=True)
-
-
-def crash_row(task: BatchTask, exc: BaseException, kind: str = "crash") -> BatchRow:
-    """The row of a task whose engine failed (the task never reported back)."""
-    from agenter.batch._workspace import public_url
-
-    now = time.time()
-    return BatchRow(id=task.id, status=CodingStatus.ERROR.value, error=f"{type(exc).__name__}: {exc}",
-                    error_kind=kind, repository=public_url(task.repository), started_at=now, finished_at=now,
-                    metadata=dict(task.metadata), worker=worker_info())
 
 
 class _Batch:
@@ -174,16 +164,33 @@ class _Batch:
         self.running.clear()
 
 
+def _check_engine(engine: str) -> None:
+    """An unknown engine, or Ray without ray installed: an error before anything is made."""
+    if engine == "ray":
+        from agenter.batch._ray import import_ray
+
+        import_ray()
+    elif engine != "local":
+        raise ConfigurationError(f"unknown engine {engine!r}", parameter="engine", valid=["local", "ray"])
+
+
 def _executor(engine: str, defaults: TaskDefaults, settings: RunSettings, ray: RayOptions | None,
               concurrency: int) -> Executor:
-    if engine == "local":
-        return LocalExecutor(defaults, settings)
     if engine == "ray":
         # Imported here only: the rest of agenter never needs ray.
-        from agenter.batch.ray_engine import RayExecutor
+        from agenter.batch._ray import RayExecutor
 
         return RayExecutor(defaults, settings, ray or RayOptions(), concurrency=concurrency)
-    raise ConfigurationError(f"unknown engine {engine!r}", parameter="engine", valid=["local", "ray"])
+    return LocalExecutor(defaults, settings)
+
+
+def _todo(tasks: list[BatchTask], rows: dict[str, BatchRow], retry: Collection[str]) -> list[BatchTask]:
+    """The tasks this run does: those without a row, or whose row's status is retried."""
+    return [t for t in tasks if t.id not in rows or rows[t.id].status in retry]
+
+
+def _uses_defaults(tasks: list[BatchTask], defaults: TaskDefaults) -> bool:
+    return any(not task.backend or task.backend == defaults.backend_name for task in tasks)
 
 
 _STATUSES = [status.value for status in CodingStatus]
@@ -232,6 +239,13 @@ async def run_batch(tasks: str | Path | Iterable[BatchTask | dict[str, Any]], ou
                                  valid=_STATUSES)
     task_list = load_tasks(tasks)
     defaults = defaults or TaskDefaults()
+    # Every usage error is found before anything is made (no results file, no folder for it):
+    # the engine, the results file's place, and the defaults the tasks to run would use.
+    _check_engine(engine)
+    out = Path(out).expanduser()
+    check_writable(out, "the results file", parameter="out")
+    if _uses_defaults(_todo(task_list, read_rows(out)[0], retry), defaults):
+        _check_defaults(defaults, requirements=engine == "local")
     # A folder of this batch's own under the root: whatever a lost worker or an interruption left
     # in it (on this machine) is removed at the end with it.
     base = Path(workspace_root).expanduser() if workspace_root else Path(tempfile.gettempdir()) / "agenter-batch"
@@ -244,10 +258,8 @@ async def run_batch(tasks: str | Path | Iterable[BatchTask | dict[str, Any]], ou
     results.open()  # locked first, then read: no other batch can add rows in between
     try:
         rows, unreadable = read_rows(results.path)
-        todo = [t for t in task_list if t.id not in rows or rows[t.id].status in retry]
+        todo = _todo(task_list, rows, retry)
         skipped = len(task_list) - len(todo)
-        if any(not task.backend or task.backend == defaults.backend_name for task in todo):
-            _check_defaults(defaults, requirements=engine == "local")
         executor = _executor(engine, defaults, settings, ray, concurrency)
         batch = _Batch(executor, results, rows, concurrency, limits or BatchLimits(), progress, on_row)
         if progress is not None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agenter._cliargs import read_text_input
 from agenter._errors import ConfigurationError
 from agenter._types import Budget, describe_validation_error
 
@@ -136,7 +137,7 @@ class BatchRow(BaseModel):
     id: str
     status: str = Field(description="A CodingStatus value; error also for a task that crashed outside its session.")
     files: list[str] = Field(default_factory=list, description="Paths the session changed, relative to its cwd.")
-    diff: str = Field(default="", description="Unified diff of the workspace against the checked-out commit.")
+    diff: str = Field(default="", description="Unified diff of `files` against the checked-out commit.")
     validation: dict[str, Any] = Field(default_factory=lambda: {"passed": False, "errors": []},
                                        description="passed and errors.")
     usage: dict[str, int] = Field(default_factory=dict)
@@ -206,17 +207,14 @@ def load_tasks(source: str | Path | Iterable[BatchTask | dict[str, Any]]) -> lis
     """Tasks from a JSONL file (one JSON object a line, blank lines skipped) or from objects.
 
     Every problem is collected first, then raised as one BatchInputError naming the lines:
-    unreadable JSON, unknown or invalid fields, duplicate ids.
+    unreadable JSON, unknown or invalid fields, duplicate ids. A file that cannot be read as text
+    (missing, compressed, binary) is a ConfigurationError saying so.
     """
     problems: list[str] = []
     tasks: list[BatchTask] = []
     if isinstance(source, str | Path):
         path = Path(source).expanduser()
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigurationError(f"cannot read the tasks file {str(path)!r}: {exc.strerror or exc}",
-                                     parameter="tasks") from None
+        text = read_text_input(path, "the tasks file", parameter="tasks")
         base = path.resolve().parent
         for number, line in enumerate(text.splitlines(), 1):
             if not line.strip():

@@ -1,4 +1,5 @@
-"""The results file: one JSON row per task, appended as each task ends, read back to resume."""
+"""The results file: one JSON row per task, appended as each task ends, read back to resume; and
+the rows made outside a task's run (an engine's crash)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,43 @@ import contextlib
 import fcntl
 import json
 import os
+import socket
+import time
 from pathlib import Path
 from typing import IO, Any
 
 from agenter._errors import ConfigurationError
-from agenter.batch._models import BatchRow
+from agenter._types import CodingStatus
+from agenter.batch._models import BatchRow, BatchTask
+from agenter.batch._workspace import public_url
+
+
+def worker_info() -> dict[str, Any]:
+    """The host and process that ran a task (a row's `worker`)."""
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def crash_row(task: BatchTask, exc: BaseException, kind: str = "crash") -> BatchRow:
+    """The row of a task whose engine failed (the task never reported back)."""
+    now = time.time()
+    return BatchRow(id=task.id, status=CodingStatus.ERROR.value, error=f"{type(exc).__name__}: {exc}",
+                    error_kind=kind, repository=public_url(task.repository), started_at=now, finished_at=now,
+                    metadata=dict(task.metadata), worker=worker_info())
+
+
+def check_writable(path: Path, what: str, *, parameter: str) -> None:
+    """A ConfigurationError when `path` could not be written as a file (a folder, under a file, in
+    a folder this process may not write): found before anything is made."""
+    if path.is_dir():
+        raise ConfigurationError(f"{what} {str(path)!r} is a directory", parameter=parameter)
+    existing = next((folder for folder in path.parents if folder.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise ConfigurationError(f"cannot make {what} {str(path)!r}: {str(existing)!r} is not a directory",
+                                 parameter=parameter)
+    target = path if path.exists() else existing
+    if target is not None and not os.access(target, os.W_OK):
+        raise ConfigurationError(f"cannot write {what} {str(path)!r}: permission denied on {str(target)!r}",
+                                 parameter=parameter)
 
 
 def read_rows(path: str | Path) -> tuple[dict[str, BatchRow], int]:
@@ -49,8 +82,12 @@ class ResultsFile:
         self._lock = asyncio.Lock()
 
     def open(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path, "a", encoding="utf-8")  # kept open for the batch
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(self.path, "a", encoding="utf-8")  # kept open for the batch
+        except OSError as exc:
+            raise ConfigurationError(f"cannot write the results file {str(self.path)!r}: {exc.strerror or exc}",
+                                     parameter="out") from None
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

@@ -6,9 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import re
-import socket
 import tempfile
 import time
 from collections.abc import Callable
@@ -19,6 +17,7 @@ from typing import Any
 from agenter._errors import BackendError, ConfigurationError, RequirementError
 from agenter._types import Budget
 from agenter.batch._models import PASSED_STATUSES, BatchRow, BatchTask, TaskCap, TaskDefaults
+from agenter.batch._results import worker_info
 from agenter.batch._workspace import Workspace, WorkspaceError, create_workspace, public_url
 from agenter.host.redact import Redactor
 
@@ -120,10 +119,6 @@ def task_budget(task: BatchTask, defaults: TaskDefaults, cap: TaskCap | None) ->
     return (current.model_copy(update=update) if update else budget), capped
 
 
-def worker_info() -> dict[str, Any]:
-    return {"host": socket.gethostname(), "pid": os.getpid()}
-
-
 _AGENTS = AgentCache()
 
 
@@ -173,7 +168,7 @@ async def run_task(task: BatchTask, defaults: TaskDefaults, settings: RunSetting
             raise RuntimeError("the coding session ended without a result")
         _fill(row, result)
         session_ended = True
-        row.diff = await workspace.diff()
+        row.diff = await workspace.diff(row.files)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 - a task's crash is its row, never a lost batch

@@ -8,6 +8,10 @@ once per machine into a bare mirror under the git cache (guarded by a file lock,
 processes on one node share it) and cloned from there; a plain folder is copied. The diff is
 `git diff` against the commit (untracked files included, ignored ones not) or, for a copy, a
 comparison with the source folder.
+
+A task's diff holds the files its session changed (the result's `files`), not everything that
+differs: a test command run as a validator writes `.pytest_cache/` and `__pycache__/*.pyc`
+into the workspace, and those are no part of the agent's work (nor of a SWE-bench patch).
 """
 from __future__ import annotations
 
@@ -26,9 +30,9 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Collection, Coroutine, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 from agenter._errors import AgenterError
@@ -47,6 +51,8 @@ _USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 T = TypeVar("T")
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+#: Bytes of pathspecs given to one git command (far below the kernel's limit on arguments).
+_PATHSPEC_BYTES = 100_000
 _GIT_LOCATION = frozenset({"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR",
                            "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_PREFIX", "GIT_CEILING_DIRECTORIES"})
 
@@ -116,19 +122,41 @@ class Workspace:
     commit: str | None = None
     source: Path | None = None
 
-    async def diff(self) -> str:
-        """The task's changes as a unified diff (git's, with binary patches, for git workspaces)."""
-        if self.kind == "git":
-            return await _on_git_loop(self._git_diff())
-        assert self.source is not None
-        return await asyncio.to_thread(tree_diff, self.source, self.path)
+    async def diff(self, paths: Collection[str] | None = None) -> str:
+        """The task's changes as a unified diff (git's, with binary patches, for git workspaces).
 
-    async def _git_diff(self) -> str:
+        `paths` (relative to `cwd`, as a result's `files` are) limits it to those files, so what
+        validators wrote (test caches, bytecode) stays out; a path outside `cwd` is left out.
+        None: every difference in the workspace. An empty collection: no diff.
+        """
+        selected = None if paths is None else self._selected(paths)
+        if selected is not None and not selected:
+            return ""
+        if self.kind == "git":
+            return await _on_git_loop(self._git_diff(selected))
+        assert self.source is not None
+        return await asyncio.to_thread(tree_diff, self.source, self.path, selected)
+
+    def _selected(self, paths: Iterable[str]) -> list[str]:
+        """The paths relative to the workspace's top, those that would leave `cwd` dropped."""
+        prefix = PurePosixPath(self.cwd.relative_to(self.path).as_posix())  # "." when they are the same
+        chosen = set()
+        for path in paths:
+            relative = PurePosixPath(path)
+            if relative.parts and not relative.is_absolute() and ".." not in relative.parts:
+                chosen.add((prefix / relative).as_posix())
+        return sorted(chosen)
+
+    async def _git_diff(self, paths: list[str] | None) -> str:
         assert self.commit is not None
-        return await _git_script(
-                "git add --all && git -c core.quotepath=off -c diff.noprefix=false -c diff.mnemonicPrefix=false "
-                "-c diff.relative=false diff --cached --binary --no-color --no-ext-diff --no-renames --no-textconv "
-                '"$1" --', self.commit, cwd=self.path, step="diff")
+        parts = []
+        for chunk in _chunks(paths) if paths is not None else [[]]:
+            parts.append(await _git_script(
+                'git add --all && commit=$1 && shift && git --literal-pathspecs -c core.quotepath=off '
+                "-c diff.noprefix=false -c diff.mnemonicPrefix=false -c diff.relative=false diff --cached "
+                '--binary --no-color --no-ext-diff --no-renames --no-textconv "$commit" -- "$@"',
+                self.commit, *chunk, cwd=self.path, step="diff"))
+        return "".join(parts)
 
     async def remove(self) -> None:
         await asyncio.to_thread(remove_tree, self.path)
@@ -315,6 +343,22 @@ async def _file_lock(path: Path, poll: float = 0.05) -> AsyncIterator[None]:
         os.close(fd)  # closing releases the lock
 
 
+def _chunks(paths: list[str]) -> Iterator[list[str]]:
+    """Sorted paths in runs small enough for one command line (a diff per run, joined, is the
+    same diff: git orders files by path)."""
+    chunk: list[str] = []
+    size = 0
+    for path in paths:
+        length = len(os.fsencode(path)) + 1
+        if chunk and size + length > _PATHSPEC_BYTES:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(path)
+        size += length
+    if chunk:
+        yield chunk
+
+
 def remove_tree(path: Path) -> None:
     """Remove a folder, also the read-only files and folders an agent may have left."""
     if not os.path.lexists(path):
@@ -375,10 +419,26 @@ def _hunks(old: list[str], new: list[str], a: str, b: str) -> Iterator[str]:
             yield line + "\n\\ No newline at end of file\n"
 
 
-def tree_diff(before: Path, after: Path) -> str:
+def _listed(root: Path, paths: Iterable[str]) -> dict[str, os.stat_result]:
+    """What `_files` would say of these paths alone."""
+    found: dict[str, os.stat_result] = {}
+    for rel in paths:
+        with contextlib.suppress(OSError):
+            info = os.lstat(root / rel)
+            if stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
+                found[rel] = info
+    return found
+
+
+def tree_diff(before: Path, after: Path, paths: Iterable[str] | None = None) -> str:
     """A git-style unified diff from folder `before` to folder `after` (applies with git apply
-    and patch -p1). Files whose size and modification time are unchanged are not read."""
-    old_files, new_files = _files(before), _files(after)
+    and patch -p1), of every file or of `paths` only (relative to both folders). Files whose
+    size and modification time are unchanged are not read."""
+    if paths is None:
+        old_files, new_files = _files(before), _files(after)
+    else:
+        chosen = list(paths)
+        old_files, new_files = _listed(before, chosen), _listed(after, chosen)
     parts: list[str] = []
     for rel in sorted(old_files.keys() | new_files.keys()):
         old_info, new_info = old_files.get(rel), new_files.get(rel)

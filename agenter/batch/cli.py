@@ -117,6 +117,12 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     progress = None if args.no_progress else RichProgress(show_tasks=not args.quiet)
     try:
+        if args.swebench:  # written after the batch: a place it cannot go is known now
+            from pathlib import Path
+
+            from agenter.batch._results import check_writable
+
+            check_writable(Path(args.swebench).expanduser(), "the predictions file", parameter="swebench")
         summary = asyncio.run(run_batch(
             args.tasks, args.out, defaults=defaults, concurrency=args.concurrency, limits=limits,
             keep_workspaces=args.keep_workspaces, workspace_root=args.workspace_root, git_cache=args.git_cache,

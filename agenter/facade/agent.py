@@ -12,24 +12,26 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from agenter._errors import BudgetExceededError, ConfigurationError
+from agenter._compat import OPTIONS_017, deprecated
+from agenter._errors import ConfigurationError
 from agenter._events import CodingEvent, CodingEventType
-from agenter._types import Budget, CodingRequest, CodingResult, CodingStatus, Usage
+from agenter._types import Budget, CodingRequest, CodingResult, suggestion
 from agenter.backends import BackendCapabilities, BackendSettings, BaseBackend, load_backend
 from agenter.backends.capabilities import Mode, check_mode
-from agenter.host.redact import Redactor
+from agenter.facade._config import AgentConfig
 from agenter.tools import Tool, as_tool
 
 if TYPE_CHECKING:
     from agenter.facade.session import AgentSession
-    from agenter.session.loop import CodingSession
 
 
 class AutonomousCodingAgent:
     """Runs a coding agent on a repository and returns a verified result.
 
     `backend` picks the agent: a registered name ("anthropic-sdk", "claude-code", "codex",
-    "openhands", "acp", ...) or a backend class. Keyword arguments not listed here are that
+    "openhands", "acp", ...) or a backend class; None (the default) is "anthropic-sdk" (or, as
+    in agenter 0.1.7 and deprecated, the ACA_DEFAULT_BACKEND environment variable's backend).
+    Keyword arguments not listed here are that
     backend's own options and are checked against them (an unknown one is a ConfigurationError
     that lists the valid ones). Everything the backend needs from the machine (its extra, its
     program, a Python version) is checked here, before anything runs.
@@ -39,7 +41,7 @@ class AutonomousCodingAgent:
     (docs/observability.md). `session(...)` keeps one agent conversation for many requests.
     """
 
-    def __init__(self, backend: str | type[BaseBackend[Any]] | Sequence[Any] = "anthropic-sdk",
+    def __init__(self, backend: str | type[BaseBackend[Any]] | Sequence[Any] | None = None,
                  model: str | None = None,
                  tools: Sequence[Tool | Any] | None = None, validators: Sequence[Any] | None = None,
                  sandbox: bool = True, max_iterations: int | None = None, budget: Budget | None = None,
@@ -49,11 +51,13 @@ class AutonomousCodingAgent:
                  tracer_provider: Any = None, **backend_options: Any):
         from agenter.validators import ValidatorChain, resolve_validators
 
+        if backend is None:
+            backend = default_backend()
         if isinstance(backend, str) and backend == "auto":
             from agenter.backends.registry import auto_backend
 
-            backend = auto_backend()
-        self._backend_class: type[BaseBackend[Any]]
+            backend = auto_backend(sandbox=sandbox, model=model, mode=mode)
+        self._backend_class: type[Any]
         if isinstance(backend, list | tuple):
             # A fallback chain: a backend made of backends (the session is unchanged).
             from agenter.backends.fallback import fallback_chain
@@ -67,7 +71,7 @@ class AutonomousCodingAgent:
             self.backend_name = backend
         elif isinstance(backend, type) and hasattr(backend, "options_model") and hasattr(backend, "capabilities"):
             self._backend_class = backend
-            self.backend_name = str(getattr(backend, "name", backend.__name__))
+            self.backend_name = str(backend.name) if hasattr(backend, "name") else backend.__name__
         else:
             raise ConfigurationError("backend must be a backend name or a backend class", parameter="backend")
         if not isinstance(sandbox, bool):
@@ -85,20 +89,22 @@ class AutonomousCodingAgent:
         if self.tools and not self.capabilities.custom_tools:
             raise ConfigurationError(f"backend {self.backend_name!r} cannot run custom tools", parameter="tools")
         policy = None
+        self._write_policy = None  # patch mode: what judges the files agenter writes for the agent
         if permissions is not None:
             from agenter.permissions import PermissionPolicy
 
             policy = PermissionPolicy.coerce(permissions)
-            if mode == "analysis":
-                policy = policy.with_mode("plan")
-        elif mode == "analysis":
+            self._write_policy = policy
+            if mode in ("analysis", "patch"):
+                policy = policy.with_mode("plan")  # the agent itself only reads
+        elif mode in ("analysis", "patch"):
             from agenter.permissions import PermissionPolicy
 
             policy = PermissionPolicy(mode="plan")
         self.permissions = policy
         self._settings = BackendSettings(model=model, tools=self.tools, sandbox=sandbox, options=self.options,
                                          permissions=policy, on_permission=on_permission,
-                                         permission_timeout=permission_timeout)
+                                         permission_timeout=permission_timeout, mode=mode)
         self._backend_class.check_settings(self._settings)
         check_mode(mode, self.capabilities, self.backend_name)
         self.mode: Mode = mode
@@ -132,17 +138,14 @@ class AutonomousCodingAgent:
 
     # ------------------------------------------------------------------ execution
     async def execute(self, request: CodingRequest | str, **request_fields: Any) -> CodingResult:
-        """Run the request to the end and return its result."""
-        session = self._session(request, request_fields)
-        try:
-            async with contextlib.aclosing(session.run()) as events:
-                async for _ in events:
-                    pass
-        finally:
-            self._finish(session)
-        assert session.result is not None
-        self._raise_if_budget_exceeded(session.result)
-        return session.result
+        """Run the request to the end and return its result (a session of one request)."""
+        result: CodingResult | None = None
+        async with contextlib.aclosing(self._one_request(request, request_fields)) as events:
+            async for event in events:
+                if event.type is CodingEventType.SESSION_END:
+                    result = event.result
+        assert result is not None  # SESSION_END is always last
+        return result
 
     async def stream_execute(self, request: CodingRequest | str,
                              **request_fields: Any) -> AsyncGenerator[CodingEvent, None]:
@@ -151,19 +154,28 @@ class AutonomousCodingAgent:
         Stopping early (break, cancellation) ends the session and its backend when this
         generator is closed; use `contextlib.aclosing` to make that immediate.
         """
-        session = self._session(request, request_fields)
-        try:
-            async with contextlib.aclosing(session.run()) as events:
-                async for event in events:
-                    yield event
-                    if event.type is CodingEventType.SESSION_END and session.result is not None:
-                        self._raise_if_budget_exceeded(session.result)
-                        return
-        finally:
-            self._finish(session)
+        async with contextlib.aclosing(self._one_request(request, request_fields)) as events:
+            async for event in events:
+                yield event
 
-    def open_session(self, cwd: str | os.PathLike[str], **options: Any) -> AgentSession:
-        """agenter 0.1.7's name for `session()`: `async with agent.open_session(cwd) as s:`."""
+    def open_session(self, cwd: str | os.PathLike[str], *, session_budget: Budget | None = None,
+                     resume_session_id: str | None = None, **options: Any) -> AgentSession:
+        """agenter 0.1.7's name for `session()`, in both of its forms: `session = await
+        agent.open_session(cwd, session_budget=...)` (opened; `await session.close()` ends it) and
+        `async with agent.open_session(cwd) as session:`. `session_budget` is session()'s
+        `budget` and `resume_session_id` its `resume` (both deprecated)."""
+        if session_budget is not None:
+            if options.get("budget") is not None:
+                raise ConfigurationError("session_budget= is agenter 0.1.7's name of budget=; pass only budget=",
+                                         parameter="session_budget")
+            deprecated("open_session(session_budget=...)", "agent.session(cwd, budget=...)")
+            options["budget"] = session_budget
+        if resume_session_id is not None:
+            if options.get("resume") is not None:
+                raise ConfigurationError("resume_session_id= is agenter 0.1.7's name of resume=; pass only resume=",
+                                         parameter="resume_session_id")
+            deprecated("open_session(resume_session_id=...)", "agent.session(cwd, resume=...)")
+            options["resume"] = resume_session_id
         return self.session(cwd, **options)
 
     def session(self, cwd: str | os.PathLike[str], *, system_prompt: str | None = None,
@@ -182,11 +194,12 @@ class AutonomousCodingAgent:
 
         if budget is not None and not isinstance(budget, Budget):
             raise ConfigurationError("budget must be a Budget", parameter="budget")
-        template, origin = self._checked(CodingRequest(
+        config = self._config()
+        template, origin = config.check_request(CodingRequest(
             prompt="(session)", cwd=Path(cwd), system_prompt=system_prompt,
             allowed_write_paths=allowed_write_paths, output_type=output_type,
             resume=Path(resume) if isinstance(resume, os.PathLike) else resume), {})
-        return AgentSession(self, template, budget=budget, resumed_from=origin,
+        return AgentSession(config, template, budget=budget, resumed_from=origin,
                             log_dir=Path(log_dir) if log_dir is not None else self.log_dir)
 
     def execute_sync(self, request: CodingRequest | str, **request_fields: Any) -> CodingResult:
@@ -200,115 +213,26 @@ class AutonomousCodingAgent:
             return pool.submit(asyncio.run, coroutine).result()
 
     # ------------------------------------------------------------------ internals
-    def _raise_if_budget_exceeded(self, result: CodingResult) -> None:
-        if self.raise_on_budget_exceeded and result.status is CodingStatus.BUDGET_EXCEEDED:
-            raise BudgetExceededError(result.error or "budget exceeded",
-                                      limit=result.exceeded_limit or "", result=result)
+    def _config(self) -> AgentConfig:
+        """What a session of this agent runs with, as the agent is now (the planner gives a copy
+        of the agent other validators)."""
+        return AgentConfig(backend_class=self._backend_class, backend_name=self.backend_name,
+                           settings=self._settings, model=self.model, validators=self._validators,
+                           budget=self.budget, mode=self.mode,
+                           raise_on_budget_exceeded=self.raise_on_budget_exceeded,
+                           log_dir=self.log_dir, tracer_provider=self.tracer_provider,
+                           write_policy=self._write_policy)
 
-    def _session(self, request: CodingRequest | str, request_fields: dict[str, Any]) -> CodingSession:
-        from agenter.session.loop import CodingSession
-        from agenter.session.telemetry import RunTrace, tracer_for
-        from agenter.session.transcript import TranscriptWriter
+    async def _one_request(self, request: CodingRequest | str,
+                           fields: dict[str, Any]) -> AsyncGenerator[CodingEvent, None]:
+        """The request, checked, run as a session of its own (facade/session.py)."""
+        from agenter.facade.session import one_request
 
-        request, origin = self._checked(request, request_fields)
-        budget = request.budget or self.budget
-        backend = self._backend_class(self._settings)
-        model = self.model or backend.default_model
-        redact = self._redactor()
-        transcript = None
-        if self.log_dir is not None:
-            transcript = TranscriptWriter.create(self.log_dir, backend=self.backend_name, model=model,
-                                                 mode=self.mode, cwd=Path(request.cwd), redact=redact,
-                                                 versions=self._versions(), resumed_from=origin)
-            transcript.request(1, request)
-        trace = None
-        tracer = tracer_for(self.tracer_provider)
-        if tracer is not None:
-            trace = RunTrace(tracer, backend=self.backend_name, model=model,
-                             provider=getattr(backend, "price_provider", None), mode=self.mode,
-                             usage=backend.usage, session_id=lambda: backend.session_id)
-        return CodingSession(backend, request, budget=budget, validators=self._validators,
-                             backend_name=self.backend_name, mode=self.mode, model=model,
-                             redactor=redact, transcript=transcript, trace=trace)
-
-    @staticmethod
-    def _finish(session: CodingSession) -> None:
-        """End the one-shot run's transcript (its last line says how much the run used)."""
-        transcript = session._transcript
-        if transcript is None:
-            return
-        result = session.result
-        usage = Usage()
-        if result is not None:
-            usage = Usage(input_tokens=result.input_tokens, output_tokens=result.output_tokens,
-                          cache_read_tokens=result.cache_read_tokens, cache_write_tokens=result.cache_write_tokens,
-                          cost_usd=result.total_cost_usd)
-        with contextlib.suppress(Exception):
-            transcript.end(requests=1, usage=usage, session_id=result.session_id if result else None)
-
-    def _redactor(self) -> Redactor:
-        return Redactor(extra=self.options.secrets())
-
-    def _versions(self) -> dict[str, str]:
-        """agenter's version and those of the backend's Python packages, for transcripts."""
-        from agenter._version import __version__
-        from agenter.host.requirements import PythonPackage, distribution_version
-
-        versions = {"agenter": __version__}
-        try:
-            requirements = list(self._backend_class.requirements(self._settings))
-        except Exception:  # noqa: BLE001 - versions are informative only
-            requirements = []
-        for requirement in requirements:
-            if isinstance(requirement, PythonPackage):
-                name = requirement.distribution or requirement.module
-                version = distribution_version(name)
-                if version:
-                    versions[name] = version
-        return versions
-
-    def _check_request(self, request: CodingRequest | str, fields: dict[str, Any]) -> CodingRequest:
-        return self._checked(request, fields)[0]
-
-    def _checked(self, request: CodingRequest | str,
-                 fields: dict[str, Any]) -> tuple[CodingRequest, dict[str, Any] | None]:
-        """The request checked, its resume resolved to the agent's session id, and where that
-        id came from (a transcript or the caller)."""
-        if isinstance(request, str):
-            data: dict[str, Any] = {"prompt": request, **fields}
-        elif isinstance(request, CodingRequest):
-            data = {name: getattr(request, name) for name in CodingRequest.model_fields}
-            data.update(fields)
-        else:
-            raise ConfigurationError("request must be a CodingRequest or a prompt string", parameter="request")
-        if "cwd" not in data:
-            raise ConfigurationError("the request needs cwd: the repository the agent works in", parameter="cwd")
-        if isinstance(data.get("budget"), dict):
-            data["budget"] = Budget(**data["budget"])
-        checked = CodingRequest(**data)
-        cwd = Path(checked.cwd)
-        if not cwd.is_dir():
-            raise ConfigurationError(f"cwd {str(cwd)!r} is not a directory", parameter="cwd")
-        if not os.access(cwd, os.W_OK | os.X_OK):
-            raise ConfigurationError(f"cwd {str(cwd)!r} is not writable by this process, so the agent could "
-                                     "not change any file", parameter="cwd")
-        checked = checked.model_copy(update={"cwd": cwd.resolve()})
-        if checked.output_type is not None:
-            if not (isinstance(checked.output_type, type) and issubclass(checked.output_type, BaseModel)):
-                raise ConfigurationError("output_type must be a pydantic model class", parameter="output_type")
-            if not self.capabilities.structured_output:
-                raise ConfigurationError(f"backend {self.backend_name!r} cannot return structured output",
-                                         parameter="output_type")
-        if checked.resume is not None:
-            if not self.capabilities.resume:
-                raise ConfigurationError(f"backend {self.backend_name!r} cannot resume an earlier session",
-                                         parameter="resume")
-            from agenter.session.transcript import resolve_resume
-
-            # A transcript is read now: one that cannot be resumed fails here, not in the run.
-            session_id, origin = resolve_resume(checked.resume, self.backend_name)
-            return checked.model_copy(update={"resume": session_id}), origin
-        return checked, None
+        config = self._config()
+        checked, origin = config.check_request(request, fields)
+        async with contextlib.aclosing(one_request(config, checked, resumed_from=origin)) as events:
+            async for event in events:
+                yield event
 
     def _parse_options(self, options: dict[str, Any]) -> Any:
         model_cls = self._backend_class.options_model
@@ -319,8 +243,13 @@ class AutonomousCodingAgent:
             first = exc.errors()[0]
             name = ".".join(str(p) for p in first["loc"]) or "options"
             if first["type"] == "extra_forbidden":
+                if name in OPTIONS_017:
+                    raise ConfigurationError(
+                        f"unknown option {name!r}: it was agenter 0.1.7's; today {OPTIONS_017[name]}",
+                        parameter=name) from None
                 raise ConfigurationError(
-                    f"unknown option {name!r} for backend {self.backend_name!r}",
+                    f"unknown option {name!r} for backend {self.backend_name!r}"
+                    + suggestion(name, valid, own=_arguments(), owner="AutonomousCodingAgent"),
                     parameter=name, valid=valid or ["(none)"],
                     valid_label=f"options of {self.backend_name}") from None
             message = str(first["msg"]).removeprefix("Value error, ")
@@ -330,3 +259,29 @@ class AutonomousCodingAgent:
 
     def __repr__(self) -> str:
         return f"AutonomousCodingAgent(backend={self.backend_name!r}, model={self.model!r})"
+
+
+#: The environment variable agenter 0.1.7 read for the default backend (still read, deprecated).
+DEFAULT_BACKEND_VARIABLE = "ACA_DEFAULT_BACKEND"
+
+
+def default_backend() -> str:
+    """The backend when none is named: "anthropic-sdk", or ACA_DEFAULT_BACKEND's (agenter 0.1.7's
+    variable, honoured with a DeprecationWarning; a name that is not a backend is an error)."""
+    from agenter.backends import backend_names
+
+    chosen = os.environ.get(DEFAULT_BACKEND_VARIABLE, "").strip()
+    if not chosen:
+        return "anthropic-sdk"
+    deprecated(f"the {DEFAULT_BACKEND_VARIABLE} environment variable",
+               f"AutonomousCodingAgent(backend={chosen!r}) (or `agenter run --backend {chosen}`)")
+    if chosen != "auto" and chosen not in backend_names():
+        raise ConfigurationError(f"{DEFAULT_BACKEND_VARIABLE}={chosen!r} names no backend",
+                                 parameter=DEFAULT_BACKEND_VARIABLE, valid=backend_names())
+    return chosen
+
+
+def _arguments() -> list[str]:
+    """AutonomousCodingAgent's own keyword arguments, for the did-you-mean of a mistyped one."""
+    code = AutonomousCodingAgent.__init__.__code__
+    return list(code.co_varnames[1:code.co_argcount + code.co_kwonlyargcount])

@@ -1,4 +1,4 @@
-"""AgentSession: one agent conversation for many requests.
+"""AgentSession: one agent conversation, connected once, for its requests.
 
     async with agent.session(cwd=repo) as session:
         first = await session.execute("Add a parser")
@@ -11,6 +11,13 @@ backend that keeps its conversation (capabilities.resume) answers each request k
 earlier ones. Each request is a full run (turns, validation, retries, its own budget and result);
 calls are serialized; `budget` bounds the whole session; `cancel()` and `close()` end every
 process the backend started.
+
+A one-shot `agent.execute()` is a session of one request (`one_request` below): the same
+backend, transcript, trace and run are made here, once. What differs is only where the session
+starts and ends: its one run connects the backend after SESSION_START and disconnects it before
+the result is read, so a backend that cannot start is an ERROR (or BUDGET_EXCEEDED) result with
+its events, as every other failure of a run, and nothing the backend started outlives
+SESSION_END. Its span is its run's, and its transcript ends with its run's figures.
 """
 
 from __future__ import annotations
@@ -18,25 +25,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agenter._errors import BudgetExceededError, ConfigurationError
 from agenter._events import CodingEvent, CodingEventType
 from agenter._types import Budget, CodingRequest, CodingResult, Usage
-from agenter.backends.base import BaseBackend, SessionSpec
+from agenter.backends.base import SessionSpec
+from agenter.sandbox.folder_lock import claim_folder
 from agenter.session.budget import TIME, BudgetTracker, Limits
-from agenter.session.loop import CANCEL_GRACE_SECONDS, CodingSession
+from agenter.session.loop import CANCEL_GRACE_SECONDS, CodingRun
+from agenter.session.modes import output_type_for
 from agenter.session.telemetry import RunTrace, SessionTrace, tracer_for
 from agenter.session.transcript import TranscriptWriter
 
 if TYPE_CHECKING:
-    from agenter.facade.agent import AutonomousCodingAgent
+    from agenter.facade._config import AgentConfig
 
-__all__ = ["AgentSession"]
+__all__ = ["AgentSession", "one_request"]
 
 log = logging.getLogger("agenter.session")
+
+#: agenter 0.1.7's PersistentCodingSession names and what replaces them.
+_SESSION_017 = {
+    "modified_files": "session.files (path -> content, None when deleted) for the finished requests",
+    "request_count": "len(session.results)",
+    "closed": "not session.is_open",
+}
 
 #: Request fields fixed when the session opens (the backend was connected with them).
 _FIXED = ("cwd", "system_prompt", "allowed_write_paths", "output_type")
@@ -45,29 +61,37 @@ _FIXED = ("cwd", "system_prompt", "allowed_write_paths", "output_type")
 class AgentSession:
     """One connected backend serving requests one at a time (see the module docstring).
 
-    Made by `AutonomousCodingAgent.session(...)`; use it with `async with`, or call `open()` and
-    `close()` yourself.
+    Made by `AutonomousCodingAgent.session(...)` from the agent's configuration (`config`) and
+    the checked fields it fixes (`template`: cwd, instructions, allowed paths, output type, the
+    resolved resume); use it with `async with`, or call `open()` and `close()` yourself.
     """
 
-    def __init__(self, agent: AutonomousCodingAgent, template: CodingRequest, *, budget: Budget | None,
-                 resumed_from: dict[str, Any] | None, log_dir: str | Path | None):
-        self._agent = agent
+    def __init__(self, config: AgentConfig, template: CodingRequest, *, budget: Budget | None = None,
+                 resumed_from: dict[str, Any] | None = None, log_dir: str | Path | None = None):
+        self._config = config
         self._template = template
         self.budget = budget
         self._resumed_from = resumed_from
         self._log_dir = log_dir
+        self._single = False  # a session of one request (one_request): its run connects
         self._state = "new"
-        self._backend: BaseBackend[Any] | None = None
+        self._cancelled = False
+        self._backend: Any = None
+        self._spec: SessionSpec | None = None
         self._lock = asyncio.Lock()
-        self._current: CodingSession | None = None
+        self._current: CodingRun | None = None
         self._runner: asyncio.Task[Any] | None = None
         self._tracker: BudgetTracker | None = None
         self._transcript: TranscriptWriter | None = None
+        self._tracer: Any = None
         self._trace: SessionTrace | None = None
-        self._redact = agent._redactor()
+        self._redact = config.redactor()
         self._iterations = 0
         self._files: dict[str, str | None] = {}
         self.results: list[CodingResult] = []
+        self._budget = config.budget  # the budget of the request running (or last run)
+        self._budgets: dict[int, Budget] = {}  # id(result) -> the budget it was held to
+        self._folder = claim_folder(template.cwd, config.mode)  # held from open to close
 
     # ------------------------------------------------------------------ state
     @property
@@ -78,7 +102,7 @@ class AgentSession:
     def keeps_conversation(self) -> bool:
         """True when each request continues the same agent conversation (the backend's resume
         capability); otherwise every request starts afresh on the same connected backend."""
-        return self._agent.capabilities.resume
+        return self._config.capabilities.resume
 
     @property
     def is_open(self) -> bool:
@@ -118,6 +142,18 @@ class AgentSession:
         await self.open()
         return self
 
+    def __await__(self) -> Generator[Any, None, AgentSession]:
+        """`session = await agent.open_session(cwd)` (agenter 0.1.7's form): the session, opened;
+        end it with `await session.close()`."""
+        return self.__aenter__().__await__()
+
+    if not TYPE_CHECKING:
+        def __getattr__(self, name: str) -> Any:
+            if name in _SESSION_017:
+                raise AttributeError(f"AgentSession.{name} is agenter 0.1.7's: use {_SESSION_017[name]}",
+                                     name=name, obj=self)
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self)
+
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.close()
 
@@ -126,34 +162,40 @@ class AgentSession:
         if self._state != "new":
             raise ConfigurationError("a session is opened once; make a new one with agent.session(...)",
                                      parameter="session")
+        self._folder.acquire()  # FolderBusyError while another run works in cwd
         self._state = "opening"
-        agent = self._agent
+        config = self._config
         if self.budget is not None:
             self._tracker = BudgetTracker(self.budget)
-        backend = self._backend = agent._backend_class(agent._settings)
-        model = agent.model or backend.default_model
-        tracer = tracer_for(agent.tracer_provider)
-        if tracer is not None:
-            self._trace = SessionTrace(tracer, backend=agent.backend_name, model=model,
-                                       provider=getattr(backend, "price_provider", None), mode=agent.mode)
+        backend = self._backend = config.new_backend()
+        model = config.model or backend.default_model
+        self._tracer = tracer_for(config.tracer_provider)
+        if self._tracer is not None and not self._single:  # a one-request session's span is its run's
+            self._trace = SessionTrace(self._tracer, backend=config.backend_name, model=model,
+                                       provider=backend.price_provider, mode=config.mode)
         if self._log_dir is not None:
             self._transcript = TranscriptWriter.create(
-                self._log_dir, backend=agent.backend_name, model=model, mode=agent.mode, cwd=self.cwd,
-                redact=self._redact, versions=agent._versions(), resumed_from=self._resumed_from)
+                self._log_dir, backend=config.backend_name, model=model, mode=config.mode, cwd=self.cwd,
+                redact=self._redact, versions=config.versions(), resumed_from=self._resumed_from)
         template = self._template
-        spec = SessionSpec(cwd=self.cwd, allowed_write_paths=template.allowed_write_paths,
-                           system_prompt=template.system_prompt, output_type=template.output_type,
-                           resume_session_id=str(template.resume) if template.resume else None, mode=agent.mode)
-        limit = (self.budget or agent.budget).max_time_seconds
+        self._spec = SessionSpec(cwd=self.cwd, allowed_write_paths=template.allowed_write_paths,
+                                 system_prompt=template.system_prompt,
+                                 output_type=output_type_for(config.mode, template.output_type),
+                                 resume_session_id=str(template.resume) if template.resume else None,
+                                 mode=config.mode)
+        if self._single:
+            self._state = "open"  # its run connects the backend (see the module docstring)
+            return
+        limit = (self.budget or config.budget).max_time_seconds
         current = self._trace.current() if self._trace is not None else contextlib.nullcontext()
         try:
             with current:
-                await asyncio.wait_for(backend.connect(spec), limit)
+                await asyncio.wait_for(self._connect(), limit)
         except BaseException as exc:
             await self._shutdown(error=f"the backend did not start: {type(exc).__name__}: {exc}")
             if isinstance(exc, TimeoutError):
                 raise BudgetExceededError(
-                    f"time budget exceeded: the {agent.backend_name} backend did not start within {limit:g} s",
+                    f"time budget exceeded: the {config.backend_name} backend did not start within {limit:g} s",
                     limit=TIME) from None
             raise
         self._state = "open"
@@ -161,7 +203,9 @@ class AgentSession:
             self._transcript.agent_session(self.session_id)
 
     async def cancel(self, reason: str = "session cancelled by the caller") -> None:
-        """Stop the request in flight (it ends with ERROR and `reason`) and close the session."""
+        """Stop the request in flight (it ends with ERROR and `reason`) and close the session
+        (agenter 0.1.7's cancel() kept the session open: open another one to go on)."""
+        self._cancelled = True
         await self.close(reason=reason)
 
     async def close(self, *, reason: str = "session closed") -> None:
@@ -182,6 +226,15 @@ class AgentSession:
         if opened or self._backend is not None:
             await self._shutdown()
 
+    async def _connect(self) -> None:
+        """Connect the backend with what the session fixes (the caller bounds the time)."""
+        assert self._backend is not None and self._spec is not None
+        await self._backend.connect(self._spec)
+
+    async def _disconnect(self) -> None:
+        if self._backend is not None:
+            await self._backend.disconnect()
+
     async def _wait_idle(self) -> None:
         async with self._lock:
             pass
@@ -191,8 +244,11 @@ class AgentSession:
         if backend is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(backend.disconnect(), CANCEL_GRACE_SECONDS * 2)
+        self._folder.release()
         self._state = "closed"
         usage = self.usage
+        if self._single and self.results:
+            usage = _usage_of(self.results[0])  # its run's figures, rounded as the result's are
         if self._transcript is not None:
             with contextlib.suppress(Exception):
                 self._transcript.end(requests=len(self.results), usage=usage, session_id=self.session_id)
@@ -209,7 +265,7 @@ class AgentSession:
             async for _ in events:
                 pass
         result = finished[0]
-        self._agent._raise_if_budget_exceeded(result)
+        self._raise_if_budget_exceeded(result)
         return result
 
     async def stream_execute(self, request: CodingRequest | str,
@@ -222,15 +278,23 @@ class AgentSession:
             async for event in events:
                 yield event
                 if event.type is CodingEventType.SESSION_END and finished:
-                    self._agent._raise_if_budget_exceeded(finished[0])
+                    self._raise_if_budget_exceeded(finished[0])
                     return
 
     async def _stream(self, request: CodingRequest | str, fields: dict[str, Any],
                       finished: list[CodingResult]) -> AsyncGenerator[CodingEvent, None]:
         checked = self._check(request, fields)
+        async with contextlib.aclosing(self._serve(checked, finished)) as events:
+            async for event in events:
+                yield event
+
+    async def _serve(self, checked: CodingRequest,
+                     finished: list[CodingResult]) -> AsyncGenerator[CodingEvent, None]:
+        """Run a checked request when the session is free; its result goes to `finished`."""
         async with self._lock:
             self._require_open()
             run = self._run(checked)
+            self._budget = checked.budget or self._config.budget
             self._current, self._runner = run, asyncio.current_task()
             try:
                 async with contextlib.aclosing(run.run()) as events:
@@ -245,11 +309,27 @@ class AgentSession:
                     finished.append(run.result)
                 self._current = self._runner = None
 
+    def _raise_if_budget_exceeded(self, result: CodingResult) -> None:
+        """The agent's raise_on_budget_exceeded, with the budget the result was held to: the
+        session's (and its running totals) when the session's limit stopped it."""
+        request_budget = self._budgets.get(id(result))
+        if self.budget is not None and (result.error or "").startswith("session "):
+            usage = self.usage
+            totals = CodingResult(status=result.status, total_tokens=usage.total_tokens,
+                                  total_cost_usd=usage.cost_usd, iterations=self._iterations,
+                                  duration_seconds=self._tracker.elapsed() if self._tracker else 0.0)
+            self._config.raise_if_budget_exceeded(result, self.budget, totals)
+        self._config.raise_if_budget_exceeded(result, request_budget)
+
     def _require_open(self) -> None:
         if self._state == "new":
             raise ConfigurationError("the session is not open: use `async with agent.session(...)` or "
                                      "`await session.open()`", parameter="session")
         if self._state != "open":
+            if self._cancelled:
+                raise ConfigurationError(
+                    "the session is closed: cancel() closed it (agenter 0.1.7's cancel() kept the session "
+                    "open); open another with agent.session(...)", parameter="session")
             raise ConfigurationError("the session is closed", parameter="session")
 
     def _check(self, request: CodingRequest | str, fields: dict[str, Any]) -> CodingRequest:
@@ -269,7 +349,7 @@ class AgentSession:
             raise ConfigurationError("resume is given when the session opens (agent.session(resume=...)), "
                                      "not per request", parameter="resume")
         fixed = {name: getattr(template, name) for name in _FIXED}
-        return self._agent._check_request(request, {**fields, **fixed, "resume": None})
+        return self._config.check_request(request, {**fields, **fixed, "resume": None})[0]
 
     def _same(self, name: str, value: Any) -> bool:
         expected = getattr(self._template, name)
@@ -277,35 +357,67 @@ class AgentSession:
             return Path(value).expanduser().resolve() == Path(expected)
         return bool(value == expected)
 
-    def _run(self, request: CodingRequest) -> CodingSession:
-        agent = self._agent
+    def _run(self, request: CodingRequest) -> CodingRun:
+        config = self._config
         backend = self._backend
         assert backend is not None
         index = len(self.results) + 1
-        budget = request.budget or agent.budget
+        budget = request.budget or config.budget
         session_iterations = None
         if self.budget is not None and "max_iterations" in self.budget.model_fields_set:
             session_iterations = self._iterations
         limits = Limits(budget, base=backend.usage(), session=self._tracker, session_iterations=session_iterations)
-        model = agent.model or backend.default_model
+        model = config.model or backend.default_model
         trace = None
-        if self._trace is not None:
-            trace = RunTrace(self._trace.tracer, backend=agent.backend_name, model=model,
-                             provider=getattr(backend, "price_provider", None), mode=agent.mode,
+        if self._tracer is not None:
+            trace = RunTrace(self._tracer, backend=config.backend_name, model=model,
+                             provider=backend.price_provider, mode=config.mode,
                              usage=backend.usage, session_id=lambda: self.session_id, parent=self._trace,
                              request_index=index)
         if self._transcript is not None:
             self._transcript.request(index, request)
-        return CodingSession(backend, request, budget=budget, validators=agent._validators,
-                             backend_name=agent.backend_name, mode=agent.mode, model=model,
-                             connected=True, limits=limits, transcript=self._transcript, trace=trace,
-                             request_index=index, redactor=self._redact)
+        return CodingRun(backend, request, budget=budget, validators=config.validators,
+                         backend_name=config.backend_name, mode=config.mode, model=model,
+                         limits=limits, transcript=self._transcript, trace=trace, redactor=self._redact,
+                         # A one-request session: no request number (as ever), and its run
+                         # connects and disconnects the backend (see the module docstring).
+                         request_index=None if self._single else index,
+                         connect=self._connect if self._single else None,
+                         disconnect=self._disconnect if self._single else None,
+                         write_policy=config.write_policy, on_permission=config.settings.on_permission,
+                         permission_timeout=config.settings.permission_timeout)
 
     def _finished(self, result: CodingResult) -> None:
+        self._budgets[id(result)] = self._budget
         self.results.append(result)
         self._files.update(result.files)
         self._iterations += result.iterations
 
     def __repr__(self) -> str:
-        return (f"AgentSession(backend={self._agent.backend_name!r}, cwd={str(self.cwd)!r}, "
+        return (f"AgentSession(backend={self._config.backend_name!r}, cwd={str(self.cwd)!r}, "
                 f"state={self._state!r}, requests={len(self.results)})")
+
+
+async def one_request(config: AgentConfig, request: CodingRequest, *,
+                      resumed_from: dict[str, Any] | None) -> AsyncGenerator[CodingEvent, None]:
+    """The events of `request` run as a session of its own: opened, run, closed (what
+    `execute()` and `stream_execute()` do). `request` is checked (`AgentConfig.check_request`);
+    its budget bounds the start of the backend too. SESSION_END is last and carries the result;
+    a BUDGET_EXCEEDED result raises there when the agent was built to raise."""
+    session = AgentSession(config, request, resumed_from=resumed_from, log_dir=config.log_dir)
+    session._single = True
+    finished: list[CodingResult] = []
+    async with session:
+        async with contextlib.aclosing(session._serve(request, finished)) as events:
+            async for event in events:
+                yield event
+                if event.type is CodingEventType.SESSION_END and finished:
+                    break
+    if finished:
+        config.raise_if_budget_exceeded(finished[0], request.budget or config.budget)
+
+
+def _usage_of(result: CodingResult) -> Usage:
+    return Usage(input_tokens=result.input_tokens, output_tokens=result.output_tokens,
+                 cache_read_tokens=result.cache_read_tokens, cache_write_tokens=result.cache_write_tokens,
+                 cost_usd=result.total_cost_usd)

@@ -13,10 +13,11 @@ import shutil
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from agenter._errors import RequirementError
 
-__all__ = ["Program", "PythonPackage", "PythonVersion", "Requirement", "check_requirements",
+__all__ = ["MODEL_PROVIDER_KEYS", "Credentials", "Program", "PythonPackage", "PythonVersion", "Requirement", "check_requirements",
            "distribution_version", "find_program", "missing_requirements"]
 
 
@@ -116,3 +117,42 @@ def check_requirements(requirements: Iterable[Requirement], *, backend: str,
         lines = "\n".join(f"  - {m}" for m in missing)
         raise RequirementError(f"the {backend} backend cannot run here; it needs:\n{lines}",
                                backend=backend, missing=missing)
+
+
+#: The variables LiteLLM-style programs (aider, opencode, litellm) read a provider's key from.
+MODEL_PROVIDER_KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENROUTER_API_KEY",
+                       "DEEPSEEK_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY", "XAI_API_KEY", "AZURE_API_KEY",
+                       "AWS_ACCESS_KEY_ID", "AWS_PROFILE")
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """Where a backend's credentials may be: any variable set, or any file existing (paths
+    start with ~ or $VARIABLE; a variable that is unset skips its path). Looked for by name
+    only: values are never read or printed."""
+
+    env: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+
+    def source(self, environ: Mapping[str, str] | None = None) -> str | None:
+        """The first variable or file found (its name, never its value), or None."""
+        environ = dict(os.environ if environ is None else environ)
+        for name in self.env:
+            if environ.get(name):
+                return name
+        for pattern in self.files:
+            path = _expand(pattern, environ)
+            if path is not None and path.is_file():
+                return pattern
+        return None
+
+
+def _expand(pattern: str, environ: Mapping[str, str]) -> Path | None:
+    if pattern.startswith("$"):
+        variable, _, rest = pattern[1:].partition("/")
+        base = environ.get(variable)
+        return Path(base, rest) if base else None
+    if pattern.startswith("~/"):
+        home = environ.get("HOME")
+        return Path(home, pattern[2:]) if home else Path(pattern).expanduser()
+    return Path(pattern)

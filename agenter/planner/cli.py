@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from agenter._cliargs import budget_fields, pair_problems, parse_options, positive_problems
+from agenter._cliargs import budget_fields, pair_problems, parse_options, positive_problems, read_text_input
 
 EXIT_OK = 0
 EXIT_NOT_COMPLETED = 1
@@ -87,9 +88,53 @@ def _usage_problems(args: argparse.Namespace) -> list[str]:
     problems = ["the prompt is empty"] if not args.prompt.strip() else []
     problems += positive_problems(args, at_least_one=("parallel", "max_depth"))
     problems += pair_problems("--option", args.option) + pair_problems("--planner-option", args.planner_option)
-    if args.plan_file is not None and not Path(args.plan_file).is_file():
-        problems.append(f"--plan: no such file {args.plan_file!r}")
+    args.loaded_plan = None
+    if args.plan_file is not None:
+        if Path(args.plan_file).is_file():
+            args.loaded_plan, found = _read_plan(args.plan_file)
+            problems += found
+        else:
+            problems.append(f"--plan: no such file {args.plan_file!r}")
     return problems
+
+
+def _read_plan(path: str) -> tuple[Any, list[str]]:
+    """The plan in a --plan file, or the problems that keep it from being one (one line each)."""
+    from pydantic import ValidationError
+
+    from agenter import ConfigurationError
+    from agenter.planner import Plan
+
+    where = f"--plan {path!r}"
+    try:
+        text = read_text_input(path, "the plan file", parameter="plan")
+    except ConfigurationError as exc:
+        return None, [str(exc)]
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, [f"{where}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); a plan is what "
+                      "`agenter plan ... --plan-only` prints"]
+    if not isinstance(data, dict):
+        return None, [f"{where}: a plan is a JSON object, not a {type(data).__name__}"]
+    try:
+        return Plan.model_validate(data), []
+    except ValidationError as exc:
+        return None, [f"{where}: {line}" for line in _validation_lines(exc)]
+
+
+def _validation_lines(exc: Any) -> list[str]:
+    """A pydantic ValidationError as one line per problem: the field, then what is wrong (no URL,
+    no input dump)."""
+    lines = []
+    for error in exc.errors(include_url=False, include_input=False):
+        field = ".".join(str(part) for part in error["loc"])
+        message = str(error["msg"]).removeprefix("Value error, ")
+        if error["type"] == "missing":
+            lines.append(f"field {field!r} is missing")
+        else:
+            lines.append(f"field {field!r}: {message}" if field else message)
+    return lines
 
 
 def _build(args: argparse.Namespace) -> Any:
@@ -129,12 +174,11 @@ async def _run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from agenter import ConfigurationError
-    from agenter.planner import Plan, PlanEventType
+    from agenter.planner import PlanEventType
 
     try:
         runner = _build(args)
-        plan = Plan.model_validate_json(Path(args.plan_file).read_text()) if args.plan_file else None
-        events = runner.stream_execute(args.prompt, args.cwd, plan=plan, plan_only=args.plan_only,
+        events = runner.stream_execute(args.prompt, args.cwd, plan=args.loaded_plan, plan_only=args.plan_only,
                                        allowed_write_paths=args.allow_write)
         result = None
         async for event in events:
@@ -145,8 +189,12 @@ async def _run(args: argparse.Namespace) -> int:
                 _show(event)
             if event.type is PlanEventType.RUN_END:
                 result = event.result
-    except (ConfigurationError, ValidationError) as exc:
+    except ConfigurationError as exc:
         print(f"agenter: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValidationError as exc:
+        for line in _validation_lines(exc):
+            print(f"agenter: {line}", file=sys.stderr)
         return EXIT_USAGE
     if result is None:
         return EXIT_NOT_COMPLETED

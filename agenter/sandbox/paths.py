@@ -156,7 +156,9 @@ class PathResolver:
 
     cwd: the working directory; resolved once (it may itself be a symlink).
     allowed_write_paths: gitignore-style patterns, matched against the path relative to
-        cwd, that writes must match. None = anywhere in cwd; [] = nowhere.
+        cwd, that writes must match. None = anywhere in cwd; [] = nowhere. A pattern with no
+        slash but a trailing one is anchored at cwd (`*.py`: the top-level Python files, as in
+        agenter 0.1.7; `**/*.py` for any depth); a `!` exclusion applies at any depth.
     sandbox: False disables confinement (paths still resolve relative to cwd, NUL bytes
         are still refused, and allowed_write_paths still applies when given).
     """
@@ -257,7 +259,15 @@ class PathResolver:
     # ------------------------------------------------------------------ internals
 
     def _normalize_pattern(self, pattern: str) -> str:
-        """Let users write "./src/" or an absolute path under cwd; gitignore syntax has neither."""
+        """The pattern as GitIgnoreSpec reads it, never matching more than the user wrote.
+
+        "./src/" and an absolute path under cwd mean the anchored "/src/" (gitignore syntax has
+        neither). A pattern without a slash (but a trailing one) is anchored too: gitignore
+        would match `*.py` or `src/` at any depth, where agenter 0.1.7 and a reader of
+        `allowed_write_paths=["*.py"]` mean the top level, and an allow-list must not grow
+        silently (`**/*.py` asks for any depth). An exclusion keeps gitignore's any-depth
+        reading, so anchoring never lets more through.
+        """
         negate = "!" if pattern.startswith("!") else ""
         body = pattern[len(negate):]
         for root in (self._cwd_str, self.given_cwd):
@@ -266,6 +276,8 @@ class PathResolver:
                 return f"{negate}/{body[len(prefix):]}"
         while body.startswith("./"):
             body = "/" + body[2:].lstrip("/")
+        if not negate and "/" not in body.rstrip("/"):
+            body = "/" + body
         return negate + body
 
     @staticmethod

@@ -1,6 +1,6 @@
-"""The runtime layer: the iteration loop and budget enforcement."""
+"""The runtime layer: the per-request loop (CodingRun) and budget enforcement."""
 
 from agenter.session.budget import BudgetTracker
-from agenter.session.loop import CodingSession
+from agenter.session.loop import CodingRun, CodingSession
 
-__all__ = ["BudgetTracker", "CodingSession"]
+__all__ = ["BudgetTracker", "CodingRun", "CodingSession"]

@@ -1,12 +1,14 @@
-"""CodingSession: the loop that turns backend turns into a verified result.
+"""CodingRun: the loop that turns backend turns into a verified result.
 
 Per iteration: check budget → run a backend turn (streamed, with the time, token and cost budgets
 enforced while it runs) → collect modified files → run validators → completed, or retry with the
 errors in the prompt. Knows backends only through the CodingBackend protocol and capabilities.
 
-A CodingSession is one request. Alone it connects the backend and disconnects it at the end; in
-a multi-request session (agenter.facade.session) it gets a connected backend, leaves it
-connected, and counts usage, files and denials from where the request started.
+A CodingRun is one request on a backend its session (agenter.facade.session) owns: it counts
+usage, files, denials and the applied diff from where the request started and leaves the backend
+connected. A session of one request (`execute()`) hands the run its connect and disconnect, so
+that they happen inside the run's events and time budget. `CodingSession` (at the end) is the
+earlier name, kept working: a run that connects its backend itself.
 """
 
 from __future__ import annotations
@@ -17,17 +19,19 @@ import contextvars
 import logging
 import os
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+import warnings
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from agenter._errors import AgenterError
 from agenter._events import CodingEvent, CodingEventType
 from agenter._types import Budget, CodingRequest, CodingResult, CodingStatus, ModifiedFiles, Usage
-from agenter.backends.base import BackendMessage, CodingBackend, Denial, MessageType, SessionSpec
+from agenter.backends.base import BackendMessage, CodingBackend, Denial, MessageType, SessionSpec, TurnReport
 from agenter.host.redact import Redactor, strip_ansi
 from agenter.sandbox.paths import read_text_capped
 from agenter.session.budget import ITERATIONS, TIME, BudgetTracker, Limits
+from agenter.session.modes import PatchMode, output_type_for
 from agenter.session.telemetry import RunTrace
 from agenter.session.transcript import TranscriptWriter, resolve_resume
 from agenter.validators import ValidationResult, ValidatorChain
@@ -209,22 +213,26 @@ class _RunState:
         self.started_turn = False
 
 
-class CodingSession:
-    """One run of one request on one backend. Use `run()` to stream events; `result` holds the
-    CodingResult once SESSION_END has been emitted.
+class CodingRun:
+    """One run of one request on a connected backend. Use `run()` to stream events; `result`
+    holds the CodingResult once SESSION_END has been emitted.
 
-    With `connected=True` the backend is already connected (a multi-request session owns it):
-    the run neither connects nor disconnects it, and counts usage, files, denials and the
-    applied diff from where the request started. `limits` adds the session's budget to the
-    request's; `transcript` and `trace` record the run.
+    `limits` adds the session's budget to the request's; `transcript` and `trace` record the run.
+    `connect` and `disconnect` are the session's own when the session lasts this one run: the
+    backend is connected after SESSION_START, within the run's time and span (a backend that
+    cannot start ends the run with ERROR, or BUDGET_EXCEEDED, and its events), and disconnected
+    before the result is read, so nothing it started outlives SESSION_END.
     """
 
     def __init__(self, backend: CodingBackend, request: CodingRequest, *, budget: Budget,
                  validators: ValidatorChain, backend_name: str, model: str | None = None,
-                 secrets: list[str] | None = None, mode: str = "autonomous", connected: bool = False,
+                 secrets: list[str] | None = None, mode: str = "autonomous",
                  limits: Limits | None = None, transcript: TranscriptWriter | None = None,
                  trace: RunTrace | None = None, request_index: int | None = None,
-                 redactor: Redactor | None = None):
+                 redactor: Redactor | None = None, write_policy: Any = None,
+                 on_permission: Any = None, permission_timeout: float | None = 60.0,
+                 connect: Callable[[], Awaitable[None]] | None = None,
+                 disconnect: Callable[[], Awaitable[None]] | None = None):
         self.backend = backend
         self.request = request
         self.budget = budget
@@ -234,7 +242,8 @@ class CodingSession:
         self.mode = mode
         self.result: CodingResult | None = None
         self.request_index = request_index
-        self._connected = connected
+        self._connect_backend = connect
+        self._disconnect_backend = disconnect
         self._redact = redactor or Redactor(extra=secrets)
         self._changed = ModifiedFiles()
         self._denials: list[Denial] = []
@@ -244,8 +253,19 @@ class CodingSession:
         self._trace = trace
         self._stops: list[asyncio.Queue[Any]] = []
         self._stopped: str | None = None
-        self._earlier_denials = 0
-        self._earlier_diff: Any = None
+        #: What the latest turn did, as the backend reported it (backend.last_turn()).
+        self._report = TurnReport()
+        #: Every member a wrapper backend tried, as of its latest report.
+        self._attempts_seen: tuple[Any, ...] = ()
+        #: Patch mode: agenter applies the model's proposals (None in the other modes).
+        self._patch: PatchMode | None = None
+        self._patch_problem = ""
+        #: Patch mode: what judges agenter's own writes of a proposal. The agent runs read-only
+        #: (the policy's plan mode); the user's policy (None: every safety check, nothing else)
+        #: decides the files agenter writes for it, asking on_permission as the agent's gate would.
+        self._write_policy = write_policy
+        self._on_permission = on_permission
+        self._permission_timeout = permission_timeout
 
     # ------------------------------------------------------------------ control
     def stop(self, reason: str = "cancelled by the caller") -> None:
@@ -294,11 +314,18 @@ class CodingSession:
     async def _run(self) -> AsyncGenerator[CodingEvent, None]:
         if self._given_limits is None:
             self._limits = Limits(self.budget, base=self.backend.usage())
-        if self._connected:
-            with contextlib.suppress(Exception):
-                self._earlier_denials = len(self.backend.denials())
-            self._earlier_diff = getattr(self.backend, "applied_diff", None)
         state = _RunState(self.request.prompt)
+        if self.mode == "patch":
+            # Proposals are confined to the workspace whatever the sandbox setting: their paths
+            # are the repository's.
+            from agenter.permissions import PermissionGate, PermissionPolicy
+
+            gate = PermissionGate(self._write_policy or PermissionPolicy(mode="bypass"), self.request.cwd,
+                                  on_permission=self._on_permission, ask_timeout=self._permission_timeout)
+            self._patch = PatchMode(cwd=self.request.cwd, allowed_write_paths=self.request.allowed_write_paths,
+                                    sandbox=True, permit=gate.decide,
+                                    shows_files=not self.backend.capabilities.filesystem_read)
+            state.prompt = self._patch.task(self.request.prompt)
         outcome: _Outcome | None = None
         start: dict[str, Any] = dict(cwd=str(self.request.cwd), model=self.model, backend=self.backend_name,
                                      max_iterations=self.budget.max_iterations, budget=self.budget.model_dump())
@@ -306,7 +333,7 @@ class CodingSession:
             start["request"] = self.request_index
         yield self._event(CodingEventType.SESSION_START, **start)
         try:
-            if not self._connected:
+            if self._connect_backend is not None:
                 await self._connect()
             while True:
                 self._check_budget_before_iteration(state)
@@ -324,10 +351,10 @@ class CodingSession:
             log.exception("coding session failed")
             outcome = _Outcome(CodingStatus.ERROR, self._describe_error(exc), kind="unknown")
         finally:
-            if not self._connected:
+            if self._disconnect_backend is not None:
                 with contextlib.suppress(Exception, asyncio.CancelledError):
                     # Always disconnect: a backend may have spawned a process before connect() failed.
-                    await asyncio.wait_for(self.backend.disconnect(), CANCEL_GRACE_SECONDS * 2)
+                    await asyncio.wait_for(self._disconnect_backend(), CANCEL_GRACE_SECONDS * 2)
             final = outcome or _Outcome(CodingStatus.ERROR, "session ended unexpectedly")
             files: dict[str, str | None] = {}
             with contextlib.suppress(Exception, asyncio.CancelledError):
@@ -363,6 +390,7 @@ class CodingSession:
                 yield event
         if turn.last_text:
             state.summary = turn.last_text
+        self._report = self._read_report()
         changes = self._collect_changes()
         self._changed = self._changed | changes
         self._collect_denials()
@@ -370,6 +398,17 @@ class CodingSession:
         if ending is not None:
             yield self._iteration_end(iteration, False, changes)
             raise ending
+        if self._patch is not None:
+            applied = ModifiedFiles()
+            async with contextlib.aclosing(self._apply_proposal(state, turn, iteration, applied)) as steps:
+                async for event in steps:
+                    yield event
+            changes = changes | applied
+            if state.validation_errors and not applied:
+                # Not applied: back to the model with what to correct (an iteration, as a failed
+                # validation is), without running the validators on an unchanged workspace.
+                yield self._iteration_end(iteration, False, changes)
+                return
 
         results: list[ValidationResult] = []
         try:
@@ -392,22 +431,50 @@ class CodingSession:
             raise self._completed()
         # Retry with the errors, not the whole transcript; the budget is checked before it is sent.
         state.validation_errors = problems
-        state.prompt = self._retry_prompt(problems)
+        if self._patch is not None:
+            state.prompt = self._patch.retry(problems, applied=True, task=self._task_again())
+        else:
+            state.prompt = self._retry_prompt(problems)
+
+    async def _apply_proposal(self, state: _RunState, turn: _TurnOutcome, iteration: int,
+                              applied: ModifiedFiles) -> AsyncGenerator[CodingEvent, None]:
+        """Patch mode: apply the turn's proposal (its events as the backend's would be); on a
+        problem, the next prompt asks for a corrected proposal."""
+        assert self._patch is not None
+        step = await self._patch.apply(self._report.output)
+        self._collect_denials(step.denials)
+        for message in step.messages:
+            event = self._message_event(message, turn, iteration)
+            if event is not None:
+                yield event
+        applied.written.update(step.written)
+        applied.deleted.update(step.deleted)
+        self._changed = self._changed | applied
+        summary = step.summary.strip()
+        if step.problem is None:
+            # What this proposal did, with its diff (result.diff holds every applied proposal's).
+            applied_text = step.messages[-1].content if step.messages else ""
+            state.summary = (summary + "\n\n" if summary else "") + applied_text + f"\n\n```diff\n{step.diff}```"
+            state.validation_errors = []
+            return
+        self._patch_problem = step.problem
+        state.summary = (summary + "\n\n" if summary else "") + f"The proposal was not applied: {step.problem}"
+        state.validation_errors = [f"[patch] {step.problem}"]
+        state.prompt = self._patch.retry([step.problem], applied=False, task=self._task_again())
+
+    def _task_again(self) -> str | None:
+        """The task, for a backend that starts each turn afresh (None when it remembers)."""
+        return None if self.backend.capabilities.resume else self.request.prompt
 
     # ------------------------------------------------------------------ steps
     async def _connect(self) -> None:
-        """Connect the backend within the time budget (the run's span current, for the agent
+        """The session's connect within the time budget (the run's span current, for the agent
         program's TRACEPARENT)."""
-        resume, _ = resolve_resume(self.request.resume, self.backend_name)
-        spec = SessionSpec(cwd=Path(self.request.cwd),
-                           allowed_write_paths=self.request.allowed_write_paths,
-                           system_prompt=self.request.system_prompt,
-                           output_type=self.request.output_type,
-                           resume_session_id=resume, mode=self.mode)
+        assert self._connect_backend is not None
         current = self._trace.current() if self._trace is not None else contextlib.nullcontext()
         try:
             with current:
-                await asyncio.wait_for(self.backend.connect(spec),
+                await asyncio.wait_for(self._connect_backend(),
                                        _timeout(max(self._limits.remaining_time(), 0.01)))
         except TimeoutError:
             raise _Outcome(CodingStatus.BUDGET_EXCEEDED,
@@ -435,9 +502,9 @@ class CodingSession:
         allowed paths, refusal, a budget crossed mid-turn, a stop."""
         if turn.error is not None:
             return _Outcome(CodingStatus.ERROR, self._describe_error(turn.error), kind=_error_kind(turn.error))
-        if self.mode == "analysis" and changes:
-            return _Outcome(CodingStatus.FAILED, "analysis mode allows no changes, but the agent changed: "
-                            + ", ".join(changes.all))
+        if self.mode in ("analysis", "patch") and changes:
+            return _Outcome(CodingStatus.FAILED, f"{self.mode} mode allows the agent no changes of its own, but "
+                            "it changed: " + ", ".join(changes.all))
         outside = self._outside_allowed_paths(changes)
         if outside:
             # Backends prevent what they can; whatever got through (a shell command, an agent
@@ -445,7 +512,7 @@ class CodingSession:
             return _Outcome(CodingStatus.FAILED, (
                 "the agent changed files outside allowed_write_paths ("
                 f"{', '.join(self.request.allowed_write_paths or []) or 'none'}): " + ", ".join(outside)))
-        state.refusal = self.backend.refusal()
+        state.refusal = self._report.refusal
         if state.refusal is not None:
             return _Outcome(CodingStatus.REFUSED)
         if self._stopped is not None:
@@ -483,7 +550,7 @@ class CodingSession:
     def _verdict(self, results: list[ValidationResult], state: _RunState) -> list[str]:
         """The problems that fail this iteration (empty: it passed)."""
         problems = [f"[{r.validator}] {e}" for r in results if r.blocks for e in (r.errors or ["failed"])]
-        state.output = self.backend.structured_output() if self.request.output_type else None
+        state.output = self._report.output if self.request.output_type else None
         if self.request.output_type is not None and state.output is None:
             problems.append(
                 f"No structured output matching {self.request.output_type.__name__} was "
@@ -502,6 +569,9 @@ class CodingSession:
 
     def _not_passed_reason(self) -> str:
         n = self.budget.max_iterations
+        if self._patch is not None and not self._changed:
+            last = self._patch_problem
+            return f"no proposal could be applied in {n} iteration(s)" + (f"; the last problem: {last}" if last else "")
         if not self._changed and self.request.require_changes:
             if self._denials:
                 refused = ", ".join(sorted({d.target for d in self._denials})[:10])
@@ -513,7 +583,7 @@ class CodingSession:
         return f"validation did not pass within {n} iterations"
 
     def _unfinished_note(self) -> str:
-        unfinished: list[str] = getattr(self.backend, "unfinished_tools", list)()
+        unfinished = self._report.unfinished_tools
         if not unfinished:
             return ""
         return (f"; tool call(s) still running when the run ended, which may change files after it: "
@@ -577,12 +647,19 @@ class CodingSession:
         return self._event(CodingEventType.BACKEND_MESSAGE, iteration=iteration, **data)
 
     # ------------------------------------------------------------------ decisions
-    def _collect_changes(self) -> ModifiedFiles:
+    def _read_report(self) -> TurnReport:
+        """The turn's outcome, read once from the backend (after the turn, also a cancelled one)."""
         try:
-            changes = self.backend.modified_files()
-        except Exception as exc:  # noqa: BLE001
-            log.warning("backend could not report modified files: %s", exc)
-            return ModifiedFiles()
+            report = self.backend.last_turn()
+        except Exception as exc:  # noqa: BLE001 - a backend bug must not hide the run's outcome
+            log.warning("backend could not report its turn: %s", exc)
+            return TurnReport()
+        if report.attempts:
+            self._attempts_seen = report.attempts
+        return report
+
+    def _collect_changes(self) -> ModifiedFiles:
+        changes = self._report.files
         ours = self._own_files()
         return ModifiedFiles(written=set(changes.written) - ours, deleted=set(changes.deleted) - ours)
 
@@ -596,13 +673,10 @@ class CodingSession:
             return set()
         return {Path(os.path.relpath(path, cwd)).as_posix()}
 
-    def _collect_denials(self) -> None:
-        denials = getattr(self.backend, "denials", None)
-        if callable(denials):
-            with contextlib.suppress(Exception):
-                for denial in denials()[self._earlier_denials:]:
-                    if denial not in self._denials:
-                        self._denials.append(denial)
+    def _collect_denials(self, denials: Any = None) -> None:
+        for denial in self._report.denials if denials is None else denials:
+            if denial not in self._denials:
+                self._denials.append(denial)
 
     def _outside_allowed_paths(self, changes: ModifiedFiles) -> list[str]:
         if self.request.allowed_write_paths is None or not changes:
@@ -667,9 +741,7 @@ class CodingSession:
         session_id = None
         with contextlib.suppress(Exception):
             session_id = self.backend.session_id
-        diff = getattr(self.backend, "applied_diff", None) or None
-        if self._connected and diff is not None and diff == self._earlier_diff:
-            diff = None  # an earlier request's
+        diff = (self._patch.diff or None) if self._patch is not None else None
         summary = state.summary or self._default_summary(outcome.status, state)
         refusal = state.refusal
         return CodingResult(
@@ -687,11 +759,8 @@ class CodingSession:
 
     def _attempts(self) -> list[dict[str, Any]]:
         """Every backend a fallback chain tried (empty for a single backend)."""
-        attempts = getattr(self.backend, "attempts", None)
-        if not callable(attempts):
-            return []
         try:
-            return [a.as_dict() if hasattr(a, "as_dict") else dict(a) for a in attempts()]
+            return [a.as_dict() if hasattr(a, "as_dict") else dict(a) for a in self._attempts_seen]
         except Exception:  # noqa: BLE001 - bookkeeping must never fail a result
             return []
 
@@ -716,7 +785,7 @@ class CodingSession:
             return self._event(CodingEventType.COMPLETED, status=result.status.value,
                                exceeded_limit=result.exceeded_limit, **common)
         if result.status is CodingStatus.REFUSED:
-            refusal = self.backend.refusal()
+            refusal = self._report.refusal
             return self._event(CodingEventType.REFUSED, reason=result.refusal_reason,
                                category=refusal.category if refusal else None, **common)
         return self._event(CodingEventType.FAILED, status=result.status.value, error=result.error,
@@ -737,3 +806,27 @@ class CodingSession:
         redacted = self._redact.data(data)
         assert isinstance(redacted, dict)
         return CodingEvent(type=event_type, data=redacted, timestamp=time.time())
+
+
+class CodingSession(CodingRun):
+    """CodingRun's earlier name, kept working with a DeprecationWarning: a run that connects
+    `backend` with the request's fields itself and disconnects it at the end, as it did. New
+    code uses `agent.execute()`, `agent.session()`, or a CodingRun on a connected backend."""
+
+    def __init__(self, backend: CodingBackend, request: CodingRequest, **options: Any):
+        warnings.warn("agenter.CodingSession is now CodingRun, which runs on a backend its session "
+                      "connected; use agent.execute(), agent.session() or CodingRun",
+                      DeprecationWarning, stacklevel=2)
+
+        async def connect() -> None:
+            resume, _ = resolve_resume(request.resume, options["backend_name"])
+            await backend.connect(SessionSpec(
+                cwd=Path(request.cwd), allowed_write_paths=request.allowed_write_paths,
+                system_prompt=request.system_prompt,
+                output_type=output_type_for(options.get("mode", "autonomous"), request.output_type),
+                resume_session_id=resume, mode=options.get("mode", "autonomous")))
+
+        if not options.pop("connected", False):  # connected=True: the caller connected it
+            options.setdefault("connect", connect)
+            options.setdefault("disconnect", backend.disconnect)
+        super().__init__(backend, request, **options)

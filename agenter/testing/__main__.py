@@ -92,9 +92,9 @@ def _item(value: Any) -> ScriptItem:
         return reply(*(_part(part) for part in parts), stop_reason=value.get("stop_reason"),
                      usage=value.get("usage"), delay=float(value.get("delay", 0)))
     if "http_error" in value:
-        _keys(value, "http_error", {"message", "error_type", "headers", "delay"})
+        _keys(value, "http_error", {"message", "error_type", "headers", "delay", "body"})
         return http_error(int(value["http_error"]), value.get("message"), error_type=value.get("error_type"),
-                          headers=value.get("headers"), delay=float(value.get("delay", 0)))
+                          headers=value.get("headers"), delay=float(value.get("delay", 0)), body=value.get("body"))
     if "hang" in value:
         _keys(value, "hang", set())
         seconds = value["hang"]

@@ -166,7 +166,7 @@ async def check_tool_writes_are_reported(harness: BackendHarness, tmp_path: Path
     await backend.connect(_spec_for(harness, tmp_path))
     try:
         await _run_turn(backend, f"Write {WRITE_PATH}.")
-        changed = backend.modified_files()
+        changed = backend.last_turn().files
     finally:
         await backend.disconnect()
     assert (tmp_path / WRITE_PATH).read_text() == WRITE_CONTENT
@@ -179,7 +179,7 @@ async def check_shell_changes_are_reported(harness: BackendHarness, tmp_path: Pa
     await backend.connect(_spec_for(harness, tmp_path))
     try:
         await _run_turn(backend, f"Run: {SHELL_COMMAND}")
-        changed = backend.modified_files()
+        changed = backend.last_turn().files
     finally:
         await backend.disconnect()
     assert (tmp_path / SHELL_CREATED).exists() and not (tmp_path / SHELL_DELETED).exists()
@@ -200,7 +200,7 @@ async def check_cancelled_turn_leaves_no_process(harness: BackendHarness, tmp_pa
         with contextlib.suppress(asyncio.CancelledError, BackendError):
             await asyncio.wait_for(task, CANCEL_SECONDS)
         assert time.monotonic() - started < CANCEL_SECONDS
-        assert isinstance(backend.modified_files().written, set)
+        assert isinstance(backend.last_turn().files.written, set)
     finally:
         await backend.disconnect()
     await _assert_no_processes(tmp_path)
@@ -227,7 +227,7 @@ async def check_refusal(harness: BackendHarness, tmp_path: Path) -> None:
     await backend.connect(_spec_for(harness, tmp_path))
     try:
         await _run_turn(backend, "Do something you must refuse.")
-        refusal = backend.refusal()
+        refusal = backend.last_turn().refusal
     finally:
         await backend.disconnect()
     assert refusal is not None and REFUSAL_REASON in refusal.reason, f"refusal() = {refusal}"
@@ -240,7 +240,7 @@ async def check_structured_output(harness: BackendHarness, tmp_path: Path) -> No
     await backend.connect(_spec_for(harness, tmp_path, output_type=ConformanceOutput))
     try:
         await _run_turn(backend, "Answer with the number 42.")
-        output = backend.structured_output()
+        output = backend.last_turn().output
     finally:
         await backend.disconnect()
     assert output == ConformanceOutput(**OUTPUT_VALUE), f"structured_output() = {output!r}"

@@ -8,6 +8,7 @@ compare and print.
 
 from __future__ import annotations
 
+import json
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,6 +105,8 @@ class HttpError:
     error_type: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
     delay: float = 0.0
+    #: The JSON body sent as it is, instead of the wire's error shape (a provider's exact answer).
+    body: Any = field(default=None, hash=False)
 
 
 @dataclass(frozen=True)
@@ -181,15 +184,23 @@ def http_error(
     error_type: str | None = None,
     headers: dict[str, str] | None = None,
     delay: float = 0.0,
+    body: Any = None,
 ) -> HttpError:
     """An HTTP error (429, 500, 529, 401, ...) in the error JSON shape of the request's wire.
 
     ``error_type`` defaults to the wire's usual type for the status (Anthropic:
     ``overloaded_error`` for 529, ``rate_limit_error`` for 429, ...). ``headers`` default to
-    ``retry-after: 0`` and ``retry-after-ms: 1`` so SDK retries happen at once.
+    ``retry-after: 0`` and ``retry-after-ms: 1`` so SDK retries happen at once. ``body``, when
+    given, is the JSON sent as it is instead of the wire's shape (``message`` and ``error_type``
+    then only name the item in logs), e.g. OpenAI's exact answer when the quota runs out:
+    ``{"error": {"message": "You exceeded your current quota, ...", "type": "insufficient_quota",
+    "param": None, "code": "insufficient_quota"}}``.
     """
     chosen = _RETRY_NOW if headers is None else tuple((str(k), str(v)) for k, v in headers.items())
-    return HttpError(int(status), message or f"scripted HTTP {status} error", error_type, chosen, float(delay))
+    if body is not None:
+        json.dumps(body)  # fails now, not when the server answers, for a body that is not JSON
+    return HttpError(int(status), message or f"scripted HTTP {status} error", error_type, chosen, float(delay),
+                     body)
 
 
 def disconnect(after_events: int = 2, reply: Reply | None = None, *, delay: float = 0.0) -> Disconnect:

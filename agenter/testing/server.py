@@ -433,6 +433,8 @@ class ScriptedModelServer:
         self._wait(item.delay)
         if isinstance(item, HttpError):
             headers_out, error_body = wire.render_error(item)
+            if item.body is not None:  # the provider's exact answer, as scripted
+                error_body = item.body
             record.status = item.status
             http.send_json(item.status, error_body, headers_out)
             return

@@ -20,7 +20,7 @@ class ValidationResult(BaseModel):
     has verified nothing, and must not call that a success.
     """
 
-    validator: str
+    validator: str = Field("", description="The validator's name; the chain fills it in when empty.")
     passed: bool
     errors: list[str] = Field(default_factory=list)
     blocking: bool = True
@@ -125,6 +125,8 @@ class ValidatorChain:
                     validator=name, passed=False, blocking=blocking,
                     errors=[f"validator {name!r} returned {type(result).__name__}, not a ValidationResult"],
                 )
+            elif not result.validator:  # ValidationResult(passed=True), as agenter 0.1.7 wrote it
+                result = result.model_copy(update={"validator": name})
         if result.duration_seconds is None:
             result = result.model_copy(update={"duration_seconds": time.perf_counter() - started})
         return result

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
+from agenter._compat import deprecated
 from agenter._errors import ConfigurationError
 from agenter.host.process import run_process
 from agenter.validators._base import ValidationResult
@@ -22,6 +25,14 @@ def _level(value: str, parameter: str) -> str:
     return level
 
 
+def _renamed(old: str, value: Any, new: str, current: Any, default: Any) -> Any:
+    """agenter 0.1.7's keyword `old` for today's `new` (a DeprecationWarning; both: an error)."""
+    if current != default:
+        raise ConfigurationError(f"{old}= is agenter 0.1.7's name of {new}=; pass only {new}=", parameter=old)
+    deprecated(f"SecurityValidator({old}=...)", f"SecurityValidator({new}=...)")
+    return value
+
+
 def _clean(filename: str) -> str:
     return filename[2:] if filename.startswith("./") else filename
 
@@ -35,18 +46,37 @@ class SecurityValidator:
     the result is a failure that says so: never a silent pass.
 
     python: the interpreter that runs bandit (default: the current one).
+
+    agenter 0.1.7's `min_severity`, `min_confidence`, `is_blocking` and `skip_ids` still work
+    (deprecated): they mean `severity`, `confidence`, `blocking` and `extra_args=["--skip",
+    "B101,..."]`. Without `skip_ids` nothing is skipped (0.1.7 skipped B101 and B311), and the
+    thresholds default to "low" (0.1.7: "MEDIUM"): more findings are reported, none hidden.
     """
 
     def __init__(self, *, severity: str = "low", confidence: str = "low", blocking: bool = False,
                  python: str | None = None, timeout: float = 120.0, name: str = "security",
-                 extra_args: list[str] | None = None):
+                 extra_args: list[str] | None = None, min_severity: str | None = None,
+                 min_confidence: str | None = None, is_blocking: bool | None = None,
+                 skip_ids: Iterable[str] | None = None):
+        if min_severity is not None:
+            severity = _renamed("min_severity", min_severity, "severity", severity, "low")
+        if min_confidence is not None:
+            confidence = _renamed("min_confidence", min_confidence, "confidence", confidence, "low")
+        if is_blocking is not None:
+            blocking = bool(_renamed("is_blocking", is_blocking, "blocking", blocking, False))
+        extra_args = list(extra_args or [])
+        if skip_ids is not None:
+            deprecated("SecurityValidator(skip_ids=...)", 'SecurityValidator(extra_args=["--skip", "B101,B311"])')
+            ids = [str(i) for i in skip_ids]
+            if ids:
+                extra_args += ["--skip", ",".join(ids)]
         self.name = name
         self.blocking = blocking
         self.severity = _level(severity, "severity")
         self.confidence = _level(confidence, "confidence")
         self.python = python or sys.executable
         self.timeout = timeout
-        self.extra_args = list(extra_args or [])
+        self.extra_args = extra_args
 
     def __repr__(self) -> str:
         return (f"SecurityValidator(severity={self.severity!r}, confidence={self.confidence!r}, "

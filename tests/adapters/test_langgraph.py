@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("langgraph")
 
+from langchain_core.runnables import Runnable
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
@@ -162,7 +163,8 @@ async def test_missing_prompt_or_cwd_is_a_configuration_error(tmp_path: Path):
 
 def test_bad_node_configuration_fails_when_the_graph_is_built(tmp_path: Path):
     default = create_coding_node(cwd=tmp_path)  # agenter 0.1.7's documented call: the default backend
-    assert default.agent.backend_name == "anthropic-sdk" and default.ainvoke is default
+    assert default.agent.backend_name == "anthropic-sdk"
+    assert isinstance(default, Runnable) and callable(default)  # a Runnable, and the node function
     with pytest.raises(ConfigurationError, match="unknown option 'colour'"):
         create_coding_node(backend="anthropic-sdk", colour="blue")
     with pytest.raises(ConfigurationError, match="Unknown backend"):

@@ -128,9 +128,10 @@ async def test_tool_cwd_can_come_from_run_deps(scripted_model_server, tmp_path: 
 
 
 def test_configuration_errors(tmp_path: Path):
-    with pytest.raises(ConfigurationError, match="backend") as no_backend:
-        CodingAgent()
-    assert "anthropic-sdk" in str(no_backend.value)
+    assert CodingAgent().backend == "anthropic-sdk"  # the facade's default, as in agenter 0.1.7
+    with pytest.raises(ConfigurationError, match="is a directory, not a backend") as positional_cwd:
+        CodingAgent(str(tmp_path))  # 0.1.7's first argument was cwd
+    assert f"cwd={str(tmp_path)!r}" in str(positional_cwd.value)
     with pytest.raises(ConfigurationError, match="unknown option 'colour'"):
         CodingAgent(backend="anthropic-sdk", colour="blue")
     coder = CodingAgent(backend="anthropic-sdk", api_key=API_KEY)

@@ -26,9 +26,9 @@ from agenter import AutonomousCodingAgent, Budget, CodingEventType, CodingStatus
 from agenter._errors import BackendError, ConfigurationError, RequirementError
 from agenter._types import Usage
 from agenter.backends._prompts import AUTONOMOUS_CONTRACT
-from agenter.backends.acp import ACPBackend, ACPOptions
-from agenter.backends.acp._backend import CONTINUE_PROMPT, asks_for_confirmation
-from agenter.backends.acp._usage import ESTIMATE_NOTE
+from agenter.backends.agents.acp import ACPBackend, ACPOptions
+from agenter.backends.agents.acp._backend import CONTINUE_PROMPT, asks_for_confirmation
+from agenter.backends.agents.acp._usage import ESTIMATE_NOTE
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.testing import conformance, hang, http_error, reply, text, tool_call
 
@@ -208,7 +208,7 @@ def test_confirmation_heuristic() -> None:
 def test_usage_reported_in_the_prompt_response() -> None:
     from acp.schema import PromptResponse
 
-    from agenter.backends.acp._usage import reported_usage
+    from agenter.backends.agents.acp._usage import reported_usage
 
     spec = PromptResponse.model_validate({"stopReason": "end_turn", "usage": {
         "totalTokens": 180, "inputTokens": 100, "outputTokens": 20, "cachedReadTokens": 60}})
@@ -225,7 +225,7 @@ def test_usage_reported_in_the_prompt_response() -> None:
 def test_module_imports_without_acp_package() -> None:
     import subprocess
 
-    code = "import sys, agenter.backends.acp; print('acp' in sys.modules)"
+    code = "import sys, agenter.backends.agents.acp; print('acp' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -1,4 +1,4 @@
-"""The acp backend's event mapping (agenter/backends/acp/_events.py), fed session/update payloads
+"""The acp backend's event mapping (agenter/backends/agents/acp/_events.py), fed session/update payloads
 recorded from the real agents (claude-agent-acp 0.23.1, codex-acp 0.16.0, Gemini CLI 0.61.0,
 OpenCode 1.18.33) running against the scripted model server; the workspace path is shortened to
 /w/repo and long payloads are trimmed to the fields that matter."""
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agenter.backends._edits import text_counts as line_counts
-from agenter.backends.acp._events import UpdateMapper, command_of, exit_code, result_text
+from agenter.backends.agents.acp._events import UpdateMapper, command_of, exit_code, result_text
 from agenter.backends.base import BackendMessage, MessageType
 
 REPO = "/w/repo"

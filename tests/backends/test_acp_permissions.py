@@ -22,7 +22,7 @@ from permission_kit import ASK_TOUCH, FAKE_KEY, diverged_repo, never_answers, re
 
 from agenter import AutonomousCodingAgent, CodingStatus
 from agenter._errors import ConfigurationError
-from agenter.backends.acp import ACPBackend, ACPOptions
+from agenter.backends.agents.acp import ACPBackend, ACPOptions
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.permissions import PermissionAnswer, PermissionPolicy, PermissionRequest
 from agenter.testing import reply, text, tool_call
@@ -336,7 +336,7 @@ def test_a_policy_the_agent_cannot_enforce_fails_at_construction():
 def test_permission_requests_as_gate_calls():
     from acp.schema import ToolCallUpdate
 
-    from agenter.backends.acp._client import permission_call
+    from agenter.backends.agents.acp._client import permission_call
 
     def update(**fields: Any) -> Any:
         return ToolCallUpdate(tool_call_id="t", **fields)

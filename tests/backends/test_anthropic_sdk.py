@@ -16,17 +16,16 @@ from pydantic import BaseModel
 
 from agenter import AutonomousCodingAgent, Budget, CodingStatus
 from agenter._errors import BackendError, ConfigurationError
-from agenter.backends.anthropic_sdk import AnthropicSDKBackend, AnthropicSDKOptions
-from agenter.backends.anthropic_sdk._conversation import (
-    StreamAccumulator,
+from agenter.backends.base import BackendSettings, MessageType, SessionSpec
+from agenter.backends.model_api._harness.conversation import (
     append_user_content,
     close_open_tool_uses,
     invariant_violations,
     tool_result,
-    with_cache_marks,
 )
-from agenter.backends.anthropic_sdk._file_tools import FileToolbox, glob_to_regex
-from agenter.backends.base import BackendSettings, MessageType, SessionSpec
+from agenter.backends.model_api._harness.files import FileToolbox, glob_to_regex
+from agenter.backends.model_api.anthropic_sdk import AnthropicSDKBackend, AnthropicSDKOptions
+from agenter.backends.model_api.anthropic_sdk._events import StreamAccumulator, with_cache_marks
 from agenter.sandbox.paths import PathResolver
 from agenter.testing import conformance, disconnect, hang, http_error, refusal_reply, reply, text, tool_call
 from agenter.tools import tool
@@ -925,7 +924,7 @@ def test_malformed_tool_input_without_cutoff_is_reported():
 def test_retry_delay_honours_the_server_within_the_cap():
     import email.utils
 
-    from agenter.backends.anthropic_sdk._retry import retry_delay
+    from agenter.host.retry import retry_delay
 
     assert retry_delay(0, {"retry-after-ms": "250"}, 60) == 0.25
     assert retry_delay(0, {"retry-after": "3"}, 60) == 3.0
@@ -1011,7 +1010,7 @@ def test_module_import_is_light():
     import subprocess
     import sys
 
-    code = ("import sys, agenter.backends.anthropic_sdk; "
+    code = ("import sys, agenter.backends.model_api.anthropic_sdk; "
             "print('anthropic' in sys.modules, 'genai_prices' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})

@@ -19,16 +19,10 @@ import pytest
 from agenter import AutonomousCodingAgent, CodingStatus
 from agenter._errors import BackendError
 from agenter._events import CodingEventType
-from agenter.backends.anthropic_sdk import AnthropicSDKBackend, AnthropicSDKOptions
-from agenter.backends.anthropic_sdk._backend import (
-    CONTEXT_NUDGE,
-    CUTOFF_NUDGE,
-    SUMMARY_MAX_TOKENS,
-    SUMMARY_SYSTEM,
-)
-from agenter.backends.anthropic_sdk._conversation import (
+from agenter.backends.base import BackendSettings, MessageType, SessionSpec
+from agenter.backends.model_api._harness.compaction import SUMMARY_MAX_TOKENS, SUMMARY_SYSTEM
+from agenter.backends.model_api._harness.conversation import (
     SUMMARY_MARK,
-    StreamAccumulator,
     compact,
     compaction_boundary,
     invariant_violations,
@@ -39,8 +33,9 @@ from agenter.backends.anthropic_sdk._conversation import (
     summarized_part,
     tool_result,
 )
-from agenter.backends.anthropic_sdk._retry import is_context_overflow
-from agenter.backends.base import BackendSettings, MessageType, SessionSpec
+from agenter.backends.model_api._harness.prompts import CONTEXT_NUDGE, CUTOFF_NUDGE
+from agenter.backends.model_api.anthropic_sdk import AnthropicSDKBackend, AnthropicSDKOptions
+from agenter.backends.model_api.anthropic_sdk._events import StreamAccumulator
 from agenter.testing import http_error, reply, text, tool_call
 
 API_KEY = "sk-test-CONTEXT-0123456789abcdef"
@@ -455,12 +450,3 @@ def test_transcript_is_clipped_per_block_and_in_all():
     assert "RESULT of read_file: " in transcript and "more characters]" in transcript
     assert len(transcript) < 5_100 and transcript.startswith("[... the oldest part is left out]")
     assert message_chars(messages) > 500_000
-
-
-def test_context_overflow_wording():
-    assert is_context_overflow(400, "prompt is too long: 210000 tokens > 200000 maximum")
-    assert is_context_overflow(400, "Prompt is too long")
-    assert is_context_overflow(400, "input length and `max_tokens` exceed context limit: 199000 + 21333 > 200000, "
-                                    "decrease input length or `max_tokens` and try again")
-    assert not is_context_overflow(400, "messages.1.content: tool_use ids must be unique")
-    assert not is_context_overflow(500, "prompt is too long")

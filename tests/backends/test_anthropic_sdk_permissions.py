@@ -18,10 +18,11 @@ import pytest
 from agenter import AutonomousCodingAgent
 from agenter import CodingEventType as E
 from agenter._errors import ConfigurationError
-from agenter.backends.anthropic_sdk import AnthropicSDKBackend, AnthropicSDKOptions
-from agenter.backends.anthropic_sdk._shell import ShellSandbox, run_shell, shell_env
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
+from agenter.backends.model_api._harness.shell import ShellSandbox, run_shell, shell_env
+from agenter.backends.model_api.anthropic_sdk import AnthropicSDKBackend, AnthropicSDKOptions
 from agenter.permissions import PermissionAnswer, PermissionPolicy
+from agenter.sandbox.confine import ShellSandboxAvailable
 from agenter.testing import reply, text, tool_call
 from agenter.tools import tool
 from agenter.tools.spec import ToolSpec
@@ -513,7 +514,7 @@ def test_sandbox_command_line():
 
 def test_sandbox_hides_home_credentials(private_home, repo):
     """~/.ssh is empty inside the sandbox, even for a command the gate could not judge."""
-    from agenter.backends.anthropic_sdk._shell import hidden_home_paths
+    from agenter.backends.model_api._harness.shell import hidden_home_paths
     from agenter.permissions import Workspace
 
     workspace = Workspace(repo)
@@ -537,11 +538,12 @@ def test_requirements_and_settings():
         return BackendSettings(model=None, tools=[], sandbox=sandbox, options=AnthropicSDKOptions(**options),
                                permissions=None if permissions is None else PermissionPolicy.coerce(permissions))
 
-    names = [getattr(r, "name", None) for r in AnthropicSDKBackend.requirements(settings(True))]
-    assert "bwrap" in names
-    assert "bwrap" not in [getattr(r, "name", None) for r in AnthropicSDKBackend.requirements(settings(False))]
-    assert "bwrap" not in [getattr(r, "name", None)
-                           for r in AnthropicSDKBackend.requirements(settings(True, anthropic_shell=False))]
+    def shell_sandbox(s: BackendSettings) -> list[Any]:
+        return [r for r in AnthropicSDKBackend.requirements(s) if isinstance(r, ShellSandboxAvailable)]
+
+    assert [r.prefer for r in shell_sandbox(settings(True))] == ["auto"]
+    assert [r.prefer for r in shell_sandbox(settings(True, anthropic_shell_sandbox="bubblewrap"))] == ["bubblewrap"]
+    assert shell_sandbox(settings(False)) == [] and shell_sandbox(settings(True, anthropic_shell=False)) == []
     # Host rules cannot be enforced on a shell without the sandbox.
     with pytest.raises(ConfigurationError, match="need sandbox=True"):
         AnthropicSDKBackend.check_settings(settings(False, ["deny network"]))
@@ -577,7 +579,7 @@ async def test_without_bash_the_model_is_told_there_is_no_shell(scripted_model_s
 
 @agent_test
 async def test_cancelled_parallel_batch_answers_every_call_once(scripted_model_server, repo):
-    from agenter.backends.anthropic_sdk._conversation import invariant_violations
+    from agenter.backends.model_api._harness.conversation import invariant_violations
 
     started: list[int] = []
     everyone = asyncio.Event()

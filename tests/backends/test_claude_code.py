@@ -20,12 +20,13 @@ from pydantic import BaseModel, ValidationError
 from agenter import AutonomousCodingAgent, Budget, CodingStatus
 from agenter._errors import BackendError, ConfigurationError, RequirementError
 from agenter._types import Usage
+from agenter.backends._programs.claude import exit_code, line_changes, result_text, usage_from
+from agenter.backends.agents.claude_code import ClaudeCodeBackend, ClaudeCodeOptions
+from agenter.backends.agents.claude_code._events import TurnTranslator
+from agenter.backends.agents.claude_code._options import DEFAULT_ALLOWED_TOOLS
+from agenter.backends.agents.claude_code._permissions import Permissions
+from agenter.backends.agents.claude_code._setup import mcp_tool_name
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
-from agenter.backends.claude_code import ClaudeCodeBackend, ClaudeCodeOptions
-from agenter.backends.claude_code._events import TurnTranslator, exit_code, line_changes, result_text, usage_from
-from agenter.backends.claude_code._options import DEFAULT_ALLOWED_TOOLS
-from agenter.backends.claude_code._permissions import Permissions
-from agenter.backends.claude_code._setup import mcp_tool_name
 from agenter.host import MARK_ENV, Program, PythonPackage, _pids
 from agenter.sandbox.paths import PathResolver
 from agenter.testing import (
@@ -794,7 +795,7 @@ def test_requirements_follow_the_settings():
 def test_importing_the_backend_does_not_import_the_sdk():
     import subprocess
 
-    code = ("import sys, agenter.backends.claude_code; "
+    code = ("import sys, agenter.backends.agents.claude_code; "
             "print('claude_agent_sdk' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -804,7 +805,7 @@ _LOOP_DURING_CONNECT = """
 import asyncio, sys, time
 from agenter._errors import BackendError
 from agenter.backends.base import BackendSettings, SessionSpec
-from agenter.backends.claude_code import ClaudeCodeBackend, ClaudeCodeOptions
+from agenter.backends.agents.claude_code import ClaudeCodeBackend, ClaudeCodeOptions
 
 async def main():
     gaps = []

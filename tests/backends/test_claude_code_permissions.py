@@ -20,8 +20,8 @@ from permission_kit import ASK_TOUCH, FAKE_KEY, diverged_repo, never_answers, re
 
 from agenter import AutonomousCodingAgent, CodingStatus
 from agenter._errors import ConfigurationError
-from agenter.backends.claude_code import ClaudeCodeBackend
-from agenter.backends.claude_code._permissions import ENFORCED_KINDS, Permissions, tool_call
+from agenter.backends.agents.claude_code import ClaudeCodeBackend
+from agenter.backends.agents.claude_code._permissions import ENFORCED_KINDS, Permissions, tool_call
 from agenter.host import MARK_ENV, _pids
 from agenter.permissions import PermissionAnswer, PermissionPolicy, PermissionRequest
 from agenter.testing import reply, text

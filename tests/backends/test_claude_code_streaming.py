@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from agenter import CodingEventType, CodingStatus
+from agenter.backends._deltas import DeltaBuffer
+from agenter.backends.agents.claude_code._events import TurnTranslator
 from agenter.backends.base import MessageType, SessionSpec
-from agenter.backends.claude_code._events import DeltaBuffer, TurnTranslator
 from agenter.testing import reply, text, thinking, tool_call
 
 from .test_claude_code import (  # noqa: F401  (fixtures)

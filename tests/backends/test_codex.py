@@ -20,14 +20,13 @@ from pydantic import BaseModel
 
 from agenter import AutonomousCodingAgent, Budget, CodingEventType, CodingStatus
 from agenter._errors import BackendError, ConfigurationError, RequirementError
-from agenter.backends._codex_program import direct_program, native_codex_binary
+from agenter.backends._programs.codex import direct_program, native_codex_binary
 from agenter.backends._prompts import strict_schema
-from agenter.backends.base import BackendSettings, MessageType, SessionSpec
-from agenter.backends.codex import CodexBackend, CodexMCPServer, CodexOptions
-from agenter.backends.codex._events import changed_paths, messages, thread_total, turn_failure
-from agenter.backends.codex._permissions import Approvals
-from agenter.backends.codex._rpc import Notification
-from agenter.backends.codex._setup import (
+from agenter.backends.agents.codex import CodexBackend, CodexMCPServer, CodexOptions
+from agenter.backends.agents.codex._events import changed_paths, messages, thread_total, turn_failure
+from agenter.backends.agents.codex._permissions import Approvals
+from agenter.backends.agents.codex._rpc import Notification
+from agenter.backends.agents.codex._setup import (
     codex_config,
     config_overrides,
     merge_dotted,
@@ -35,6 +34,7 @@ from agenter.backends.codex._setup import (
     seed_home,
     template_dir,
 )
+from agenter.backends.base import BackendSettings, MessageType, SessionSpec
 from agenter.testing import conformance, hang, http_error, reply, text, thinking, tool_call
 from agenter.tools import tool
 

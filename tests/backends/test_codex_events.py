@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from agenter.backends.agents.codex._events import ItemStream
 from agenter.backends.base import MessageType
-from agenter.backends.codex._events import ItemStream
 
 THREAD = "01a20539-9749-7f52-b540-d29170772f28"
 TURN = "01a20539-976a-77d0-babf-a94c01dae9d6"

@@ -19,10 +19,10 @@ from permission_kit import ASK_TOUCH, diverged_repo, never_answers, private_home
 
 from agenter import AutonomousCodingAgent, CodingStatus
 from agenter._errors import ConfigurationError
+from agenter.backends.agents.codex import CodexBackend
+from agenter.backends.agents.codex._permissions import ENFORCED_KINDS, GATED_POLICY, Approvals, gated_tool
+from agenter.backends.agents.codex._rpc import Notification
 from agenter.backends.base import ToolReply
-from agenter.backends.codex import CodexBackend
-from agenter.backends.codex._permissions import ENFORCED_KINDS, GATED_POLICY, Approvals, gated_tool
-from agenter.backends.codex._rpc import Notification
 from agenter.permissions import PermissionAnswer, PermissionGate, PermissionRequest, ToolCall
 from agenter.testing import reply, text, tool_call
 from agenter.tools import tool
@@ -333,7 +333,7 @@ def test_sandboxed_default_keeps_codex_policy(tmp_path):
     """sandbox=True without a policy: the thread keeps Codex's own approval policy (it asks only to
     leave the sandbox, and agenter declines), because under the gated policy an approved command
     that asked to escalate would run unsandboxed and Codex's request does not say which one did."""
-    from agenter.backends.codex._permissions import GATED_POLICY, Approvals
+    from agenter.backends.agents.codex._permissions import GATED_POLICY, Approvals
 
     ungated = Approvals(policy="on-request", sandbox=True, cwd=tmp_path, writable_roots=[tmp_path],
                         report=lambda decision: None, permit=None, explain=None)

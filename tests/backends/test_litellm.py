@@ -38,11 +38,10 @@ def make_agent(server: ScriptedModelServer, mode: str = "patch", model: str = "o
     return AutonomousCodingAgent(backend="litellm", model=model, mode=mode, **settings)
 
 
-def proposal(path: str = "a.py", content: str = "x = 1\n", tests: list[str] | None = None) -> Any:
+def proposal(path: str = "a.py", content: str = "x = 1\n") -> Any:
     change = {"path": path, "operation": "create", "new_path": None, "diff": None, "search_replace": None,
               "content": content}
-    return reply(text(json.dumps({"summary": f"Create {path}.", "files": [change], "test_commands": tests or [],
-                                  "risks": []})))
+    return reply(text(json.dumps({"summary": f"Create {path}.", "files": [change]})))
 
 
 class Answer(BaseModel):
@@ -50,7 +49,7 @@ class Answer(BaseModel):
 
 
 def _litellm_backend() -> Any:
-    from agenter.backends.litellm import LiteLLMBackend
+    from agenter.backends.model_api.litellm import LiteLLMBackend
 
     return LiteLLMBackend
 
@@ -166,18 +165,15 @@ class _Harness:
         self.servers: list[ScriptedModelServer] = []
 
     def supports(self, scenario: str) -> bool:
-        return scenario in {"write", "shell", "hang", "refuse", "output", "fail", "usage"}
+        # A completion backend changes no file itself: patch mode's writes are the session's
+        # (tests/test_patch_mode.py proves them end to end).
+        return scenario in {"hang", "refuse", "output", "fail", "usage"}
 
     def make(self, scenario: str, cwd: Path) -> Any:
         options: dict[str, Any] = {"max_retry_wait": 0.0}
         script: list[Any] = []
         default: Any = None
-        if scenario == "write":
-            default = proposal(conformance.WRITE_PATH, conformance.WRITE_CONTENT)
-        elif scenario == "shell":
-            default = proposal("touched.txt", "x\n", tests=[conformance.SHELL_COMMAND])
-            options["allowed_commands"] = ["printf", "rm"]
-        elif scenario == "hang":
+        if scenario == "hang":
             default = hang()
         elif scenario == "refuse":
             default = reply(text(f"REFUSED: {conformance.REFUSAL_REASON}"))
@@ -200,7 +196,7 @@ class _Harness:
 
 
 def _mode_backend(mode: str, server: ScriptedModelServer, options: dict[str, Any]) -> Any:
-    from agenter.backends.litellm import LiteLLMBackend, LiteLLMOptions
+    from agenter.backends.model_api.litellm import LiteLLMBackend, LiteLLMOptions
 
     class ModeBackend(LiteLLMBackend):
         # The suite connects in autonomous mode, which a completion backend refuses.

@@ -17,7 +17,7 @@ from agenter import AutonomousCodingAgent, CodingStatus
 from agenter._errors import BackendError, ConfigurationError
 from agenter.backends import load_backend
 from agenter.backends.base import BackendSettings, SessionSpec
-from agenter.backends.openai_compat import OpenAICompatBackend, OpenAIOptions
+from agenter.backends.model_api.openai_compat import OpenAICompatBackend, OpenAIOptions
 from agenter.testing import ScriptedModelServer, conformance, disconnect, hang, http_error, reply, text, thinking
 
 
@@ -28,11 +28,10 @@ def make_agent(server: ScriptedModelServer, mode: str = "patch", model: str = "s
     return AutonomousCodingAgent(backend="openai", model=model, mode=mode, **settings)
 
 
-def proposal(path: str = "a.py", content: str = "x = 1\n", tests: list[str] | None = None) -> Any:
+def proposal(path: str = "a.py", content: str = "x = 1\n") -> Any:
     change = {"path": path, "operation": "create", "new_path": None, "diff": None, "search_replace": None,
               "content": content}
-    return reply(text(json.dumps({"summary": f"Create {path}.", "files": [change], "test_commands": tests or [],
-                                  "risks": []})))
+    return reply(text(json.dumps({"summary": f"Create {path}.", "files": [change]})))
 
 
 class Answer(BaseModel):
@@ -44,7 +43,14 @@ class Answer(BaseModel):
 
 def test_registered_under_openai():
     assert load_backend("openai") is OpenAICompatBackend
-    assert OpenAICompatBackend.capabilities.names() == ["text_completion", "streaming", "structured_output", "sandbox"]
+    # The class declares what its tool loop can do (tests/backends/test_openai_harness.py); a
+    # backend on the context path has the completion backends' capabilities.
+    assert OpenAICompatBackend.capabilities.names() == [
+        "text_completion", "streaming", "structured_output", "native_tool_loop", "custom_tools", "filesystem_read",
+        "filesystem_edit", "shell", "sandbox", "resume"]
+    settings = BackendSettings(model="m", tools=[], sandbox=True, mode="patch", options=OpenAIOptions(api_key="k"))
+    assert OpenAICompatBackend(settings).capabilities.names() == [
+        "text_completion", "streaming", "structured_output", "sandbox"]
 
 
 def test_model_is_required():
@@ -72,13 +78,15 @@ def test_custom_tools_are_refused():
         """Look something up."""
         return name
 
-    with pytest.raises(ConfigurationError, match="cannot run custom tools"):
+    # On the context path the model calls no tool: refused when the agent is built.
+    with pytest.raises(ConfigurationError, match="custom tools run in agenter's own agent"):
         AutonomousCodingAgent(backend="openai", model="m", mode="patch", api_key="k", tools=[lookup])
 
 
-def test_policy_needing_unenforced_kinds_fails_when_built():
-    with pytest.raises(ConfigurationError, match="cannot enforce permission rules for: network"):
-        AutonomousCodingAgent(backend="openai", model="m", mode="patch", api_key="k", permissions=["deny network"])
+def test_a_network_rule_needs_the_sandbox():
+    # Network rules are enforced by the bash tool's sandbox: without it they fail when built.
+    with pytest.raises(ConfigurationError, match="network rules other than 'allow network' need sandbox=True"):
+        AutonomousCodingAgent(backend="openai", model="m", api_key="k", sandbox=False, permissions=["deny network"])
 
 
 # ---------------------------------------------------------------------- wires
@@ -92,7 +100,7 @@ async def test_responses_wire_sends_instructions_and_text_format(tmp_path: Path)
     request = server.model_requests[0]
     assert request.wire == "openai-responses"
     body = request.body
-    assert "You are a coding assistant" in body["instructions"]
+    assert "You are working on a task in a repository" in body["instructions"]
     assert body["text"]["format"]["type"] == "json_schema" and body["text"]["format"]["strict"] is True
     assert body["max_output_tokens"] == 1234
     assert "store" not in body  # only sent to the OpenAI API itself
@@ -249,16 +257,13 @@ class _Harness:
         self.servers: list[ScriptedModelServer] = []
 
     def supports(self, scenario: str) -> bool:
-        return scenario in {"write", "shell", "hang", "refuse", "output", "fail", "usage"}
+        # A completion backend changes no file itself: patch mode's writes are the session's
+        # (tests/test_patch_mode.py proves them end to end).
+        return scenario in {"hang", "refuse", "output", "fail", "usage"}
 
     def make(self, scenario: str, cwd: Path) -> OpenAICompatBackend:
         options: dict[str, Any] = {"max_retry_wait": 0.0}
-        if scenario == "write":
-            default = proposal(conformance.WRITE_PATH, conformance.WRITE_CONTENT)
-        elif scenario == "shell":
-            default = proposal("touched.txt", "x\n", tests=[conformance.SHELL_COMMAND])
-            options["allowed_commands"] = ["printf", "rm"]
-        elif scenario == "hang":
+        if scenario == "hang":
             default = hang()
         elif scenario == "refuse":
             default = reply(text(f"REFUSED: {conformance.REFUSAL_REASON}"))
@@ -313,10 +318,15 @@ async def test_conformance(check, harness, tmp_path):
     await check(harness, tmp_path)
 
 
-async def test_autonomous_spec_is_refused_at_connect(tmp_path: Path):
+async def test_the_session_spec_chooses_the_path_at_connect(tmp_path: Path):
+    """Code that drives the backend directly: a patch spec runs the context path, an autonomous
+    one agenter's own agent (whatever mode the settings were built with)."""
     settings = BackendSettings(model="m", tools=[], sandbox=True, options=OpenAIOptions(
         base_url="http://127.0.0.1:9/v1", api_key="k"))
-    backend = OpenAICompatBackend(settings)
-    with pytest.raises(ConfigurationError, match="Cannot run in autonomous mode with backend=openai"):
-        await backend.connect(SessionSpec(cwd=tmp_path))
-    await backend.disconnect()
+    for mode, context in (("patch", True), ("autonomous", False)):
+        backend = OpenAICompatBackend(settings)
+        try:
+            await backend.connect(SessionSpec(cwd=tmp_path, mode=mode))
+            assert backend.context_path is context and backend.capabilities.resume is not context
+        finally:
+            await backend.disconnect()

@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import pytest
 
 from agenter import AutonomousCodingAgent, ConfigurationError, RequirementError, Usage
+from agenter.backends.agents.openhands import OpenHandsBackend, OpenHandsOptions
+from agenter.backends.agents.openhands._events import MetricsCursor, error_status_code, observation_text, response_usage
 from agenter.backends.base import BackendSettings
-from agenter.backends.openhands import OpenHandsBackend, OpenHandsOptions
-from agenter.backends.openhands._events import MetricsCursor, error_status_code, observation_text, response_usage
 from agenter.host.requirements import missing_requirements
 from agenter.tools import tool
 from agenter.usage import UsageLedger, estimate_cost
@@ -122,7 +122,7 @@ def test_api_key_is_secret() -> None:
 
 
 def test_importing_the_backend_does_not_import_openhands_or_litellm() -> None:
-    code = ("import sys, agenter.backends.openhands; "
+    code = ("import sys, agenter.backends.agents.openhands; "
             "print(any(m.startswith(('openhands', 'litellm')) for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agenter.backends.openhands import OpenHandsBackend
+from agenter.backends.agents.openhands import OpenHandsBackend
 from agenter.host.requirements import missing_requirements
 
 
@@ -20,11 +20,11 @@ def openhands_imported() -> None:
     problem = openhands_missing()
     if problem:
         pytest.skip(problem)
-    from agenter.backends.openhands import _runtime
+    from agenter.backends.agents.openhands import _runtime
 
     _runtime.prepare_environment()
     import openhands.sdk
     import openhands.tools.file_editor
     import openhands.tools.terminal  # noqa: F401
 
-    from agenter.backends.openhands import _tools  # noqa: F401
+    from agenter.backends.agents.openhands import _tools  # noqa: F401

@@ -21,8 +21,8 @@ import pytest
 from pydantic import BaseModel
 
 from agenter import AutonomousCodingAgent, Budget, CodingStatus
+from agenter.backends.agents.openhands import OpenHandsBackend, OpenHandsOptions
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
-from agenter.backends.openhands import OpenHandsBackend, OpenHandsOptions
 from agenter.host.requirements import missing_requirements
 from agenter.testing import (
     ScriptedModelServer,
@@ -801,7 +801,7 @@ def test_openhands_spans_take_agenters_span_as_parent() -> None:
     """OpenHands (Laminar) reads the parent we give it back as the same trace and span."""
     from lmnr.sdk.types import LaminarSpanContext
 
-    from agenter.backends.openhands._runtime import laminar_span_context
+    from agenter.backends.agents.openhands._runtime import laminar_span_context
 
     trace_id, span_id = 0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331
     parent = LaminarSpanContext.try_to_otel_span_context(laminar_span_context(trace_id, span_id))

@@ -8,8 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from agenter.backends.base import MessageType
-from agenter.backends.openhands._events import (
+from agenter.backends.agents.openhands._events import (
     RAW_TEXT_LIMIT,
     MetricsCursor,
     TokenStream,
@@ -18,7 +17,8 @@ from agenter.backends.openhands._events import (
     raw_event,
     reasoning_text,
 )
-from agenter.backends.openhands._runtime import stored_conversation
+from agenter.backends.agents.openhands._runtime import stored_conversation
+from agenter.backends.base import MessageType
 
 pytestmark = [pytest.mark.py312, pytest.mark.usefixtures("openhands_imported")]
 

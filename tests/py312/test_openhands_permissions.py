@@ -19,8 +19,8 @@ from permission_kit import ASK_TOUCH, FAKE_KEY, diverged_repo, never_answers, pr
 
 from agenter import AutonomousCodingAgent, Budget, CodingStatus
 from agenter._errors import ConfigurationError
-from agenter.backends.openhands import OpenHandsBackend
-from agenter.backends.openhands._permissions import ENFORCED_KINDS, action_fields, tool_call, use_home
+from agenter.backends.agents.openhands import OpenHandsBackend
+from agenter.backends.agents.openhands._permissions import ENFORCED_KINDS, action_fields, tool_call, use_home
 from agenter.host.requirements import missing_requirements
 from agenter.permissions import PermissionAnswer, PermissionGate, PermissionPolicy, PermissionRequest
 from agenter.testing import reply

@@ -27,8 +27,8 @@ a line of its own so that it is read as text.
 A permission policy is enforced through the same answers and through what Aider is given: the
 chat's files (aider_files) are judged by the gate before the first run: editable when the policy
 allows editing them, read-only (--read) when it allows reading them, left out otherwise. Read
-rules and the credentials check also go into an --aiderignore file outside the workspace (it keeps
-paths out of the repository map with aider_git=True). (Aider 0.86 does not consult its
+rules and the credentials check also go into an --aiderignore file outside the workspace
+(`_policy/aider.py`; it keeps paths out of the repository map with aider_git=True). (Aider 0.86 does not consult its
 aiderignore before applying an edit, so the ignore file alone would not stop one.)
 """
 
@@ -47,11 +47,14 @@ from pydantic import Field
 from agenter._errors import PathSecurityError
 from agenter._types import Usage
 from agenter.backends._edits import text_counts
+from agenter.backends._prompts import OutputChannel
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState
 from agenter.backends.cli._failures import classify
+from agenter.backends.cli._policy.aider import aider_ignore
 from agenter.backends.cli._runner import Invocation, Line
-from agenter.permissions import PROTECTED_PATHS, PermissionPolicy, ToolCall
+from agenter.host.requirements import MODEL_PROVIDER_KEYS, Credentials
+from agenter.permissions import PermissionPolicy, ToolCall
 from agenter.sandbox.paths import PathResolver
 
 __all__ = ["AiderCliBackend", "AiderCliOptions"]
@@ -80,14 +83,6 @@ _GO_ON = frozenset({"Attempt to fix lint errors?", "Attempt to fix test errors?"
 #: Questions whose subject (a URL, a command) is printed on the line before them.
 _WITH_SUBJECT = frozenset({"Add URL to the chat?", "Run shell command?", "Run shell commands?", "Run pip install?",
                            "Open URL for more info?", "Open documentation URL for more info?"})
-#: LiteLLM's exception names, for failures whose text names no HTTP status.
-_EXCEPTION_KINDS = {
-    "AuthenticationError": "auth", "PermissionDeniedError": "auth", "RateLimitError": "rate_limit",
-    "ContextWindowExceededError": "context_length", "BudgetExceededError": "quota",
-    "InternalServerError": "transient", "ServiceUnavailableError": "transient", "APIConnectionError": "transient",
-    "Timeout": "transient", "APIError": "transient", "BadRequestError": "config", "NotFoundError": "config",
-}
-
 
 class AiderCliOptions(CliOptions):
     """Options of the aider-cli backend."""
@@ -103,13 +98,15 @@ class AiderCliOptions(CliOptions):
 
 class AiderCliBackend(CliBackend[AiderCliOptions]):
     name: ClassVar[str] = "aider-cli"
+    credentials: ClassVar[Credentials | None] = Credentials(env=MODEL_PROVIDER_KEYS)
+    auto_rank: ClassVar[int | None] = 70
     program: ClassVar[str] = "aider"
     install: ClassVar[str] = "pipx install aider-chat (or: python -m venv ~/.aider-venv && ~/.aider-venv/bin/pip install aider-chat)"
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, structured_output=True, native_tool_loop=True,
         filesystem_read=True, filesystem_edit=True, resume=True)
     options_model: ClassVar[type[AiderCliOptions]] = AiderCliOptions
-    output_channel = "text"
+    output_channel: ClassVar[OutputChannel] = "text"
     internal_paths: ClassVar[tuple[str, ...]] = (".aider",)
     #: Aider has no shell, and with a policy edits only the chat's files, each judged by the gate.
     permission_kinds: ClassVar[frozenset[str]] = frozenset({"read", "edit", "shell"})
@@ -320,23 +317,8 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
         return [self.text_message(reply, turn)] if reply else []
 
     def _fail(self, turn: TurnState, problem: str) -> None:
-        name = _ERROR.match(problem)
-        kind, status = classify(problem)
-        if kind == "unknown" and name:
-            kind = _EXCEPTION_KINDS.get(name.group(1), "unknown")
+        kind, status = classify(problem)  # LiteLLM's exception names are in the shared table
         turn.fail(self.redact(problem), status_code=status, kind=kind)
-
-
-def aider_ignore(policy: PermissionPolicy) -> str:
-    """An aiderignore (gitignore syntax, relative to the repository) for the policy's read rules
-    and the credentials check."""
-    lines = ["# agenter: paths the permission policy keeps from Aider"]
-    protected = PROTECTED_PATHS
-    lines += [f"{name}/" for name in sorted(protected.credential_dirs)]
-    lines += sorted(protected.credential_files) + list(protected.credential_globs)
-    lines += [f"!.env{suffix}" for suffix in protected.env_templates]  # templates are not credentials
-    lines += [rule.pattern for rule in policy.rules if rule.kind == "read" and rule.effect != "allow" and rule.pattern]
-    return "\n".join(lines) + "\n"
 
 
 def _git_top(cwd: Path) -> Path:

@@ -6,79 +6,45 @@ commands run in Claude Code's OS sandbox (bubblewrap and socat on Linux; it fail
 running unsandboxed), without it `claude_allowed_tools` decides. Structured output uses
 --json-schema, resume --resume <session id>.
 
-A permission policy is compiled to Claude Code's own flags (it cannot call agenter back): deny
-rules, and ask rules (nobody can answer), become --disallowedTools patterns (`Bash(git push
---force:*)`, `Edit(.git/**)`, `Read(~/.ssh/**)`), allow rules --allowedTools, the mode
---permission-mode; the safety checks that are patterns are always added (see docs/backends/cli.md).
+A permission policy is compiled to Claude Code's own flags (it cannot call agenter back):
+`_policy/claude.py`. What agenter knows of Claude Code itself (its tool results, usage, stream
+events, sandbox), shared with the claude-code backend, is `_programs/claude.py`.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import Field
 
-from agenter._errors import ConfigurationError
 from agenter._types import Usage
-from agenter.backends._claude_events import (
+from agenter.backends._programs.claude import CREDENTIALS as CLAUDE_CREDENTIALS
+from agenter.backends._programs.claude import (
     FILE_WRITE_TOOLS,
+    QUIET_ENV,
+    SANDBOX_SETTINGS,
     SHELL_TOOL,
-    DeltaBuffer,
+    StreamedBlocks,
+    bundled_cli,
     compacted,
     exit_code,
     line_changes,
+    result_text,
+    sandbox_hint,
+    sandbox_requirements,
+    usage_from,
 )
+from agenter.backends._prompts import OutputChannel
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, search_path, table
+from agenter.backends.cli._policy.claude import SAFETY_DENIALS, claude_permissions
 from agenter.backends.cli._runner import Invocation, Line
 from agenter.host import Program, Requirement, find_program
-from agenter.permissions import PermissionPolicy, PermissionRule
+from agenter.host.requirements import Credentials
 
 __all__ = ["ClaudeCliBackend", "ClaudeCliOptions"]
-
-_SANDBOX_INSTALL = "apt-get install bubblewrap socat (Claude Code's sandbox on Linux), or pass sandbox=False"
-#: The bypass-immune safety checks that Claude Code's patterns can express. What they cannot
-#: (a download piped into a shell, writes through shell redirections, paths outside the
-#: workspace, a recursive delete of an unknown target) is not compiled: docs/backends/cli.md.
-SAFETY_DENIALS = (
-    "Edit(.git/**)", "Edit(.claude/**)", "Edit(~/.bashrc)", "Edit(~/.profile)", "Edit(~/.zshrc)",
-    "Read(~/.ssh/**)", "Read(~/.aws/**)", "Read(~/.gnupg/**)", "Read(~/.netrc)", "Read(~/.docker/config.json)",
-    "Read(~/.config/gh/**)", "Read(~/.kube/**)",
-    "Bash(git push --force:*)", "Bash(git push -f:*)", "Bash(git push --force-with-lease:*)",
-    "Bash(git reset --hard:*)", "Bash(git clean -f:*)", "Bash(git clean -fd:*)")
-_MODES = {"default": "default", "accept_edits": "acceptEdits", "plan": "plan", "bypass": "acceptEdits"}
-_TOOLS = {"read": "Read", "edit": "Edit", "shell": "Bash"}
-
-
-def claude_permissions(policy: PermissionPolicy) -> tuple[str, list[str], list[str]]:
-    """A policy as Claude Code's flags: (--permission-mode, --allowedTools, --disallowedTools).
-    bypass keeps acceptEdits: agenter never passes bypassPermissions."""
-    denied = [claude_pattern(rule) for rule in policy.rules if rule.effect in ("deny", "ask")]
-    allowed = [claude_pattern(rule) for rule in policy.rules_with("allow")]
-    return _MODES[policy.mode], allowed, denied + [d for d in SAFETY_DENIALS if d not in denied]
-
-
-def claude_pattern(rule: PermissionRule) -> str:
-    """One rule as a Claude Code permission pattern; ConfigurationError for kinds it has none for."""
-    tool = _TOOLS.get(rule.kind)
-    if tool is None:
-        raise ConfigurationError(f"the claude-cli backend cannot compile the permission rule {rule}",
-                                 parameter="permissions")
-    pattern = rule.pattern
-    if not pattern:
-        return tool
-    if tool == "Bash":
-        # agenter's shell patterns are word prefixes with * wildcards; Claude Code's are a
-        # prefix ending in ":*" (or an exact command).
-        return f"Bash({pattern.rstrip('* ')}:*)"
-    if pattern.startswith("/"):
-        pattern = "/" + pattern  # Claude Code: //path is absolute, /path is relative to its settings
-    return f"{tool}({pattern})"
 
 
 class ClaudeCliOptions(CliOptions):
@@ -98,6 +64,8 @@ class ClaudeCliOptions(CliOptions):
 
 class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
     name: ClassVar[str] = "claude-cli"
+    credentials: ClassVar[Credentials | None] = CLAUDE_CREDENTIALS
+    auto_rank: ClassVar[int | None] = 30
     program: ClassVar[str] = "claude"
     install: ClassVar[str] = "npm install -g @anthropic-ai/claude-code"
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
@@ -105,8 +73,8 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
         filesystem_read=True, filesystem_edit=True, shell=True, subagents=True, sandbox=True, resume=True)
     options_model: ClassVar[type[ClaudeCliOptions]] = ClaudeCliOptions
     price_provider: ClassVar[str | None] = "anthropic"
-    output_channel = "native"
-    instructions_in_prompt = False
+    output_channel: ClassVar[OutputChannel] = "native"
+    instructions_in_prompt: ClassVar[bool] = False
     internal_paths: ClassVar[tuple[str, ...]] = (".claude/.cc-writes/",)
     shell_tools: ClassVar[frozenset[str]] = frozenset({SHELL_TOOL})
     #: Compiled to --disallowedTools / --allowedTools patterns (claude_permissions).
@@ -121,19 +89,15 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
     def requirements(cls, settings: BackendSettings[Any]) -> Sequence[Requirement]:
         options = settings.options
         path = options.program_path or (None if find_program(cls.program, None, search_path()) else bundled_cli())
-        needs: list[Requirement] = [Program(name=cls.program, install=cls.install, path=path, env_path=search_path())]
-        if settings.sandbox and sys.platform.startswith("linux"):
-            needs += [Program(name=name, install=_SANDBOX_INSTALL, env_path=options.env.get("PATH"))
-                      for name in ("bwrap", "socat")]
-        return needs
+        return [Program(name=cls.program, install=cls.install, path=path, env_path=search_path()),
+                *sandbox_requirements(settings.sandbox, options.env.get("PATH"))]
 
     def __init__(self, settings: BackendSettings[ClaudeCliOptions]):
         super().__init__(settings)
         self._message_usage: dict[str, Usage] = {}
         self._calls: dict[str, tuple[str, dict[str, Any]]] = {}
-        # Text blocks of the API message being streamed, by index: their unsent rest.
-        self._streaming: dict[int, DeltaBuffer] = {}
-        self._open_text = False  # TEXT_DELTAs went out that no whole TEXT has closed yet
+        # The main agent's text blocks as they stream (thinking blocks come whole).
+        self._blocks = StreamedBlocks(self.redact, thinking=False)
 
     # ------------------------------------------------------------------ command
     def command(self, prompt: str) -> Invocation:
@@ -159,9 +123,7 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
         if opts.claude_setting_sources is not None:
             argv += ["--setting-sources", ",".join(opts.claude_setting_sources)]
         if self.settings.sandbox:
-            argv += ["--settings", json.dumps({"sandbox": {
-                "enabled": True, "failIfUnavailable": True, "autoAllowBashIfSandboxed": True,
-                "allowUnsandboxedCommands": False}})]
+            argv += ["--settings", json.dumps({"sandbox": SANDBOX_SETTINGS})]
         if self.settings.model:
             argv += ["--model", self.settings.model]
         instructions = self.instructions(refusal_tool=None, output_channel="native")
@@ -177,9 +139,7 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
         argv += opts.program_args
         env = self.environment(
             ANTHROPIC_API_KEY=self.api_key(), ANTHROPIC_BASE_URL=opts.base_url,
-            CLAUDE_CODE_MAX_RETRIES=None if opts.max_retries is None else str(opts.max_retries),
-            # A pipeline run: no auto-update, telemetry or other side traffic.
-            DISABLE_AUTOUPDATER="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+            CLAUDE_CODE_MAX_RETRIES=None if opts.max_retries is None else str(opts.max_retries), **QUIET_ENV)
         return Invocation(argv=argv, env=env, stdin=prompt.encode())
 
     # ------------------------------------------------------------------ events
@@ -197,10 +157,10 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
         subagent = event.get("parent_tool_use_id") is not None
         if kind == "stream_event":
             # Deltas of the main agent's texts; subagents' texts stay whole.
-            return [] if subagent else self._stream_event(table(event.get("event")))
+            return [] if subagent else self._blocks.event(event.get("event"))
         if kind == "assistant":
             # Whatever of a block is still held back goes out before the block whole.
-            pending = [] if subagent else self._flush()
+            pending = [] if subagent else self._blocks.flush()
             return pending + self._assistant(event.get("message") or {}, turn, bool(event.get("error")), subagent)
         if kind == "user":
             return self._tool_results(event.get("message") or {}, event.get("tool_use_result"))
@@ -212,40 +172,7 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
 
     def last_messages(self, turn: TurnState) -> list[BackendMessage]:
         # A stream that ended mid-block: its held-back rest still goes out.
-        return self._flush() + super().last_messages(turn)
-
-    def _stream_event(self, event: dict[str, Any]) -> list[BackendMessage]:
-        """One Anthropic stream event: text deltas, held back to whitespace (DeltaBuffer) so a key
-        split over deltas is redacted whole. Tool calls and usage arrive in the whole messages."""
-        kind, index = event.get("type"), event.get("index")
-        if kind == "message_start":
-            return self._flush()
-        if not isinstance(index, int):
-            return []
-        if kind == "content_block_start":
-            if table(event.get("content_block")).get("type") == "text":
-                self._streaming[index] = DeltaBuffer(self.redact)
-            return []
-        if kind == "content_block_stop":
-            return self._flush(index)
-        buffer = self._streaming.get(index)
-        delta = table(event.get("delta"))
-        piece = delta.get("text")
-        if kind != "content_block_delta" or buffer is None or delta.get("type") != "text_delta" or not piece:
-            return []
-        return self._delta(buffer.feed(str(piece)))
-
-    def _flush(self, index: int | None = None) -> list[BackendMessage]:
-        """The held-back rest of one streamed block (all of them when `index` is None)."""
-        buffers = [self._streaming.pop(i) for i in (list(self._streaming) if index is None else [index])
-                   if i in self._streaming]
-        return [m for buffer in buffers for m in self._delta(buffer.flush())]
-
-    def _delta(self, text: str) -> list[BackendMessage]:
-        if not text:
-            return []
-        self._open_text = True
-        return [BackendMessage(MessageType.TEXT_DELTA, text)]
+        return self._blocks.flush() + super().last_messages(turn)
 
     def _assistant(self, message: dict[str, Any], turn: TurnState, failed: bool,
                    subagent: bool = False) -> list[BackendMessage]:
@@ -254,7 +181,7 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
             self.ledger.model = model
         if isinstance(message.get("usage"), dict) and message.get("id"):
             seen = self._message_usage.get(message["id"], Usage())
-            self._message_usage[message["id"]] = seen.maximum(_usage(message["usage"]))
+            self._message_usage[message["id"]] = seen.maximum(usage_from(message["usage"]))
             self.ledger.running(sum(self._message_usage.values(), Usage()))
         out: list[BackendMessage] = []
         for block in message.get("content") or []:
@@ -262,14 +189,14 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
             if kind == "text":
                 text = str(block.get("text", ""))
                 if failed or model == "<synthetic>":
-                    if self._open_text and not subagent:
+                    if self._blocks.open_text and not subagent:
                         # Streamed, then flagged as an error: the whole text still closes the deltas.
                         out.append(BackendMessage(MessageType.TEXT, self.redact(text)))
                     out.append(BackendMessage(MessageType.ERROR, self.redact(text), is_error=True))
                 else:
                     out.append(self.text_message(text, turn))
                 if not subagent:
-                    self._open_text = False
+                    self._blocks.open_text = False
             elif kind == "thinking":
                 out.append(BackendMessage(MessageType.THINKING, self.redact(str(block.get("thinking", "")))))
             elif kind == "tool_use":
@@ -290,7 +217,7 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
                 call_id = str(block.get("tool_use_id"))
                 name, arguments = self._calls.get(call_id, ("", {}))
                 failed = bool(block.get("is_error"))
-                text = _text(block.get("content"))
+                text = result_text(block.get("content"))
                 raw = {**block, "tool_use_result": tool_use_result}
                 code = exit_code(text, failed, tool_use_result) if name == SHELL_TOOL else None
                 out.append(self.result_message(name, text, call_id, failed=failed, exit_code=code, raw=raw))
@@ -303,7 +230,7 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
     def _result(self, event: dict[str, Any], turn: TurnState) -> None:
         turn.finished = True
         self._message_usage.clear()
-        self.settle(_usage(event.get("usage")), cost=_run_cost(event))
+        self.settle(usage_from(event.get("usage")), cost=_run_cost(event))
         text = event.get("result")
         turn.result_text = text if isinstance(text, str) else None
         turn.output = event.get("structured_output")
@@ -313,23 +240,8 @@ class ClaudeCliBackend(CliBackend[ClaudeCliOptions]):
             errors = event.get("errors")
             detail = turn.result_text or ("; ".join(map(str, errors)) if isinstance(errors, list) else "")
             status = event.get("api_error_status")
-            turn.fail(self.redact(detail or str(event.get("subtype"))),
+            turn.fail(self.redact(sandbox_hint(detail or str(event.get("subtype")))),
                       status_code=status if isinstance(status, int) else None)
-
-
-def bundled_cli() -> str | None:
-    """The `claude` that claude-agent-sdk bundles, when that package is installed (not imported)."""
-    try:
-        spec = importlib.util.find_spec("claude_agent_sdk")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
-        candidate = Path(location) / "_bundled" / "claude"
-        if candidate.is_file():
-            return str(candidate)
-    return None
 
 
 def _run_cost(result: dict[str, Any]) -> float | None:
@@ -340,23 +252,3 @@ def _run_cost(result: dict[str, Any]) -> float | None:
         return None
     costs = [m.get("costUSD") for m in since.values() if isinstance(m, dict)]
     return float(sum(c for c in costs if isinstance(c, int | float)))
-
-
-def _usage(raw: Any) -> Usage:
-    raw = table(raw)
-
-    def number(key: str) -> int:
-        value = raw.get(key)
-        return int(value) if isinstance(value, int | float) else 0
-
-    return Usage(input_tokens=number("input_tokens"), output_tokens=number("output_tokens"),
-                 cache_read_tokens=number("cache_read_input_tokens"),
-                 cache_write_tokens=number("cache_creation_input_tokens"))
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(b.get("text", "")) if isinstance(b, dict) else str(b) for b in content)
-    return "" if content is None else str(content)

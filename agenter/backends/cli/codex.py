@@ -7,241 +7,60 @@ for (exec is headless). Structured output uses --output-schema, resume `exec res
 With base_url, agenter adds a model provider entry through `-c` overrides, so your own
 ~/.codex/config.toml is read but never changed.
 
-A permission policy (sandbox=True only) is compiled to two things Codex enforces by itself:
-a permission profile for its sandbox (`default_permissions`: the workspace writable or read-only
-by the mode, `.git` and agent settings read-only, credentials and denied read paths unreadable,
-denied edit paths read-only, network off) and an exec-policy rules file (`prefix_rule(...,
-decision="forbidden")`) for denied command prefixes and destructive git commands. Codex loads
-rules files only from $CODEX_HOME/rules, so the run gets a CODEX_HOME of its own in the scratch
-directory whose entries link to the real one (login, config, sessions). See docs/backends/cli.md.
+A permission policy (sandbox=True only) is compiled to a permission profile and an exec-policy
+rules file that Codex enforces by itself (`_policy/codex.py`). Codex loads rules files only from
+$CODEX_HOME/rules, so the run gets a CODEX_HOME of its own in the scratch directory whose entries
+link to the real one (login, config, sessions). See docs/backends/cli.md. The diffs of file
+changes come from the thread's rollout file (`_codex_rollout.py`); what agenter knows of Codex
+itself, shared with the codex backend, is `_programs/codex.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import shlex
 import shutil
 import sys
-import tomllib
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from agenter._errors import BackendError, ConfigurationError
-from agenter._types import Usage
-from agenter.backends._codex_program import check_sandbox, prepare_sandbox_bin
-from agenter.backends._edits import diff_counts, line_count
-from agenter.backends._prompts import strict_schema
+from agenter._errors import ConfigurationError
+from agenter.backends._programs.codex import (
+    API_KEY_ENV_VAR,
+    CREDENTIALS,
+    INSTALL,
+    PROVIDER_NAME,
+    check_sandbox,
+    env_api_key,
+    provider_entry,
+    sandbox_bin,
+    sandbox_config,
+    token_usage,
+    toml_value,
+)
+from agenter.backends._prompts import OutputChannel, strict_schema
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, table
+from agenter.backends.cli._codex_rollout import Rollout, change_counts
+from agenter.backends.cli._policy.codex import (
+    CODEX_MOUNTS,
+    PROFILE,
+    codex_permissions,
+    compile_policy,
+    left_by_mount,
+    sets_sandbox_mode,
+)
 from agenter.backends.cli._runner import Invocation, Line
-from agenter.permissions import PROTECTED_PATHS, PermissionPolicy, PermissionRule
+from agenter.host.requirements import Credentials
+from agenter.permissions import PermissionPolicy
 from agenter.sandbox.paths import is_within
 from agenter.usage import RunningTotal
 
 __all__ = ["CodexCliBackend", "CodexCliOptions"]
-
-#: The provider entry agenter adds for base_url, and the variable carrying its key.
-PROVIDER = "agenter"
-KEY_VARIABLE = "AGENTER_CODEX_API_KEY"
-
-
-#: The permission profile agenter defines for a run with a policy.
-PROFILE = "agenter"
-#: Destructive git commands as exec-policy prefixes (Codex matches argv prefixes exactly, so
-#: `git push origin main --force` is not one; the sandbox still keeps .git read-only and the
-#: network off). docs/backends/cli.md
-SAFETY_PREFIXES: tuple[tuple[Any, ...], ...] = (
-    ("git", "push", ("--force", "-f", "--force-with-lease", "--mirror", "--delete", "-d")),
-    ("git", "reset", "--hard"), ("git", "clean", ("-f", "-fd", "-df", "-fdx", "-xdf", "-ffd", "--force")),
-    ("git", "branch", ("-D", "-M", "-C")), ("git", ("filter-branch", "filter-repo")),
-    ("git", "reflog", ("expire", "delete")), ("git", "stash", ("drop", "clear")), ("git", "update-ref", "-d"))
-#: Credential files anywhere in the workspace are unreadable (.env.example too: the sandbox's
-#: globs have no exceptions).
-_WORKSPACE_SECRETS = ("**/.env", "**/.env.*", "**/*.env", "**/*.pem", "**/*.key", "**/*.p12", "**/*.pfx",
-                      "**/id_rsa", "**/id_ed25519", "**/id_ecdsa", "**/credentials.json", "**/.netrc")
-
-
-def codex_permissions(policy: PermissionPolicy, cwd: Path, home: Path) -> tuple[dict[str, Any], str]:
-    """A policy as Codex's own enforcement: (config overrides selecting a permission profile,
-    the text of an exec-policy rules file). ConfigurationError for what neither can express.
-
-    Read-only entries name only what exists: Codex 0.169 keeps a missing path from being created
-    by mounting over it, which leaves empty files and folders in the workspace and makes
-    `exec resume` fail; `unmasked_paths` lists the ones left out (the backend removes what a
-    turn creates there)."""
-    config, rules, _ = _compile(policy, cwd, home)
-    return config, rules
-
-
-def unmasked_paths(policy: PermissionPolicy, cwd: Path, home: Path) -> list[str]:
-    """Workspace paths the policy keeps read-only that do not exist, so the profile cannot name
-    them (see codex_permissions)."""
-    return _compile(policy, cwd, home)[2]
-
-
-def _compile(policy: PermissionPolicy, cwd: Path, home: Path) -> tuple[dict[str, Any], str, list[str]]:
-    writable = policy.mode in ("accept_edits", "bypass") or any(
-        r.kind == "edit" and r.matches_all for r in policy.rules_with("allow"))
-    roots: dict[str, str] = {".": "write" if writable else "read"}
-    outside: dict[str, str] = {":root": "read", ":tmpdir": "write"}
-    if policy.mode in ("default", "plan"):
-        for rule in policy.rules_with("allow"):
-            if rule.kind == "edit" and rule.pattern and policy.mode == "default":
-                path = _codex_path(rule, cwd, home, directory=True)
-                if os.path.isdir(path if path.startswith("/") else cwd / path):  # only what exists can be bound
-                    (outside if path.startswith("/") else roots)[path] = "write"
-    missing: list[str] = []
-
-    def read_only(path: str) -> None:
-        entry = _entry(path, cwd)
-        if entry is None:
-            missing.append(path)
-        elif roots.get(entry) != "none":
-            roots[entry] = "read"
-
-    for name in (".git", *sorted(PROTECTED_PATHS.agent_dirs), *sorted(PROTECTED_PATHS.agent_files)):
-        read_only(name)
-    for pattern in policy.protected_paths:
-        read_only(_codex_path(PermissionRule("deny", "edit", pattern), cwd, home))
-    for pattern in _WORKSPACE_SECRETS:
-        roots[pattern] = "none"
-    credentials = sorted(PROTECTED_PATHS.credential_dirs | PROTECTED_PATHS.credential_files)
-    for name in credentials + list(PROTECTED_PATHS.credential_home):
-        if os.path.lexists(home / name):
-            outside[str(home / name)] = "none"
-    for root in policy.extra_roots:
-        outside[str(Path(root).expanduser())] = "write"
-    prefixes: list[tuple[Any, ...]] = list(SAFETY_PREFIXES)
-    for rule in policy.rules:
-        if rule.effect == "allow":
-            continue  # what is allowed runs in the sandbox anyway
-        if rule.kind in ("read", "edit"):
-            if rule.matches_all:
-                if rule.kind == "read":
-                    raise ConfigurationError(f"the codex-cli backend cannot compile {rule}: Codex cannot work without "
-                                             "reading", parameter="permissions")
-                roots["."] = "read"
-                continue
-            access = "none" if rule.kind == "read" else "read"
-            path = _codex_path(rule, cwd, home)
-            if path.startswith("/"):
-                outside[path] = access if access == "none" or outside.get(path) != "none" else "none"
-            elif access == "read":
-                read_only(path)
-            elif any(ch in path for ch in "*?[") or os.path.lexists(cwd / path):
-                # A glob matches what exists when a command starts; what does not exist has
-                # nothing to read (and naming it would make Codex mount over it).
-                roots[path] = "none"
-        elif rule.kind == "shell":
-            prefixes.append(_codex_prefix(rule))
-        else:
-            raise ConfigurationError(f"the codex-cli backend cannot compile the permission rule {rule}",
-                                     parameter="permissions")
-    filesystem: dict[str, Any] = {**outside, ":project_roots": roots, "glob_scan_max_depth": 8}
-    config: dict[str, Any] = {"default_permissions": PROFILE, f"permissions.{PROFILE}.filesystem": filesystem}
-    rules = "".join(f"prefix_rule(pattern={json.dumps(_pattern(p))}, decision=\"forbidden\", "
-                    f"justification={json.dumps(_justification(p))})\n" for p in prefixes)
-    return config, rules, missing
-
-
-def _pattern(prefix: tuple[Any, ...]) -> list[Any]:
-    return [list(token) if isinstance(token, tuple) else token for token in prefix]
-
-
-def _justification(prefix: tuple[Any, ...]) -> str:
-    words = " ".join(token if isinstance(token, str) else "|".join(token) for token in prefix)
-    return f"agenter's permission policy forbids `{words}`. Do not retry it; do the task another way."
-
-
-#: Folders Codex's sandbox keeps read-only in a writable workspace whatever the profile says; a
-#: missing one it mounts over, leaving an empty folder behind.
-_CODEX_MOUNTS = (".git", ".codex", ".agents", ".aws")
-
-
-def _empty(path: str) -> bool:
-    """An empty regular file or an empty folder (what a sandbox's mount point leaves)."""
-    try:
-        if os.path.islink(path):
-            return False
-        if os.path.isdir(path):
-            return not os.listdir(path)
-        return os.path.isfile(path) and os.path.getsize(path) == 0
-    except OSError:
-        return False
-
-
-def _entry(path: str, cwd: Path) -> str | None:
-    """A workspace path kept read-only, as the profile can name it: the path itself when it (for
-    `folder/**`, the folder) exists or it holds a wildcard, else None. Codex 0.169 takes only
-    exact paths and `folder/**` for read-only entries, and mounts over one that is missing, which
-    leaves an empty file or folder behind in the workspace and breaks `exec resume`."""
-    if path == ".":
-        return path
-    base = path[:-3] if path.endswith("/**") else path
-    if any(ch in base for ch in "*?["):
-        return path  # Codex refuses it at start-up, naming the pattern
-    return path if os.path.lexists(cwd / base) else None
-
-
-def _codex_path(rule: PermissionRule, cwd: Path, home: Path, *, directory: bool = False) -> str:
-    """A path rule's pattern as a permission-profile entry: relative to the workspace, or absolute."""
-    pattern = rule.pattern
-    if pattern.startswith("!"):
-        raise ConfigurationError(f"the codex-cli backend cannot compile the negated pattern in {rule}",
-                                 parameter="permissions")
-    if pattern == "~" or pattern.startswith("~/"):
-        pattern = str(home) + pattern[1:]
-    anchored = pattern.startswith(("/", "./"))
-    if pattern.startswith("/"):
-        root = str(cwd).rstrip("/") + "/"
-        if not pattern.startswith(root):
-            return pattern.rstrip("/") if not pattern.endswith("/**") else pattern[:-3]
-        pattern = pattern[len(root):]
-    pattern = pattern[2:] if pattern.startswith("./") else pattern
-    if not anchored and "/" not in pattern.rstrip("/") and not pattern.startswith("**"):
-        pattern = "**/" + pattern  # gitignore: a bare name matches at any depth
-    pattern = pattern.strip("/")
-    if pattern.endswith("/**"):
-        pattern = pattern[:-3]  # the directory itself covers what is under it
-    if directory and any(ch in pattern for ch in "*?["):
-        raise ConfigurationError(f"the codex-cli backend cannot compile {rule}: Codex makes directories "
-                                 "writable, not glob patterns", parameter="permissions")
-    return pattern or "."
-
-
-def _codex_prefix(rule: PermissionRule) -> tuple[str, ...]:
-    """A shell rule as an exec-policy prefix. Codex matches whole argv words: a `*` at the end of
-    the pattern (or of its last word) is dropped; any other wildcard cannot be compiled."""
-    try:
-        words = shlex.split(rule.pattern)
-    except ValueError:
-        words = rule.pattern.split()
-    while words and words[-1] == "*":
-        words.pop()
-    if words and words[-1].endswith("*"):
-        words[-1] = words[-1].rstrip("*")
-    if not words or rule.matches_all or any(ch in word for word in words for ch in "*?"):
-        what = "the shell as a whole" if rule.matches_all else f"the wildcard in {rule.pattern!r}"
-        raise ConfigurationError(f"the codex-cli backend cannot compile {rule}: Codex's rules files cannot "
-                                 f"express {what}", parameter="permissions")
-    return tuple(words)
-
-
-def _sandbox_mode_in(config_file: Path) -> bool:
-    """Whether a Codex config file sets sandbox_mode (which makes Codex ignore permission profiles)."""
-    try:
-        data = tomllib.loads(config_file.read_text())
-    except (OSError, ValueError):
-        return False
-    profiles = data.get("profiles")
-    named = profiles.values() if isinstance(profiles, dict) else ()
-    return "sandbox_mode" in data or any(isinstance(p, dict) and "sandbox_mode" in p for p in named)
 
 
 class CodexCliOptions(CliOptions):
@@ -261,18 +80,33 @@ class CodexCliOptions(CliOptions):
 
 class CodexCliBackend(CliBackend[CodexCliOptions]):
     name: ClassVar[str] = "codex-cli"
+    credentials: ClassVar[Credentials | None] = CREDENTIALS
+    auto_rank: ClassVar[int | None] = 40
     program: ClassVar[str] = "codex"
-    install: ClassVar[str] = "npm install -g @openai/codex"
+    install: ClassVar[str] = INSTALL
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, structured_output=True, native_tool_loop=True, mcp=True,
         filesystem_read=True, filesystem_edit=True, shell=True, apply_patch=True, sandbox=True, resume=True)
     options_model: ClassVar[type[CodexCliOptions]] = CodexCliOptions
     price_provider: ClassVar[str | None] = "openai"
-    output_channel = "native"
-    live_usage = False  # exec reports usage when its turn ends
+    output_channel: ClassVar[OutputChannel] = "native"
+    live_usage: ClassVar[bool] = False  # exec reports usage when its turn ends
     shell_tools: ClassVar[frozenset[str]] = frozenset({"shell"})
     #: Compiled to a permission profile and a rules file (codex_permissions); sandbox=True only.
     permission_kinds: ClassVar[frozenset[str]] = frozenset({"read", "edit", "shell"})
+
+    @classmethod
+    def validate_settings(cls, settings: BackendSettings[Any]) -> None:
+        """Every config value must be one TOML can hold: Codex would read anything else as a string."""
+        super().validate_settings(settings)
+        options = settings.options
+        for parameter, values in (("codex_config", options.codex_config), ("mcp_servers", options.mcp_servers)):
+            for key, value in values.items():
+                try:
+                    toml_value(value)
+                except TypeError as exc:
+                    raise ConfigurationError(f"{parameter}[{key!r}]: {exc}; use strings, numbers, booleans, "
+                                             "lists and tables", parameter=parameter) from None
 
     @classmethod
     def check_permissions(cls, settings: BackendSettings[Any]) -> None:
@@ -307,7 +141,7 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
         its entries link to the real one's (login, config, sessions, the user's own rules)."""
         real = self.real_codex_home()
         for config_file in (real / "config.toml", Path(self.cwd) / ".codex" / "config.toml"):
-            if _sandbox_mode_in(config_file):
+            if sets_sandbox_mode(config_file):
                 raise ConfigurationError(
                     f"{config_file} sets sandbox_mode, which makes Codex ignore the permission profile agenter "
                     "compiles the policy to; remove it to use permissions= with the codex-cli backend",
@@ -341,8 +175,8 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
         unmasked: list[str] = []
         absent: list[str] = []
         if policy is not None:
-            self._policy_config, _, unmasked = _compile(policy, Path(self.cwd), self._policy_home())
-            absent = [p for p in dict.fromkeys([*unmasked, *_CODEX_MOUNTS])
+            self._policy_config, _, unmasked = compile_policy(policy, Path(self.cwd), self._policy_home())
+            absent = [p for p in dict.fromkeys([*unmasked, *CODEX_MOUNTS])
                       if not os.path.lexists(os.path.join(self.cwd, p))]
         try:
             async for message in super()._turn(prompt):
@@ -358,7 +192,7 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
             target = os.path.normpath(os.path.join(cwd, rel))
             if not is_within(target, cwd) or not os.path.lexists(target):
                 continue
-            left_by_codex = _empty(target)
+            left_by_codex = left_by_mount(target)
             if not left_by_codex and rel not in unmasked:
                 continue  # not the policy's: the agent's own
             try:
@@ -383,13 +217,7 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
             self._tmp = self.scratch / "tmp"
             self._tmp.mkdir()
         if self.settings.sandbox and sys.platform.startswith("linux"):
-            problem = prepare_sandbox_bin(str(self.executable), self.scratch / "bin", os.environ)
-            if problem:
-                raise BackendError(f"Codex's sandbox cannot run: {problem}. Pass program_path pointing at a "
-                                   "standard npm install of @openai/codex, or sandbox=False.",
-                                   backend=self.name, kind="config")
-            if (self.scratch / "bin").is_dir():
-                self._bin_dir = self.scratch / "bin"
+            self._bin_dir = sandbox_bin(str(self.executable), self.scratch / "bin", os.environ, backend=self.name)
             env = self.environment(**self._path())
             if self.home_dir is not None:
                 env["CODEX_HOME"] = str(self.home_dir)
@@ -413,7 +241,7 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
             argv.append("resume")
         argv += ["--json", "--skip-git-repo-check", "--disable", "unbounded_connection_retries"]
         for key, value in self.config().items():
-            argv += ["-c", f"{key}={_toml(value)}"]
+            argv += ["-c", f"{key}={toml_value(value)}"]
         if self.settings.model:
             argv += ["-m", self.settings.model]
         if self.spec.output_type is not None:
@@ -423,7 +251,7 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
         if resume:
             argv.append(resume)
         argv.append("-")
-        variables = {**self._path(), KEY_VARIABLE: self._key(), "CODEX_API_KEY": self.api_key(),
+        variables = {**self._path(), API_KEY_ENV_VAR: self._key(), "CODEX_API_KEY": self.api_key(),
                      "TMPDIR": str(self._tmp) if self._tmp else None}
         if self.home_dir is not None:
             variables["CODEX_HOME"] = str(self.home_dir)
@@ -441,22 +269,15 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
             if opts.codex_network_access:
                 config[f"permissions.{PROFILE}.network.enabled"] = True
         else:
-            config = {
-                "sandbox_mode": "workspace-write" if self.settings.sandbox else "danger-full-access",
-                "approval_policy": "never",
-                "sandbox_workspace_write.network_access": opts.codex_network_access,
-                # Writable: the workspace and the run's own TMPDIR, not all of /tmp.
-                "sandbox_workspace_write.exclude_slash_tmp": True,
-                "sandbox_workspace_write.exclude_tmpdir_env_var": False,
-            }
+            # Dotted keys: each setting overrides one of the user's config, not its whole table.
+            sandbox = sandbox_config(self.settings.sandbox, opts.codex_network_access)
+            config = {"sandbox_mode": sandbox["sandbox_mode"], "approval_policy": "never",
+                      **{f"sandbox_workspace_write.{key}": value
+                         for key, value in sandbox["sandbox_workspace_write"].items()}}
         if opts.base_url:
-            provider: dict[str, Any] = {"name": PROVIDER, "base_url": opts.base_url, "wire_api": opts.codex_wire_api}
-            if self._key():
-                provider["env_key"] = KEY_VARIABLE
-            if opts.max_retries is not None:
-                provider["request_max_retries"] = provider["stream_max_retries"] = opts.max_retries
-            config[f"model_providers.{PROVIDER}"] = provider
-            config["model_provider"] = PROVIDER
+            config[f"model_providers.{PROVIDER_NAME}"] = provider_entry(
+                opts.base_url, opts.codex_wire_api, max_retries=opts.max_retries, env_key=bool(self._key()))
+            config["model_provider"] = PROVIDER_NAME
         if opts.codex_reasoning_effort:
             config["model_reasoning_effort"] = opts.codex_reasoning_effort
         for name, server in opts.mcp_servers.items():
@@ -467,8 +288,7 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
     def _key(self) -> str | None:
         if not self.options.base_url:
             return None
-        env = {**os.environ, **self.options.env}
-        return self.api_key() or env.get("CODEX_API_KEY") or env.get("OPENAI_API_KEY")
+        return self.api_key() or env_api_key({**os.environ, **self.options.env})
 
     # ------------------------------------------------------------------ events
     def parse_event(self, line: Line, turn: TurnState) -> Iterable[BackendMessage]:
@@ -483,7 +303,7 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
         elif kind == "turn.completed":
             turn.finished = True
             # The figures count the whole thread, earlier runs of a resumed one included.
-            self.settle(self._thread_usage.usage(_usage(event.get("usage"))))
+            self.settle(self._thread_usage.usage(token_usage(event.get("usage"))))
         elif kind == "turn.failed":
             turn.finished = True
             error = event.get("error") or {}
@@ -555,100 +375,3 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
 
     def _sessions(self) -> Path:
         return (self._codex_home or self.real_codex_home()) / "sessions"
-
-
-def change_counts(recorded: dict[str, Any], change: dict[str, Any], path: Path) -> tuple[int, int]:
-    """Lines added and removed by one file of a file_change: from the rollout's record of it (the
-    added or deleted text, an update's unified diff); without one, an added file's lines as it is
-    now, and for an update or a delete whatever the record lacks counts as none."""
-    kind = recorded.get("type") or change.get("kind")
-    if kind == "add":
-        content = recorded.get("content")
-        if not isinstance(content, str):
-            try:
-                content = path.read_text(errors="replace")
-            except OSError:
-                content = ""
-        return line_count(content), 0
-    if kind == "delete":
-        return 0, line_count(recorded.get("content"))
-    diff = recorded.get("unified_diff")
-    return diff_counts(diff) if isinstance(diff, str) else (0, 0)
-
-
-class Rollout:
-    """The file changes Codex records in a thread's rollout (sessions/.../rollout-*-<thread>.jsonl),
-    read on from where the last look stopped. `codex exec --json` numbers its items itself
-    (item_0, ...), so a record is matched to an item by its files, in order."""
-
-    def __init__(self) -> None:
-        self._path: Path | None = None
-        self._offset = 0
-        self._records: list[dict[str, Any]] = []
-
-    def start(self, sessions: Path, thread: str | None) -> None:
-        """A new run: records already in a resumed thread's rollout are earlier runs'."""
-        self._path, self._offset, self._records = None, 0, []
-        if thread is not None and self._locate(sessions, thread) is not None:
-            with contextlib.suppress(OSError):
-                self._offset = os.path.getsize(str(self._path))
-
-    def take(self, sessions: Path, thread: str | None, paths: list[str]) -> dict[str, Any] | None:
-        """The record (path → {type, content | unified_diff}) of the run's next change of exactly
-        `paths`; None when the rollout holds none (yet)."""
-        if thread is not None and self._locate(sessions, thread) is not None:
-            self._read()
-        for index, record in enumerate(self._records):
-            if sorted(record) == sorted(paths):
-                return self._records.pop(index)
-        return None
-
-    def _locate(self, sessions: Path, thread: str) -> Path | None:
-        if self._path is None:
-            found = sorted(sessions.glob(f"*/*/*/rollout-*-{thread}.jsonl"))
-            self._path = found[-1] if found else None
-        return self._path
-
-    def _read(self) -> None:
-        assert self._path is not None
-        try:
-            with open(self._path, "rb") as handle:
-                handle.seek(self._offset)
-                chunk = handle.read()
-        except OSError:
-            return
-        whole = chunk[:chunk.rfind(b"\n") + 1]  # a line still being written waits
-        self._offset += len(whole)
-        for line in whole.splitlines():
-            if b'"FileChange"' not in line or b'"item_completed"' not in line:
-                continue
-            try:
-                item = table(table(table(json.loads(line)).get("payload")).get("item"))
-            except ValueError:
-                continue
-            if item.get("type") == "FileChange":
-                self._records.append(table(item.get("changes")))
-
-
-def _usage(raw: Any) -> Usage:
-    """Codex counts cached input inside input_tokens; agenter counts it apart."""
-    raw = table(raw)
-
-    def number(key: str) -> int:
-        value = raw.get(key)
-        return int(value) if isinstance(value, int | float) else 0
-
-    cached = number("cached_input_tokens")
-    return Usage(input_tokens=max(number("input_tokens") - cached, 0), output_tokens=number("output_tokens"),
-                 cache_read_tokens=cached, cache_write_tokens=number("cache_write_input_tokens"))
-
-
-def _toml(value: Any) -> str:
-    """One TOML value for -c (JSON strings, numbers and booleans are TOML too)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(str(k))} = {_toml(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    return json.dumps(value)

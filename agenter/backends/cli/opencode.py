@@ -7,10 +7,7 @@ a run (the provider's base_url and key, MCP servers, permissions) go in OPENCODE
 merged over your opencode.json, which is never changed. OpenCode judges paths by $PWD, which is
 set to the working directory. Resume: --session <id>.
 
-A permission policy is compiled to OpenCode's `permission` map (it cannot call agenter back):
-each kind starts from what the mode allows, then allow rules, then deny and ask rules (nobody can
-answer) as "deny" patterns, then the safety checks that are patterns; OpenCode lets the last
-matching pattern win. Paths outside the workspace are denied (external_directory).
+A permission policy is compiled to OpenCode's `permission` map (`_policy/opencode.py`).
 """
 
 from __future__ import annotations
@@ -24,75 +21,17 @@ from pydantic import Field
 from agenter._errors import ConfigurationError
 from agenter._types import Usage
 from agenter.backends._edits import diff_counts, line_count
+from agenter.backends._prompts import OutputChannel
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
 from agenter.backends.cli._base import CliBackend, CliOptions, TurnState, table
+from agenter.backends.cli._policy.opencode import opencode_permissions
 from agenter.backends.cli._runner import Invocation, Line
-from agenter.permissions import PermissionPolicy, PermissionRule
+from agenter.host.requirements import MODEL_PROVIDER_KEYS, Credentials
 
 __all__ = ["OpenCodeCliBackend", "OpenCodeCliOptions"]
 
 #: OpenCode's tools that write the file named in their input.
 _WRITE_TOOLS = {"write": "filePath", "edit": "filePath"}
-#: The bypass-immune safety checks OpenCode's patterns can express (its `*` also matches `/`).
-#: What they cannot (a download piped into a shell, writes through shell redirections, a
-#: recursive delete of an unknown target) is not compiled: docs/backends/cli.md.
-SAFETY_DENIALS: dict[str, tuple[str, ...]] = {
-    "edit": (".git/*", ".opencode/*", "opencode.json", "~/.bashrc", "~/.profile", "~/.zshrc"),
-    "read": ("~/.ssh/*", "~/.aws/*", "~/.gnupg/*", "~/.netrc", "~/.docker/config.json", "~/.config/gh/*",
-             "~/.kube/*"),
-    "bash": ("git push --force*", "git push -f", "git push -f *", "git push * --force*", "git push * -f",
-             "git push * -f *", "git reset --hard*", "git clean -f*"),
-}
-#: What each mode lets a kind do before any rule (headless, "ask" is a no).
-_MODE_ACTIONS = {"default": {"read": "allow", "edit": "deny", "bash": "deny"},
-                 "accept_edits": {"read": "allow", "edit": "allow", "bash": "deny"},
-                 "plan": {"read": "allow", "edit": "deny", "bash": "deny"},
-                 "bypass": {"read": "allow", "edit": "allow", "bash": "allow"}}
-_KEYS = {"read": "read", "edit": "edit", "shell": "bash"}
-
-
-def opencode_permissions(policy: PermissionPolicy | None) -> dict[str, Any]:
-    """A policy as OpenCode's `permission` map; None (no policy): edits and commands allowed and
-    everything else left to the user's configuration, as before policies existed."""
-    if policy is None:
-        return {"edit": "allow", "bash": "allow"}
-    modes = _MODE_ACTIONS[policy.mode]
-    maps: dict[str, dict[str, str]] = {key: {"*": action} for key, action in modes.items()}
-    rules = policy.rules
-    for effect in ("allow", "deny"):
-        for rule in rules:
-            if rule.effect == effect or (effect == "deny" and rule.effect == "ask"):
-                key = _KEYS.get(rule.kind)
-                if key is None:
-                    raise ConfigurationError(f"the opencode-cli backend cannot compile the permission rule {rule}",
-                                             parameter="permissions")
-                for pattern in opencode_patterns(rule):
-                    maps[key].pop(pattern, None)  # re-inserted last: the last match wins
-                    maps[key][pattern] = effect
-    for key, patterns in SAFETY_DENIALS.items():
-        for pattern in patterns:
-            maps[key].pop(pattern, None)
-            maps[key][pattern] = "deny"
-    outside = {"*": "deny", **{f"{root.rstrip('/')}/*": "allow" for root in (*policy.extra_roots, *policy.read_roots)}}
-    return {**maps, "external_directory": outside}
-
-
-def opencode_patterns(rule: PermissionRule) -> list[str]:
-    """One rule's pattern in OpenCode's wildcards: `*` any characters (`/` too), `?` one."""
-    pattern = rule.pattern
-    if not pattern:
-        return ["*"]
-    if rule.kind == "shell":
-        # agenter's shell patterns are word prefixes: `git push` also matches `git push origin`.
-        base = pattern.rstrip("* ")
-        if pattern.endswith("*") and not pattern[:-1].endswith(" "):
-            return [pattern]
-        return [base, f"{base} *"]
-    while "**" in pattern:
-        pattern = pattern.replace("**", "*")
-    return [pattern + "*" if pattern.endswith("/") else pattern]
-
-
 class OpenCodeCliOptions(CliOptions):
     """Options of the opencode-cli backend."""
 
@@ -105,14 +44,17 @@ class OpenCodeCliOptions(CliOptions):
 
 class OpenCodeCliBackend(CliBackend[OpenCodeCliOptions]):
     name: ClassVar[str] = "opencode-cli"
+    credentials: ClassVar[Credentials | None] = Credentials(
+        env=MODEL_PROVIDER_KEYS, files=("$XDG_DATA_HOME/opencode/auth.json", "~/.local/share/opencode/auth.json"))
+    auto_rank: ClassVar[int | None] = 60
     program: ClassVar[str] = "opencode"
     install: ClassVar[str] = "npm install -g opencode-ai"
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, structured_output=True, native_tool_loop=True, mcp=True,
         filesystem_read=True, filesystem_edit=True, shell=True, subagents=True, resume=True)
     options_model: ClassVar[type[OpenCodeCliOptions]] = OpenCodeCliOptions
-    output_channel = "text"
-    live_usage = False  # a step's usage comes after its tool calls ran: estimated until then
+    output_channel: ClassVar[OutputChannel] = "text"
+    live_usage: ClassVar[bool] = False  # a step's usage comes after its tool calls ran: estimated until then
     shell_tools: ClassVar[frozenset[str]] = frozenset({"bash"})
     #: Compiled to OpenCode's permission map (opencode_permissions).
     permission_kinds: ClassVar[frozenset[str]] = frozenset({"read", "edit", "shell"})

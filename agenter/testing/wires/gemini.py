@@ -121,8 +121,10 @@ class GeminiWire(Wire):
     # -- rendering -----------------------------------------------------------------------
 
     def _parts(self, turn: Turn) -> list[dict[str, Any]]:
-        """The candidate's parts; the thinking's signature rides on the first function call,
-        where the API puts it for thinking models."""
+        """The candidate's parts. The thinking's signature rides where the API puts it for
+        thinking models: on the first function call, or, in a response without calls, on its
+        last part (streamed, that part's last piece is an empty text holding only the signature:
+        see render_events)."""
         signature = next(
             (p.signature or signature_for(p.thinking) for p in turn.parts if isinstance(p, ThinkingPart)), None
         )
@@ -140,6 +142,8 @@ class GeminiWire(Wire):
                     call["thoughtSignature"] = signature
                     signature = None
                 parts.append(call)
+        if signature is not None and parts:
+            parts[-1]["thoughtSignature"] = signature
         return parts
 
     def _usage(self, turn: Turn, *, final: bool = True) -> dict[str, Any]:
@@ -181,8 +185,12 @@ class GeminiWire(Wire):
         for part in self._parts(turn):
             if "functionCall" in part:
                 pieces.append(part)  # the API sends a call whole, never in pieces
-            else:
-                pieces.extend({**part, "text": piece} for piece in chunk_text(part["text"]))
+                continue
+            signature = part.pop("thoughtSignature", None)
+            pieces.extend({**part, "text": piece} for piece in chunk_text(part["text"]))
+            if signature is not None:
+                # A text's signature comes last, on an empty piece of its own.
+                pieces.append({**part, "text": "", "thoughtSignature": signature})
         if not pieces:
             pieces.append({"text": ""})
         last = len(pieces) - 1

@@ -220,16 +220,18 @@ class Kit:
         started = time.monotonic()
         if session_only:
             from agenter._types import CodingRequest
-            from agenter.session.loop import CodingSession
+            from agenter.session.loop import CodingRun
             from agenter.validators import ValidatorChain
 
-            session = CodingSession(self.backend(server), CodingRequest(prompt="Do the task.", cwd=cwd),
-                                    budget=Budget(max_time_seconds=budget), validators=ValidatorChain([]),
-                                    backend_name=self.case.backend.name)
-            async with contextlib.aclosing(session.run()) as events:
+            backend = self.backend(server)
+            run = CodingRun(backend, CodingRequest(prompt="Do the task.", cwd=cwd),
+                            budget=Budget(max_time_seconds=budget), validators=ValidatorChain([]),
+                            backend_name=self.case.backend.name,
+                            connect=lambda: backend.connect(SessionSpec(cwd=cwd)), disconnect=backend.disconnect)
+            async with contextlib.aclosing(run.run()) as events:
                 async for _ in events:
                     pass
-            result = session.result
+            result = run.result
         else:
             agent = self.agent(server, budget=Budget(max_time_seconds=budget))
             result = await agent.execute("Do the task.", cwd=cwd)

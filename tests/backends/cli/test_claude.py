@@ -11,8 +11,9 @@ import pytest
 from pydantic import BaseModel
 
 from agenter._errors import ConfigurationError
+from agenter.backends._programs.claude import bundled_cli
 from agenter.backends.base import MessageType, SessionSpec
-from agenter.backends.cli.claude import ClaudeCliBackend, bundled_cli
+from agenter.backends.cli.claude import ClaudeCliBackend
 from agenter.testing import conformance, reply, text, tool_call
 
 from .conftest import CliCase, installed, need
@@ -103,6 +104,43 @@ def test_result_cost_counts_this_run_only():
                         '{"a": {"costUSD": 0.1}, "b": {"costUSD": 0.05}}}')
     assert _run_cost(result) == pytest.approx(0.15)
     assert _run_cost({"total_cost_usd": 0.5}) is None
+
+
+def test_streamed_text_goes_out_as_deltas_and_thinking_whole():
+    from agenter.backends.cli._base import TurnState
+    from agenter.backends.cli._runner import Line
+
+    def stream(event: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "stream_event", "event": event}
+
+    backend, turn = ClaudeCliBackend(_settings(sandbox=False)), TurnState()
+    events = [
+        stream({"type": "message_start"}),
+        stream({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking"}}),
+        stream({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hmm "}}),
+        stream({"type": "content_block_stop", "index": 0}),
+        stream({"type": "content_block_start", "index": 1, "content_block": {"type": "text"}}),
+        stream({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Hello wor"}}),
+        stream({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "ld"}}),
+        stream({"type": "content_block_stop", "index": 1}),
+        {"type": "assistant", "message": {"id": "m1", "model": "claude-x", "content": [
+            {"type": "thinking", "thinking": "hmm"}, {"type": "text", "text": "Hello world"}]}},
+    ]
+    messages = [m for e in events for m in backend.parse_event(Line(json.dumps(e), e), turn)]
+    assert [(m.type, m.content) for m in messages] == [
+        (MessageType.TEXT_DELTA, "Hello "), (MessageType.TEXT_DELTA, "world"), (MessageType.THINKING, "hmm"),
+        (MessageType.TEXT, "Hello world")]
+
+
+def test_an_unavailable_sandbox_says_what_to_install():
+    from agenter.backends.cli._base import TurnState
+    from agenter.backends.cli._runner import Line
+
+    backend, turn = ClaudeCliBackend(_settings(sandbox=True)), TurnState()
+    event = {"type": "result", "is_error": True, "subtype": "error_during_execution",
+             "result": "Sandbox is unavailable on this machine"}
+    list(backend.parse_event(Line(json.dumps(event), event), turn))
+    assert turn.error is not None and "bubblewrap" in turn.error and "sandbox=False" in turn.error
 
 
 async def test_edits_and_commands_arrive_in_the_event_vocabulary(kit, tmp_path):

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from agenter.backends._programs.codex import token_usage, toml_value
 from agenter.backends.base import MessageType, SessionSpec
 from agenter.backends.cli._runner import Line
-from agenter.backends.cli.codex import CodexCliBackend, _usage
+from agenter.backends.cli.codex import CodexCliBackend
 from agenter.testing import conformance, reply, text, tool_call
 
 from .conftest import REPO, CliCase, installed, need
@@ -91,9 +92,37 @@ async def test_structured_output_uses_a_strict_output_schema(kit, tmp_path):
     assert schema["additionalProperties"] is False and set(schema["required"]) == {"value", "note"}
 
 
-def test_cached_input_is_counted_apart():
-    usage = _usage({"input_tokens": 1000, "cached_input_tokens": 600, "output_tokens": 10})
+def test_cached_input_and_cache_writes_are_counted_apart():
+    usage = token_usage({"input_tokens": 1000, "cached_input_tokens": 600, "output_tokens": 10})
     assert (usage.input_tokens, usage.cache_read_tokens, usage.output_tokens) == (400, 600, 10)
+    usage = token_usage({"input_tokens": 1000, "cached_input_tokens": 600, "cache_write_input_tokens": 100,
+                         "output_tokens": 10})
+    assert (usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens) == (300, 600, 100)
+    assert token_usage(None) == token_usage({"input_tokens": "many"}) == token_usage({})
+
+
+def test_a_config_value_toml_cannot_hold_fails_when_the_agent_is_built():
+    import tomllib
+
+    from agenter._errors import ConfigurationError
+    from agenter.backends.base import BackendSettings
+    from agenter.backends.cli.codex import CodexCliOptions
+
+    def settings(**options: Any) -> Any:
+        return BackendSettings(model=None, tools=[], sandbox=False, options=CodexCliOptions(**options))
+
+    with pytest.raises(ConfigurationError, match=r"codex_config\['model'\]"):
+        CodexCliBackend.validate_settings(settings(codex_config={"model": None}))
+    CodexCliBackend.validate_settings(settings(codex_config={"model": "m", "features": {"x": [1, 2.5, True]}}))
+    backend = CodexCliBackend(settings(base_url="http://127.0.0.1:1/v1", max_retries=2, api_key="k",
+                                       codex_network_access=True))
+    # Each override as command() passes it (-c key=<TOML value>), read back as TOML.
+    parsed = {key: tomllib.loads(f"v = {toml_value(value)}")["v"] for key, value in backend.config().items()}
+    assert parsed["model_providers.agenter"] == {"name": "agenter", "base_url": "http://127.0.0.1:1/v1",
+                                                 "wire_api": "responses", "env_key": "AGENTER_CODEX_API_KEY",
+                                                 "request_max_retries": 2, "stream_max_retries": 2}
+    assert parsed["sandbox_mode"] == "danger-full-access" and parsed["sandbox_workspace_write.network_access"] is True
+
 
 
 def test_events_become_messages_and_a_failed_turn_an_auth_error():

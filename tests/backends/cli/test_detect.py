@@ -80,12 +80,28 @@ def test_auto_picks_the_first_usable_backend_in_the_documented_order(monkeypatch
     monkeypatch.setenv("PATH", str(bin_dir))
     monkeypatch.chdir(tmp_path)
     environ = {"HOME": str(tmp_path), "OPENAI_API_KEY": "sk-x"}
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-x")  # what codex itself reads when the agent is built
     # claude-code needs its SDK's CLI and an Anthropic login: no credentials here, so codex wins.
     assert AUTO_ORDER.index("codex") < AUTO_ORDER.index("codex-cli")
     assert auto_backend(environ) == "codex"
     with pytest.raises(RequirementError) as caught:
         auto_backend({"HOME": str(tmp_path)})
     assert "no credentials found" in str(caught.value)
+
+
+def test_auto_skips_a_backend_the_facade_would_refuse(monkeypatch, tmp_path):
+    # Only OPENAI_API_KEY and no agent program: openai has credentials but needs model=, so auto
+    # does not pick it (it used to, and the agent then failed to build); with a model it does.
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    environ = {"HOME": str(tmp_path), "OPENAI_API_KEY": "sk-x"}
+    with pytest.raises(RequirementError) as caught:
+        auto_backend(environ, sandbox=False)
+    assert "openai: the openai backend needs model=" in str(caught.value)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
+    assert auto_backend(environ, sandbox=False, model="gpt-5-mini", mode="patch") == "openai"
+    (status,) = detect_backends(["openai"])
+    assert status.installed and status.credentials and not status.usable and "model=" in (status.blocked or "")
 
 
 @pytest.mark.skipif(installed(REPO / "node_modules" / ".bin" / "codex") is None, reason="npm install not run")

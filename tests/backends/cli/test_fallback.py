@@ -13,8 +13,9 @@ import pytest
 from agenter import AutonomousCodingAgent, CodingStatus
 from agenter._errors import BackendError, ConfigurationError, RequirementError
 from agenter._events import CodingEventType
+from agenter.backends._programs.claude import bundled_cli
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
-from agenter.backends.cli.claude import ClaudeCliBackend, bundled_cli
+from agenter.backends.cli.claude import ClaudeCliBackend
 from agenter.backends.cli.codex import CodexCliBackend
 from agenter.backends.fallback import FallbackOptions, fallback_chain
 from agenter.testing import FunctionBackend, TurnContext, http_error, reply, text, tool_call
@@ -67,7 +68,7 @@ async def test_a_quota_error_moves_on_and_the_failed_attempts_writes_are_undone(
 
     assert (tmp_path / "app.py").read_text() == "original\n"
     assert not (tmp_path / "new").exists() and (tmp_path / "done.txt").read_text() == "ok\n"
-    assert backend.modified_files().written == {"done.txt"} and not backend.modified_files().deleted
+    assert backend.last_turn().files.written == {"done.txt"} and not backend.last_turn().files.deleted
     (note,) = [m for m in messages if m.tool_name == "fallback"]
     assert note.type is MessageType.STATUS
     assert note.details["from"] == "function" and note.details["reason"] == "quota"
@@ -85,7 +86,7 @@ async def test_failed_changes_can_be_kept_with_a_note(tmp_path):
                             failed_changes="keep")
     messages = await run(backend, tmp_path)
     assert (tmp_path / "partial.txt").exists()
-    assert backend.modified_files().written == {"partial.txt", "done.txt"}
+    assert backend.last_turn().files.written == {"partial.txt", "done.txt"}
     (note,) = [m for m in messages if m.tool_name == "fallback"]
     assert note.details["kept"] == ["partial.txt"] and "changes kept: partial.txt" in note.content
 
@@ -102,11 +103,11 @@ async def test_a_failure_another_backend_cannot_fix_is_raised(tmp_path):
 async def test_a_refusal_does_not_move_on_unless_asked(tmp_path):
     backend = chain_backend(member(refuses), member(writes("b.txt", "y")))
     await run(backend, tmp_path)
-    assert backend.refusal() is not None and not (tmp_path / "b.txt").exists()
+    assert backend.last_turn().refusal is not None and not (tmp_path / "b.txt").exists()
 
     backend = chain_backend(member(refuses), member(writes("b.txt", "y")), fallback_on=["refusal"])
     await run(backend, tmp_path)
-    assert backend.refusal() is None and (tmp_path / "b.txt").exists()
+    assert backend.last_turn().refusal is None and (tmp_path / "b.txt").exists()
     assert [a.status for a in backend.attempts()] == ["refused", "completed"]
 
 
@@ -211,7 +212,7 @@ async def test_claude_cli_gets_a_quota_error_and_codex_cli_completes(scripted_mo
     messages = await run(backend, work, "Write done.txt")
 
     assert not (work / "partial.txt").exists() and (work / "done.txt").read_text() == "all done\n"
-    assert backend.modified_files().written == {"done.txt"}
+    assert backend.last_turn().files.written == {"done.txt"}
     attempts = [a.as_dict() for a in backend.attempts()]
     assert [(a["backend"], a["status"], a["error_kind"]) for a in attempts] == [
         ("claude-cli", "failed", "quota"), ("codex-cli", "completed", None)]

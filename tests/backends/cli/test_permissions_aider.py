@@ -10,7 +10,8 @@ import pytest
 
 from agenter._errors import ConfigurationError
 from agenter.backends.base import BackendSettings, MessageType
-from agenter.backends.cli.aider import AiderCliBackend, aider_ignore
+from agenter.backends.cli._policy.aider import aider_ignore
+from agenter.backends.cli.aider import AiderCliBackend
 from agenter.permissions import PermissionPolicy
 from agenter.testing import reply, text
 

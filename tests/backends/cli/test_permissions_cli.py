@@ -17,9 +17,12 @@ from typing import Any
 import pytest
 
 from agenter._errors import ConfigurationError
+from agenter.backends._programs.claude import bundled_cli
 from agenter.backends.base import BackendSettings, MessageType
-from agenter.backends.cli.claude import ClaudeCliBackend, bundled_cli, claude_permissions
-from agenter.backends.cli.opencode import OpenCodeCliBackend, opencode_permissions
+from agenter.backends.cli._policy.claude import claude_permissions
+from agenter.backends.cli._policy.opencode import opencode_permissions
+from agenter.backends.cli.claude import ClaudeCliBackend
+from agenter.backends.cli.opencode import OpenCodeCliBackend
 from agenter.permissions import PermissionPolicy
 from agenter.testing import reply, text, tool_call
 

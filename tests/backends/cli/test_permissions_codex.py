@@ -14,7 +14,8 @@ import pytest
 from agenter import CodingRequest
 from agenter._errors import ConfigurationError
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
-from agenter.backends.cli.codex import CodexCliBackend, codex_permissions, unmasked_paths
+from agenter.backends.cli._policy.codex import codex_permissions, unmasked_paths
+from agenter.backends.cli.codex import CodexCliBackend
 from agenter.permissions import PermissionPolicy
 from agenter.testing import reply, text, tool_call
 

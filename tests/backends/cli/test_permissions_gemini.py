@@ -14,7 +14,8 @@ import pytest
 
 from agenter._errors import ConfigurationError
 from agenter.backends.base import BackendSettings, MessageType
-from agenter.backends.cli.gemini import GeminiCliBackend, gemini_policy
+from agenter.backends.cli._policy.gemini import gemini_policy
+from agenter.backends.cli.gemini import GeminiCliBackend
 from agenter.permissions import PermissionPolicy
 from agenter.testing import reply, text, tool_call
 

@@ -151,7 +151,7 @@ def test_codex_cli_commands_and_file_changes_with_counts_from_the_rollout(tmp_pa
 
 
 def test_codex_cli_change_counts_without_a_rollout_record(tmp_path):
-    from agenter.backends.cli.codex import change_counts
+    from agenter.backends.cli._codex_rollout import change_counts
 
     (tmp_path / "new.py").write_text("a\nb\n")
     assert change_counts({}, {"path": "new.py", "kind": "add"}, tmp_path / "new.py") == (2, 0)

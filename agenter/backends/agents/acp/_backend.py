@@ -1,0 +1,478 @@
+"""ACPBackend: spawn an Agent Client Protocol agent, drive it over stdio as its client.
+
+agenter plays the ACP *client*: it owns the working directory, serves the agent's
+fs/read_text_file and fs/write_text_file requests inside the sandbox and through the permission
+gate (`_client`), answers session/request_permission by policy and the gate, and streams
+session/update notifications as BackendMessages. What the agent does by itself (its own file
+writes, its own shell) is seen through the base's workspace snapshots: see docs/backends/acp.md.
+Which permission rule kinds are enforced depends on the agent (AGENT_KINDS).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import os
+import re
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from agenter._errors import BackendError, ConfigurationError
+from agenter._version import __version__
+from agenter.backends._prompts import text_refusal
+from agenter.backends.agents.acp._options import ACPOptions, mcp_server_json
+from agenter.backends.agents.acp._usage import SessionUsage
+from agenter.backends.base import (
+    BackendCapabilities,
+    BackendMessage,
+    BackendSettings,
+    BaseBackend,
+    MessageType,
+    SessionSpec,
+)
+from agenter.host import AgentProcess, Program, PythonPackage, Redactor, find_program
+from agenter.host.requirements import Requirement
+from agenter.usage import is_known_model
+
+if TYPE_CHECKING:
+    from agenter.backends.agents.acp._client import ACPClient
+
+__all__ = ["ACPBackend"]
+
+#: How long a cancelled prompt may take to acknowledge session/cancel before the process goes.
+CANCEL_GRACE_SECONDS = 1.0
+#: How long an agent gets to exit after its stdin closes, before its process group is signalled.
+EXIT_GRACE_SECONDS = 1.0
+
+CONTINUE_PROMPT = (
+    "No one is available to answer questions or confirm steps: this run is fully automated. "
+    "Proceed now: make the changes the task needs directly in the working directory, then stop. "
+    "If you cannot do the task, reply with a line starting with 'REFUSED:' and the reason."
+)
+
+#: The permission rule kinds agenter enforces for the ACP agents it knows, by program name and
+#: session mode (what the agent brings to agenter, found with the real programs; see
+#: docs/permissions.md). Other agents, and these in other modes, are taken to enforce none.
+#: claude-agent-acp (Claude Code) asks for every edit, every command it does not itself judge
+#: read-only, and web fetches; claude-code-acp also reads and writes files through fs/*; codex-acp
+#: (read-only mode) asks for patches only and runs commands in its sandbox without asking.
+_CLAUDE = frozenset({"edit", "shell", "network"})
+AGENT_KINDS: dict[str, dict[str | None, frozenset[str]]] = {
+    "claude-agent-acp": {None: _CLAUDE, "default": _CLAUDE, "acceptEdits": _CLAUDE - {"edit"}},
+    "claude-code-acp": {None: _CLAUDE | {"read"}, "default": _CLAUDE | {"read"},
+                        "acceptEdits": (_CLAUDE | {"read"}) - {"edit"}},
+    "codex-acp": {None: frozenset({"edit"}), "read-only": frozenset({"edit"})},
+}
+
+_CONFIRMATION = re.compile(
+    r"\b(shall i|should i|would you like|do you want|want me to|let me know|please confirm|"
+    r"can you confirm|could you confirm|confirm (?:that|whether|if)|ready to proceed|"
+    r"may i|okay to proceed|ok to proceed|proceed\?|go ahead\?|approve|permission to)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_for_confirmation(text: str) -> bool:
+    """Does the agent's final text ask a human to confirm or answer instead of acting?"""
+    tail = (text or "").strip()[-600:]
+    if not tail:
+        return False
+    return tail.endswith("?") or bool(_CONFIRMATION.search(tail))
+
+
+class ACPBackend(BaseBackend[ACPOptions]):
+    """Any ACP agent over stdio. agenter is the ACP client and owns the sandbox."""
+
+    name: ClassVar[str] = "acp"
+    capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
+        text_completion=True, streaming=True, native_tool_loop=True, mcp=True, filesystem_read=True,
+        filesystem_edit=True, shell=True, custom_tools=False, structured_output=True, resume=True, sandbox=True)
+    options_model: ClassVar[type[ACPOptions]] = ACPOptions
+
+    def __init__(self, settings: BackendSettings[ACPOptions]):
+        super().__init__(settings)
+        # Secrets in the agent's extra environment (a key under any name) are hidden too.
+        self.redact = Redactor(self.options.env, extra=self.options.secrets())
+        self._process: AgentProcess | None = None
+        self._last_process: AgentProcess | None = None
+        self._conn: Any = None
+        self._client: ACPClient | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._env: dict[str, str] = {}
+        self._graceful = True  # False once the agent failed: no point waiting for it to exit
+        self._prompts = 0
+        self._stop_reason: str | None = None
+        self._tokens = SessionUsage(self.ledger)
+        self._queue: collections.deque[BackendMessage] = collections.deque()
+        self._wakeup = asyncio.Event()
+        self._notes: list[str] = []
+
+    @property
+    def agent_pid(self) -> int | None:
+        """Pid of the running ACP agent program (None when none runs)."""
+        return self._process.pid if self._process is not None else None
+
+    # ------------------------------------------------------------------ settings
+    @classmethod
+    def requirements(cls, settings: BackendSettings[Any]) -> Sequence[Requirement]:
+        options: ACPOptions = settings.options
+        return [
+            PythonPackage(module="acp", distribution="agent-client-protocol",
+                          install="pip install 'agenter-sdk[acp]'"),
+            Program(name=options.acp_command, env_path=options.env.get("PATH"),
+                    install="install the ACP agent program (e.g. npm install -g @zed-industries/codex-acp) "
+                            "or give its path in acp_command"),
+        ]
+
+    @classmethod
+    def validate_settings(cls, settings: BackendSettings[Any]) -> None:
+        options: ACPOptions = settings.options
+        if settings.tools:
+            raise ConfigurationError(
+                "the acp backend cannot add custom tools to an ACP agent; give the agent an MCP "
+                "server with mcp_servers instead", parameter="tools")
+        if options.mcp_servers:
+            # Only reached once requirements() found the acp package.
+            from pydantic import TypeAdapter, ValidationError
+
+            from acp.schema import HttpMcpServer, McpServerStdio, SseMcpServer
+
+            adapter: TypeAdapter[Any] = TypeAdapter(HttpMcpServer | SseMcpServer | McpServerStdio)
+            for server in options.mcp_servers:
+                try:
+                    adapter.validate_python(mcp_server_json(server))
+                except ValidationError as exc:
+                    raise ConfigurationError(f"invalid MCP server {server.get('name')!r} in "
+                                             f"mcp_servers: {exc.errors()[0]['msg']}",
+                                             parameter="mcp_servers") from None
+
+    @classmethod
+    def enforced_kinds(cls, options: ACPOptions) -> frozenset[str]:
+        """The rule kinds enforced with this agent program and session mode (AGENT_KINDS)."""
+        program = os.path.basename(options.acp_command.strip())
+        return AGENT_KINDS.get(program, {}).get(options.acp_session_mode, frozenset())
+
+    @classmethod
+    def permission_kinds_for(cls, settings: BackendSettings[Any]) -> tuple[frozenset[str], str]:
+        options = settings.options
+        return cls.enforced_kinds(options), (f" with {options.acp_command!r} (session mode "
+                                             f"{options.acp_session_mode or 'default'})")
+
+    # ------------------------------------------------------------------ lifecycle
+    async def _connect(self, spec: SessionSpec) -> None:
+        import acp
+        from agenter.backends.agents.acp._client import ACPClient
+        from agenter.sandbox.paths import PathResolver
+
+        options = self.options
+        resolver = PathResolver(self.cwd, spec.allowed_write_paths, sandbox=self.settings.sandbox)
+        settings = self.settings
+        policy = options.permission_policy
+        if "permission_policy" not in options.model_fields_set and (
+                settings.permissions is not None or settings.on_permission is not None):
+            policy = "allow"  # a policy or someone to ask was given: the gate decides
+        self.leave_confinement_to_the_sandbox()
+        self._client = ACPClient(
+            resolver=resolver, permission_policy=policy, fs=options.acp_fs,
+            emit=self._emit, on_usage=lambda u: self._tokens.update(u.used, u.cost),
+            on_denied=self.deny, on_file=self._file, in_thread=self.in_thread, permit=self.permit)
+        # PWD as a shell would set it: some agents (OpenCode) take their directory from it.
+        self._env = {**os.environ, **self.trace_env(), "PWD": str(self.cwd), **options.env}
+        program = find_program(options.acp_command, search_path=self._env.get("PATH")) or options.acp_command
+        try:
+            self._process = await AgentProcess.start([program, *options.acp_args], cwd=self.cwd, env=self._env,
+                                                     limit=50 * 1024 * 1024)
+        except OSError as exc:
+            raise BackendError(f"could not start ACP agent {options.acp_command!r}: {exc.strerror or exc}",
+                               backend=self.name, kind="missing_program") from None
+        process = self._process.process
+        self._conn = acp.connect_to_agent(self._client, process.stdin, process.stdout)
+        self._watcher = asyncio.create_task(self._watch_exit(self._process, self._conn))
+        try:
+            await asyncio.wait_for(self._open_session(spec), options.acp_startup_timeout)
+        except TimeoutError:
+            self._graceful = False
+            raise BackendError(f"ACP agent {options.acp_command!r} did not start a session within "
+                               f"{options.acp_startup_timeout:g} s", backend=self.name,
+                               stderr_tail=self._stderr_tail()) from None
+        except BackendError:
+            self._graceful = False
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported with the agent's exit code and stderr
+            raise await self._failure("could not start an ACP session", exc) from None
+
+    async def _watch_exit(self, process: AgentProcess, conn: Any) -> None:
+        """An agent that dies while a child still holds its stdout never sends EOF: close the
+        connection when the process exits, so pending requests fail instead of hanging."""
+        with contextlib.suppress(Exception):
+            # returncode is set when the agent itself exits, whoever holds its pipes.
+            while process.returncode is None:
+                await asyncio.sleep(0.2)
+            await asyncio.sleep(0.2)  # let the last lines it wrote be read
+            if self._conn is conn:
+                await asyncio.wait_for(conn.close(), 1)
+
+    async def _open_session(self, spec: SessionSpec) -> None:
+        import acp
+        from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
+
+        assert self._client is not None
+        fs = self.options.acp_fs
+        init = await self._conn.initialize(
+            protocol_version=acp.PROTOCOL_VERSION,
+            # Terminals are not offered: agenter could not confine the commands it would run.
+            client_capabilities=ClientCapabilities(
+                fs=FileSystemCapabilities(read_text_file="read" in fs, write_text_file="write" in fs),
+                terminal=False),
+            client_info=Implementation(name="agenter", title="agenter", version=__version__),
+        )
+        agent = init.agent_info.name if init.agent_info is not None else None
+        if agent == "gemini-cli" and "read" in fs:
+            self._notes.append("Gemini CLI cannot create a new file while agenter serves fs/read_text_file "
+                               "(it takes the spec's not-found answer for a failure); pass acp_fs=['write']")
+        cwd = str(self.cwd)
+        mcp_servers = [mcp_server_json(s) for s in self.options.mcp_servers]
+        if spec.resume_session_id:
+            capabilities = init.agent_capabilities
+            if not (capabilities and capabilities.load_session):
+                raise BackendError("this ACP agent cannot load a previous session (no loadSession "
+                                   "capability)", backend=self.name, kind="config")
+            response = await self._conn.load_session(cwd=cwd, session_id=spec.resume_session_id,
+                                                     mcp_servers=mcp_servers)
+            self._session_id = spec.resume_session_id
+        else:
+            try:
+                response = await self._conn.new_session(cwd=cwd, mcp_servers=mcp_servers)
+            except acp.RequestError as exc:
+                if exc.code != -32000 or not await self._authenticate(init):
+                    raise
+                response = await self._conn.new_session(cwd=cwd, mcp_servers=mcp_servers)
+            self._session_id = response.session_id
+        self._client.session_id = self._session_id
+        await self._configure_session(response)
+
+    async def _authenticate(self, init: Any) -> bool:
+        """The agent wants authentication: use an env-var method whose variables are all set."""
+        for method in init.auth_methods or []:
+            data = method.model_dump(by_alias=True, exclude_none=True)
+            variables = [v.get("name") for v in data.get("vars") or []]
+            if data.get("type") == "env_var" and variables and all(self._env.get(v) for v in variables):
+                await self._conn.authenticate(method_id=data["id"])
+                return True
+        methods = ", ".join(m.id for m in init.auth_methods or []) or "none offered"
+        raise BackendError(f"the ACP agent requires authentication (methods: {methods}); set the "
+                           "variables of an env_var method in env, or configure the agent",
+                           backend=self.name, kind="auth")
+
+    async def _configure_session(self, response: Any) -> None:
+        mode = self.options.acp_session_mode
+        if mode:
+            modes = getattr(response, "modes", None)
+            available = [m.id for m in modes.available_modes] if modes else []
+            if available and mode not in available:
+                raise BackendError(f"the ACP agent has no session mode {mode!r} "
+                                   f"(available: {', '.join(available)})", backend=self.name, kind="config")
+            await self._conn.set_session_mode(session_id=self._session_id, mode_id=mode)
+        option = next((getattr(o, "root", o) for o in getattr(response, "config_options", None) or []
+                       if getattr(getattr(o, "root", o), "category", None) == "model"), None)
+        model = self.settings.model
+        if option is None:
+            if model:
+                self._notes.append(
+                    f"this ACP agent offers no model option; model {model!r} must be set in its own "
+                    "configuration (acp_args / env)")
+            return
+        if not model:
+            current = getattr(option, "current_value", None)
+            # Priced as the model the agent says it uses, when that is a model id genai-prices
+            # knows (claude-agent-acp says "default").
+            if isinstance(current, str) and current and await asyncio.to_thread(is_known_model, current):
+                self.ledger.model = current
+            return
+        values = [getattr(getattr(o, "root", o), "value", None) for o in getattr(option, "options", [])]
+        if values and model not in values:
+            raise BackendError(f"the ACP agent has no model {model!r} (available: "
+                               f"{', '.join(str(v) for v in values if v)})", backend=self.name, kind="config")
+        await self._conn.set_config_option(config_id=option.id, session_id=self._session_id, value=model)
+
+    async def _disconnect(self) -> None:
+        """Close the connection, give the agent a moment to exit, then end it and all it started."""
+        conn, self._conn = self._conn, None
+        process, self._process = self._process, None
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None and not watcher.done():
+            watcher.cancel()
+        if process is not None:
+            self._last_process = process
+        if conn is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(conn.close(), 1)
+        if process is None:
+            return
+        stdin = process.process.stdin
+        if stdin is not None:
+            with contextlib.suppress(Exception):
+                stdin.close()
+        if self._graceful and process.returncode is None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await process.wait_exit(EXIT_GRACE_SECONDS)
+        # Agents that ignore a closed stdin (codex-acp does) are signalled here; what Claude Code
+        # under claude-agent-acp leaves in the group is found and killed by the same policy.
+        await process.terminate(grace=1.5 if self._graceful else 0.5)
+
+    # ------------------------------------------------------------------ turns
+    async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
+        client = self._client
+        if self._conn is None or client is None:
+            raise BackendError("the ACP agent is no longer running (an earlier turn was stopped)",
+                               backend=self.name, kind="agent_crash")
+        text = self._compose(prompt, first=self._prompts == 0)
+        client.start_turn()
+        for note in self._notes:
+            yield BackendMessage(type=MessageType.STATUS, content=note)
+        self._notes = []
+        continued = False
+        stop: str | None = None
+        try:
+            while True:
+                async with contextlib.aclosing(self._prompt(text)) as stream:
+                    async for message in stream:
+                        yield message
+                stop = self._stop_reason
+                final = client.final_text()
+                if (stop == "end_turn" and self.options.acp_autonomous and not continued
+                        and not text_refusal(final) and asks_for_confirmation(final)
+                        and not await self.changes_so_far()):
+                    continued = True
+                    yield BackendMessage(type=MessageType.STATUS,
+                                         content="the agent asked for confirmation; continuing automatically")
+                    client.start_turn()
+                    text = CONTINUE_PROMPT
+                    continue
+                break
+            if stop == "cancelled" and client.denied_in_turn:
+                # Some agents (codex-acp) abort the turn when a permission is rejected.
+                yield BackendMessage(type=MessageType.STATUS,
+                                     content="the agent ended its turn after agenter denied a permission "
+                                             "request (stop_reason=cancelled)")
+                stop = "end_turn"
+            self._finish(stop, client)
+        finally:
+            client.active = False
+
+    def _compose(self, prompt: str, first: bool) -> str:
+        """ACP has no system prompt: the instructions open the session's first prompt."""
+        if not first:
+            return prompt
+        instructions = self.instructions(refusal_tool=None, output_channel="text",
+                                         contract=self.options.acp_autonomous)
+        return f"{instructions}\n\nTask:\n{prompt}"
+
+    async def _prompt(self, text: str) -> AsyncGenerator[BackendMessage, None]:
+        """One session/prompt, its session/update stream yielded as it arrives."""
+        from acp import text_block
+
+        wakeup = self._wakeup
+        self._stop_reason = None
+        self._prompts += 1
+        self._tokens.start(text)
+        task = asyncio.create_task(self._conn.prompt(session_id=self._session_id, prompt=[text_block(text)]))
+        task.add_done_callback(lambda _: wakeup.set())
+        finished = False
+        try:
+            while True:
+                while self._queue:
+                    yield self._queue.popleft()
+                if task.done():
+                    assert self._client is not None
+                    self._client.flush()
+                    while self._queue:
+                        yield self._queue.popleft()
+                    break
+                wakeup.clear()
+                if self._queue or task.done():
+                    continue
+                await wakeup.wait()
+            finished = True
+            try:
+                response = task.result()
+            except Exception as exc:  # noqa: BLE001 - the agent failed or died: a BackendError
+                self._tokens.abandon()
+                raise await self._failure("the ACP agent failed during the turn", exc) from None
+            self._stop_reason = response.stop_reason
+            note = self._tokens.finish(response)
+            if note:
+                yield BackendMessage(type=MessageType.STATUS, content=note)
+        finally:
+            if not finished:
+                self._tokens.abandon()
+                await self._interrupt(task)
+
+    async def _interrupt(self, task: asyncio.Task[Any]) -> None:
+        """The consumer stopped the turn (time or token budget, or closing): cancel it at the agent,
+        then end the agent; the session is over for it."""
+        if not task.done() and self._conn is not None and self._session_id:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(self._conn.cancel(session_id=self._session_id), 0.5)
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(task), CANCEL_GRACE_SECONDS)
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(task, 0.5)
+        self._graceful = False
+        await self._disconnect()
+
+    def _finish(self, stop: str | None, client: ACPClient) -> None:
+        """The turn's outcome from its stop reason and text: refusal, error, structured output."""
+        if stop == "refusal":
+            self.refuse({"reason": client.final_text().strip() or "the agent refused the request",
+                         "category": "agent_refusal"})
+            return
+        full = client.full_text()
+        if self.refuse_from_text(full):
+            return
+        if stop in ("max_tokens", "max_turn_requests"):
+            what = "the model's output token limit" if stop == "max_tokens" else "its own turn-request limit"
+            raise BackendError(f"the ACP agent stopped the turn at {what} (stop_reason={stop}); "
+                               "the work may be incomplete", backend=self.name)
+        if stop == "cancelled":
+            raise BackendError("the ACP agent cancelled the turn by itself (stop_reason=cancelled)",
+                               backend=self.name)
+        self.parse_output(full)
+
+    # ------------------------------------------------------------------ client hooks
+    def _emit(self, message: BackendMessage) -> None:
+        self._tokens.seen(message)
+        self._queue.append(message)
+        self._wakeup.set()
+
+    def _file(self, path: str | None, *, read: int = 0, written: int = 0) -> None:
+        if path is not None:
+            self.track(written=[path])
+        self._tokens.file_text(read=read, written=written)
+
+    # ------------------------------------------------------------------ errors
+    def _stderr_tail(self) -> str | None:
+        process = self._process or self._last_process
+        return process.stderr_tail() if process is not None else None
+
+    async def _failure(self, what: str, exc: BaseException) -> BackendError:
+        """A BackendError for a failed request: the agent's exit code and stderr tail when it died."""
+        self._graceful = False
+        detail = str(exc) or type(exc).__name__
+        data = getattr(exc, "data", None)
+        if data:
+            detail = f"{detail}: {data}"
+        kind = None
+        code = getattr(exc, "code", None)
+        # Some agents (Gemini CLI) answer a failed model call with its HTTP status as the code.
+        status = code if isinstance(code, int) and 400 <= code < 600 else None
+        process = self._process
+        if process is not None and await process.wait_exit(1.0):
+            detail = f"the agent process exited with code {process.returncode} ({detail})"
+            kind = "agent_crash"
+            await process.terminate(grace=0)  # the rest of its group; its stderr read to the end
+        return BackendError(self.redact(f"{what}: {detail}"), backend=self.name,
+                            stderr_tail=self._stderr_tail() or None, status_code=status, kind=kind)

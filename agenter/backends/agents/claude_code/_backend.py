@@ -1,0 +1,306 @@
+"""ClaudeCodeBackend: Claude Code (the `claude` CLI) through claude-agent-sdk's ClaudeSDKClient.
+
+One connected client per session, so every iteration (and the retry prompt with validation
+errors) lands in the same Claude Code conversation. What the CLI does is reported as it streams
+(`_events`); what changed on disk is the file tools' results united with the base's workspace
+snapshots, so edits made by Bash count too. With sandbox=True, Bash runs in Claude Code's OS
+sandbox (bubblewrap + socat on Linux, failIfUnavailable) and a PreToolUse hook confines the file
+tools to cwd and allowed_write_paths (`_permissions`). How the CLI is started is `_setup`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import importlib
+import logging
+import signal
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from agenter._errors import BackendError
+from agenter.backends._failures import classify
+from agenter.backends._programs.claude import CREDENTIALS as CLAUDE_CREDENTIALS
+from agenter.backends._programs.claude import usage_from
+from agenter.backends._prompts import REFUSAL_TOOL_NAME, output_schema
+from agenter.backends.agents.claude_code import _setup
+from agenter.backends.agents.claude_code._events import TurnTranslator, describe_result_error, describe_sdk_error
+from agenter.backends.agents.claude_code._options import ClaudeCodeOptions
+from agenter.backends.agents.claude_code._permissions import ENFORCED_KINDS, Permissions
+from agenter.backends.base import (
+    BackendCapabilities,
+    BackendMessage,
+    BackendSettings,
+    BaseBackend,
+    MessageType,
+    SessionSpec,
+)
+from agenter.host import Redactor, _pids, marked_env, reap, strip_ansi
+from agenter.host.requirements import Credentials, Requirement
+from agenter.tools import Tool
+from agenter.usage import RunningTotal
+
+__all__ = ["ClaudeCodeBackend"]
+
+log = logging.getLogger("agenter.backends.agents.claude_code")
+
+#: Folders Claude Code may create in cwd for itself; removed again at disconnect when empty.
+INTERNAL_DIRS = (".claude/.cc-writes", ".claude")
+#: How long the CLI may take to exit after its stdin closes before it is terminated.
+GRACEFUL_EXIT_SECONDS = 5.0
+STDERR_TAIL_LINES = 60
+
+
+class _Connection:
+    """One running CLI: the SDK client, its process mark and pid, and its running cost total."""
+
+    def __init__(self, client: Any, mark: str):
+        self.client = client
+        self.mark = mark
+        self.pid: int | None = None
+        self.cost = RunningTotal()  # the CLI reports cost cumulatively per process
+
+
+async def _exited(pids: set[int], timeout: float) -> None:
+    """Wait (bounded) until SIGKILLed processes are gone: one busy exiting still counts as running."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while any(_pids.is_alive(p) for p in pids) and loop.time() < deadline:
+        await asyncio.sleep(0.05)
+
+
+class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
+    """Runs Claude Code headless; see docs/backends/claude-code.md."""
+
+    name: ClassVar[str] = "claude-code"
+    credentials: ClassVar[Credentials | None] = CLAUDE_CREDENTIALS
+    auto_rank: ClassVar[int | None] = 10
+    capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
+        text_completion=True, streaming=True, native_tool_loop=True, mcp=True, filesystem_read=True,
+        filesystem_edit=True, shell=True, custom_tools=True, structured_output=True, resume=True, sandbox=True
+    )
+    options_model: ClassVar[type[ClaudeCodeOptions]] = ClaudeCodeOptions
+    price_provider: ClassVar[str | None] = "anthropic"
+    internal_paths: ClassVar[tuple[str, ...]] = (".claude/.cc-writes/",)
+    permission_kinds: ClassVar[frozenset[str]] = ENFORCED_KINDS
+
+    def __init__(self, settings: BackendSettings[ClaudeCodeOptions]):
+        super().__init__(settings)
+        # Secrets in the CLI's extra environment (a key under another name) are hidden too.
+        self.redact = Redactor(self.options.env, extra=self.options.secrets())
+        self._env: dict[str, str] = {}
+        self._instructions = ""
+        self._permissions: Permissions | None = None
+        self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        self._connection: _Connection | None = None
+        self._shutdowns: list[asyncio.Task[None]] = []
+        self._made_dirs: list[Path] = []
+
+    @classmethod
+    def requirements(cls, settings: BackendSettings[Any]) -> Sequence[Requirement]:
+        return _setup.requirements(settings)
+
+    @property
+    def cli_pid(self) -> int | None:
+        """Pid of the running `claude` process (None when none runs)."""
+        return self._connection.pid if self._connection else None
+
+    # ------------------------------------------------------------------ lifecycle
+    async def _connect(self, spec: SessionSpec) -> None:
+        if not self.cwd.is_dir():
+            raise BackendError(f"working directory does not exist: {spec.cwd}", backend=self.name)
+        self._env = {**self.trace_env(), **_setup.cli_env(self.options)}  # TRACEPARENT: the session's span
+        resolver = None
+        if self.settings.sandbox or spec.allowed_write_paths is not None:
+            from agenter.sandbox.paths import PathResolver
+
+            resolver = PathResolver(self.cwd, spec.allowed_write_paths, sandbox=self.settings.sandbox)
+        self._permissions = Permissions(
+            resolver=resolver, mode=_setup.permission_mode(self.settings.sandbox, self._env),
+            sandbox=self.settings.sandbox,
+            allowed=[*self.options.claude_allowed_tools, *_setup.our_tool_names(self.settings.tools)],
+            permit=self.permit, tools=self.settings.tools, ask_timeout=self.settings.permission_timeout,
+            refused=self.deny)
+        self.leave_confinement_to_the_sandbox()
+        self._instructions = self.instructions(refusal_tool=_setup.mcp_tool_name(REFUSAL_TOOL_NAME),
+                                               output_channel="native")
+        self._made_dirs = [self.cwd / d for d in INTERNAL_DIRS if not (self.cwd / d).exists()]
+        # The SDK's first import takes seconds (its package imports mcp and jsonschema): in a thread,
+        # so other sessions on this event loop keep running meanwhile.
+        await asyncio.to_thread(importlib.import_module, "claude_agent_sdk")
+        await self._open(resume=spec.resume_session_id)
+
+    async def _open(self, resume: str | None) -> None:
+        from claude_agent_sdk import ClaudeSDKClient, ClaudeSDKError
+
+        assert self._permissions is not None
+        env, mark = marked_env(self._env)
+        output_type = self.spec.output_type
+        options = _setup.agent_options(
+            self.settings, cwd=str(self.spec.cwd), env=env, instructions=self._instructions,
+            output_schema=output_schema(output_type) if output_type is not None else None,
+            server=_setup.mcp_server(self.settings.tools, self._tool_handler, self._refuse_task),
+            permissions=self._permissions, stderr=self._stderr.append, resume=resume)
+        connection = self._connection = _Connection(ClaudeSDKClient(options), mark)
+        try:
+            await connection.client.connect()
+        except BaseException as exc:
+            # A half-started CLI is ended like any other (also when connect was cancelled).
+            await asyncio.shield(self._stop_connection(graceful=False))
+            if isinstance(exc, ClaudeSDKError):
+                raise self._sdk_error(exc, "Claude Code could not start") from None
+            if isinstance(exc, OSError):
+                raise self._error(f"Claude Code could not start: {exc}", kind="missing_program") from None
+            raise
+        connection.pid = await asyncio.to_thread(_setup.find_cli_pid, mark)
+
+    async def _disconnect(self) -> None:
+        if self._connection is not None:
+            self._stop_connection(graceful=True)
+        if self._shutdowns:
+            await asyncio.gather(*(asyncio.shield(t) for t in self._shutdowns), return_exceptions=True)
+            self._shutdowns = [t for t in self._shutdowns if not t.done()]
+        # Leave the repository as we found it: drop the CLI's own folders if it created them empty.
+        for folder in self._made_dirs:
+            with contextlib.suppress(OSError):  # not empty or not there: leave it
+                folder.rmdir()
+
+    def _stop_connection(self, *, graceful: bool) -> asyncio.Task[None]:
+        """Detach the running CLI and end it in a task that a second cancellation cannot stop."""
+        connection, self._connection = self._connection, None
+        assert connection is not None
+        task = asyncio.ensure_future(self._end_cli(connection, graceful=graceful))
+        self._shutdowns.append(task)
+        return task
+
+    async def _end_cli(self, connection: _Connection, *, graceful: bool) -> None:
+        """Close the client, SIGTERM the CLI if it lingers, then SIGKILL whatever is left of it:
+        the CLI, its descendants and anything carrying its mark (one /proc scan, in a thread).
+
+        Bounded to about GRACEFUL_EXIT_SECONDS + 4 s so the session's own wait never cuts it off.
+        """
+        pid = connection.pid
+        if not graceful and pid:
+            _pids.kill({pid}, signal.SIGTERM)
+        closing = asyncio.ensure_future(connection.client.disconnect())
+        await asyncio.wait({closing}, timeout=GRACEFUL_EXIT_SECONDS if graceful else 2.0)
+        if not closing.done() and pid:
+            _pids.kill({pid}, signal.SIGTERM)
+            await asyncio.wait({closing}, timeout=2.0)
+        killed = await reap(connection.mark, pid=pid)
+        await _exited(killed, timeout=1.0)
+        if not closing.done():
+            await asyncio.wait({closing}, timeout=2.0)  # lets the SDK reap the killed CLI
+            if not closing.done():
+                closing.cancel()
+        if closing.done() and not closing.cancelled() and closing.exception() is not None:
+            log.debug("claude-code disconnect: %s", closing.exception())
+
+    # ------------------------------------------------------------------ tools
+    def _tool_handler(self, tool: Tool) -> _setup.McpHandler:
+        async def handler(arguments: dict[str, Any]) -> dict[str, Any]:
+            return _setup.mcp_reply(await self.run_tool(tool, arguments))
+
+        return handler
+
+    async def _refuse_task(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        return _setup.mcp_reply(self.refuse(arguments))
+
+    # ------------------------------------------------------------------ one turn
+    async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
+        from claude_agent_sdk import ClaudeSDKError, ResultMessage
+
+        if self._connection is None:
+            # A cancelled turn ended the previous CLI; continue the same Claude Code session.
+            await self._open(resume=self._session_id)
+        connection = self._connection
+        assert connection is not None
+        events = TurnTranslator(self.redact)
+        finished = False
+        try:
+            got_result = False
+            await connection.client.query(prompt)
+            async for message in connection.client.receive_response():
+                out = events.translate(message)
+                self._absorb(events)
+                for item in out:
+                    if item.type is MessageType.FILE_EDIT and item.details:
+                        # The path as the model gave it (often absolute): relative to the workspace.
+                        path = item.details["path"]
+                        item.details["path"] = self.relative(path) or path
+                    yield item
+                if isinstance(message, ResultMessage):
+                    got_result = True
+                    self._finish(message, events, connection)
+            if not got_result:
+                raise self._error("Claude Code ended the turn without a result (the CLI exited or "
+                                  "closed its output)", kind="agent_crash")
+            finished = True
+        except ClaudeSDKError as exc:
+            raise self._sdk_error(exc, "Claude Code failed") from None
+        finally:
+            if not finished:
+                # Cancelled (time budget), abandoned, or failed: count what the turn used so far,
+                # and stop the CLI now.
+                self.ledger.abandon_running()
+                if self._connection is connection:
+                    await asyncio.shield(self._stop_connection(graceful=False))
+
+    def _absorb(self, events: TurnTranslator) -> None:
+        """What the latest message told us: session, model, written files, usage so far."""
+        if events.session_id:
+            self._session_id = events.session_id
+        if events.model:
+            self.ledger.model = events.model
+        elif events.init_model and not self.ledger.model:
+            self.ledger.model = events.init_model
+        written = events.take_written()
+        if written:
+            self.track(written=written)
+        usage = events.usage()
+        if usage.total_tokens:
+            self.ledger.running(usage)
+
+    def _finish(self, result: Any, events: TurnTranslator, connection: _Connection) -> None:
+        """Usage, cost, refusal and structured output from the turn's result message."""
+        if isinstance(result.session_id, str) and result.session_id:
+            self._session_id = result.session_id
+        turn = usage_from(result.usage)
+        if not turn.total_tokens:
+            turn = events.usage()
+        reported = result.total_cost_usd
+        cost = connection.cost.cost(float(reported)) if isinstance(reported, int | float) else None
+        self.ledger.settle(turn, cost=cost)
+        if self.refusal() is None and events.api_refusal is not None:
+            reason, category = events.api_refusal
+            self.refuse({"reason": reason, "category": category})
+        if self.refusal() is None and result.stop_reason == "refusal":
+            self.refuse({"reason": events.last_text or "the model refused the request", "category": "refusal"})
+        if self.refusal() is None and not result.is_error:
+            self.refuse_from_text(result.result)
+        if self.refusal() is not None:
+            return  # a refusal is an outcome, not a failure (even when the CLI flags it as an error)
+        if result.is_error and result.subtype == "error_max_structured_output_retries":
+            # The agent did not return the structured output: not a crash. The session sees no
+            # output and retries with that problem in the prompt.
+            log.info("claude-code: the turn ended without structured output")
+            return
+        if result.is_error:
+            message, status = describe_result_error(result)
+            raise self._error(message, status_code=status)
+        if self.spec.output_type is not None:
+            structured = result.structured_output
+            self.parse_output(structured if isinstance(structured, dict) else None, result.result)
+
+    # ------------------------------------------------------------------ errors
+    def _error(self, message: str, *, status_code: int | None = None, kind: str | None = None) -> BackendError:
+        tail = self.redact(strip_ansi("\n".join(self._stderr))).strip() or None
+        kind = kind or classify(message, status_code)[0]  # "Credit balance is too low": quota
+        return BackendError(self.redact(message), backend=self.name, stderr_tail=tail,
+                            status_code=status_code, kind=kind)
+
+    def _sdk_error(self, exc: BaseException, what: str) -> BackendError:
+        message, status, kind = describe_sdk_error(exc, what)
+        return self._error(message, status_code=status, kind=kind)

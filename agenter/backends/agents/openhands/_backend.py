@@ -1,0 +1,514 @@
+"""OpenHandsBackend: the OpenHands software-agent SDK (file editor + terminal) behind agenter.
+
+One OpenHands conversation per session, so a retry prompt reaches the same agent. Each turn
+sends the prompt and runs `Conversation.arun()` on the backend's private loop thread; OpenHands'
+event callbacks are bridged to the turn's async generator through an asyncio queue.
+
+Permissions: OpenHands announces every action (an `ActionEvent`) through the event callback
+before it runs it. The callback decides the action through the session's gate (`permit`, on the
+caller's loop) and blocks a denied one in the conversation state, the way OpenHands' PreToolUse
+hooks do: OpenHands then answers the model "Action rejected: <reason>" instead of running it,
+and the run goes on.
+
+Streaming (`openhands_stream`): OpenHands hands each chunk of a streamed Chat Completions
+response to its token callback, on the private loop while the model writes; the chunks' text and
+reasoning go to the turn as TEXT_DELTA / THINKING_DELTA through the same queue, and the event
+OpenHands makes of the whole response closes them (see `TokenStream`).
+
+Resume: OpenHands keeps the conversation in `openhands_persistence_dir` (one folder per
+conversation id); the session id is that id, and `resume_session_id` makes the next backend load
+it, in this process or another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import os
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from agenter._errors import BackendError, ConfigurationError
+from agenter._types import Usage
+from agenter.backends._prompts import REFUSAL_TOOL_DESCRIPTION, REFUSAL_TOOL_NAME, REFUSAL_TOOL_SCHEMA
+from agenter.backends.agents.openhands._events import (
+    MetricsCursor,
+    TokenStream,
+    TurnRecorder,
+    failure_message,
+    response_says,
+)
+from agenter.backends.agents.openhands._options import OpenHandsOptions
+from agenter.backends.agents.openhands._permissions import (
+    ENFORCED_KINDS,
+    action_fields,
+    tool_call,
+    use_home,
+)
+from agenter.backends.base import (
+    BackendCapabilities,
+    BackendMessage,
+    BackendSettings,
+    BaseBackend,
+    MessageType,
+    SessionSpec,
+    ToolReply,
+)
+from agenter.host import marked_env, reap
+from agenter.host.redact import Redactor
+from agenter.host.requirements import PythonPackage, PythonVersion, Requirement, check_requirements
+from agenter.permissions import ToolCall
+from agenter.tools import Tool
+
+INSTALL_HINT = "pip install 'agenter-sdk[openhands]' (on Python >= 3.12)"
+#: How long a cancelled turn may take to stop (the session waits 5 s for the whole task).
+STOP_GRACE_SECONDS = 3.5
+
+_END = object()
+
+
+@dataclass
+class _Spent:
+    """Model responses OpenHands finished since the last look (sent from the loop thread)."""
+
+    responses: list[Usage]
+    cost: float | None  # LiteLLM's price of them; None: priced by the ledger
+
+
+class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
+    """The OpenHands agent (its own system prompt, file editor and terminal) with any LiteLLM model."""
+
+    name: ClassVar[str] = "openhands"
+    capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
+        text_completion=True, streaming=True, native_tool_loop=True, filesystem_read=True,
+        filesystem_edit=True, shell=True, custom_tools=True, structured_output=True, resume=True, sandbox=False
+    )
+    options_model: ClassVar[type[OpenHandsOptions]] = OpenHandsOptions
+    #: OpenHands' own tools.
+    reserved_tool_names: ClassVar[frozenset[str]] = frozenset({"file_editor", "terminal", "finish", "think"})
+    #: Every action (file editor, terminal, custom tools) passes the gate before it runs.
+    permission_kinds: ClassVar[frozenset[str]] = ENFORCED_KINDS
+
+    def __init__(self, settings: BackendSettings[OpenHandsOptions]):
+        super().__init__(settings)
+        # The terminal's extra environment may hold keys too.
+        self.redact = Redactor(self.options.env, extra=self.options.secrets())
+        self._conversation: Any = None
+        self._loop_thread: Any = None
+        self._caller_loop: asyncio.AbstractEventLoop | None = None
+        self._tools_session: str | None = None
+        self._mark: str | None = None
+        self._cursor = MetricsCursor()
+        self._recorder: TurnRecorder | None = None
+        #: The turn's streamed tokens; None when the model's tokens are not passed on.
+        self._tokens: TokenStream | None = None
+        #: Tokens stream as deltas: openhands_stream on the Chat Completions wire (on the
+        #: Responses wire OpenHands hands reasoning summaries over as text).
+        self._streams_deltas = False
+        self._emit: Callable[[Any], None] | None = None
+        self._lifecycle = threading.Lock()
+        self._closed = False
+        #: The conversation was resumed and no turn has said so yet.
+        self._resumed = False
+        self._custom_tools = {tool.name: tool for tool in settings.tools}
+        #: The conversation's state, where denied actions are blocked (kept after disconnect, so
+        #: an action announced while the run is torn down is still blocked).
+        self._actions_state: Any = None
+        #: Permission decisions the private loop waits for (withdrawn when the run stops).
+        self._deciding: set[concurrent.futures.Future[Any]] = set()
+        self._deciding_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ settings
+    @classmethod
+    def requirements(cls, settings: BackendSettings[Any]) -> Sequence[Requirement]:
+        return [
+            PythonVersion((3, 12), why="openhands-sdk supports Python 3.12 and newer only: run agenter "
+                          "on Python 3.12+, or choose another backend"),
+            PythonPackage(module="openhands.sdk", distribution="openhands-sdk", install=INSTALL_HINT),
+            PythonPackage(module="openhands.tools", distribution="openhands-tools", install=INSTALL_HINT),
+        ]
+
+    @classmethod
+    def validate_settings(cls, settings: BackendSettings[Any]) -> None:
+        if settings.sandbox:
+            raise ConfigurationError(
+                "The openhands backend has no sandbox: its terminal and file editor can reach the "
+                "whole machine. Pass sandbox=False (CLI: --no-sandbox) to run it (preferably inside "
+                "a container or VM).",
+                parameter="sandbox",
+            )
+        if not settings.model:
+            raise ConfigurationError(
+                "The openhands backend needs a model in LiteLLM's provider/model form, "
+                "e.g. model='openai/gpt-4o' or model='anthropic/claude-sonnet-4-5'.",
+                parameter="model",
+            )
+
+    # ------------------------------------------------------------------ lifecycle
+    async def _connect(self, spec: SessionSpec) -> None:
+        # Also here: a backend driven without the facade must not fail with an ImportError.
+        check_requirements(self.requirements(self.settings), backend=self.name)
+        if not self.cwd.is_dir():
+            raise BackendError(f"cwd is not a directory: {self.cwd}", backend=self.name, kind="config")
+        self._caller_loop = asyncio.get_running_loop()
+        gate = self.gate
+        assert gate is not None  # made by connect() before _connect
+        self.leave_confinement_to_the_sandbox()  # this backend has no sandbox: tools go anywhere
+        if self.options.env.get("HOME"):
+            use_home(gate, self.options.env["HOME"])  # `~` in a command is the terminal's HOME
+        # The terminal's commands continue the session's trace (TRACEPARENT, when tracing is on).
+        terminal_env, self._mark = marked_env({**self.options.env, **self.trace_env()})
+        instructions = self.instructions(refusal_tool=REFUSAL_TOOL_NAME, output_channel="text")
+        persistence_dir = self._persistence_dir()
+        resume = self._resume_target(spec.resume_session_id, persistence_dir)
+        # If connect is cancelled (time budget) the thread still finishes; _start then sees that
+        # disconnect() ran and tears down what it built. The thread runs in this context, so the
+        # current span is the session's (OpenHands' own spans, when it traces, go under it).
+        await asyncio.to_thread(self._start, instructions, terminal_env, persistence_dir, resume)
+
+    def _persistence_dir(self) -> Path | None:
+        """Where OpenHands keeps the conversations (created private to the user), or None."""
+        configured = self.options.openhands_persistence_dir
+        if configured is None:
+            return None
+        path = Path(os.path.expanduser(configured))
+        try:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BackendError(f"cannot create openhands_persistence_dir {str(path)!r}: {exc.strerror}",
+                               backend=self.name, kind="config") from None
+        return path
+
+    def _resume_target(self, session_id: str | None, persistence_dir: Path | None) -> uuid.UUID | None:
+        """The conversation to continue, checked before anything starts."""
+        if not session_id:
+            return None
+        if persistence_dir is None:
+            raise BackendError("cannot resume an OpenHands conversation with openhands_persistence_dir=None: "
+                               "conversations are kept in memory only", backend=self.name, kind="config")
+        try:
+            conversation_id = uuid.UUID(session_id)
+        except ValueError:
+            raise BackendError(f"cannot resume: {session_id!r} is not an OpenHands conversation id",
+                               backend=self.name, kind="config") from None
+        from agenter.backends.agents.openhands._runtime import stored_conversation
+
+        if not stored_conversation(persistence_dir, conversation_id):
+            raise BackendError(f"cannot resume: no OpenHands conversation {session_id} in {str(persistence_dir)!r} "
+                               "(openhands_persistence_dir)", backend=self.name, kind="config")
+        return conversation_id
+
+    def _start(self, instructions: str, terminal_env: dict[str, str], persistence_dir: Path | None,
+               resume: uuid.UUID | None) -> None:
+        """Import OpenHands and create (or resume) the conversation (blocking: seconds on first use)."""
+        from agenter.backends.agents.openhands import _runtime
+        from agenter.usage import is_known_model
+
+        _runtime.prepare_environment()
+        # The ledger prices responses on the caller's loop while OpenHands runs. Load the price
+        # table now: its first import pulls in httpx2, and the openai client on the loop thread
+        # would meanwhile find that module half-initialised in sys.modules and fail its request.
+        is_known_model(self.settings.model, self.price_provider)
+        try:
+            from agenter.backends.agents.openhands import _tools
+        except ImportError as exc:  # a broken install: say what to do, not a traceback
+            raise BackendError(f"Could not import the OpenHands SDK ({exc}). {INSTALL_HINT}.",
+                               backend=self.name, kind="config") from exc
+
+        tools_session = f"agenter-{uuid.uuid4().hex}"
+        _tools.add_session_tools(tools_session, self._session_tools(_tools), terminal_env)
+        loop_thread = _runtime.LoopThread()
+        try:
+            conversation = _runtime.build_conversation(
+                model=self.settings.model or "", options=self.options, cwd=self.cwd,
+                system_suffix=instructions, tools_session=tools_session, on_event=self._on_event,
+                on_token=self._on_token,
+                persistence_dir=persistence_dir, conversation_id=resume,
+                parent_span_context=_runtime.current_span_context())
+            # A resumed conversation's metrics hold the earlier runs' responses: count from here.
+            self._cursor.start(conversation.conversation_stats.get_combined_metrics())
+            self._streams_deltas = self.options.openhands_stream and not conversation.agent.llm.uses_responses_api()
+        except Exception as exc:  # noqa: BLE001 - OpenHands' own validation errors: say what failed
+            loop_thread.stop()
+            _tools.remove_session_tools(tools_session)
+            raise BackendError(f"Could not start the OpenHands agent: {self.redact(str(exc))}",
+                               backend=self.name, kind="config") from None
+        with self._lifecycle:
+            closed = self._closed
+            if not closed:
+                self._conversation, self._loop_thread = conversation, loop_thread
+                self._actions_state = conversation.state
+                self._tools_session = tools_session
+                self._session_id = str(conversation.id)
+                self._resumed = resume is not None
+        if closed:  # disconnect() ran while we were starting
+            _runtime.end_conversation(conversation, self._mark or "")
+            loop_thread.stop()
+            _tools.remove_session_tools(tools_session)
+
+    def _session_tools(self, tools_module: Any) -> list[Any]:
+        session_tools = [tools_module.SessionTool(
+            name=REFUSAL_TOOL_NAME, description=REFUSAL_TOOL_DESCRIPTION, input_schema=REFUSAL_TOOL_SCHEMA,
+            handler=self.refuse, read_only=True)]
+        for tool in self.settings.tools:
+            session_tools.append(tools_module.SessionTool(
+                name=tool.name, description=tool.description, input_schema=tool.input_schema,
+                handler=self._tool_handler(tool)))
+        return session_tools
+
+    async def _disconnect(self) -> None:
+        with self._lifecycle:
+            self._closed = True
+            conversation, self._conversation = self._conversation, None
+            loop_thread, self._loop_thread = self._loop_thread, None
+            tools_session, self._tools_session = self._tools_session, None
+        self._withdraw_decisions()  # an open question must not hold the run being ended
+        mark = self._mark
+        if conversation is None and loop_thread is None and tools_session is None:
+            return
+
+        def close() -> None:
+            from agenter.backends.agents.openhands import _runtime, _tools
+
+            if conversation is not None and mark is not None:
+                _runtime.end_conversation(conversation, mark)  # ends the terminal and its commands
+            if loop_thread is not None:
+                loop_thread.stop()
+            if tools_session is not None:
+                _tools.remove_session_tools(tools_session)
+
+        await asyncio.to_thread(close)
+        if mark is not None:
+            await reap(mark)  # anything the terminal started while its tool threads were stopping
+
+    # ------------------------------------------------------------------ a turn
+    async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
+        loop_thread = self._loop_thread
+        if self._conversation is None or loop_thread is None:
+            raise BackendError(f"the {self.name} backend is not connected", backend=self.name)
+        recorder = TurnRecorder(REFUSAL_TOOL_NAME)
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+
+        def emit(item: Any) -> None:
+            with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody listens
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        if self._resumed:
+            self._resumed = False
+            yield BackendMessage(MessageType.STATUS, f"session resumed: OpenHands conversation {self._session_id}")
+        self._tokens = TokenStream() if self._streams_deltas else None
+        self._recorder, self._emit = recorder, emit
+        run = loop_thread.submit(self._run(prompt, emit))
+        finished = False
+        try:
+            while (item := await queue.get()) is not _END:
+                if isinstance(item, BaseException):
+                    raise self._failure(item)
+                if isinstance(item, _Spent):
+                    self._settle(item)
+                    continue
+                self.track(written=recorder.edited)
+                yield self._redacted(item)
+            finished = True
+        finally:
+            if not finished:
+                await self._stop_run(run)
+            self._recorder = self._emit = None
+            self._tokens = None
+            await asyncio.sleep(0)  # what the loop thread sent before it stopped is queued now
+            while not queue.empty():
+                item = queue.get_nowait()
+                if isinstance(item, _Spent):
+                    self._settle(item)
+            self.track(written=recorder.edited)
+            self.refuse_from_text(recorder.final_text)  # the plain-text form of the refusal tool
+            self.parse_output(recorder.final_text, *reversed(recorder.texts))
+
+    async def _run(self, prompt: str, emit: Callable[[Any], None]) -> None:
+        """Runs on the private loop: send the prompt, run the agent, then signal the end."""
+        try:
+            self._conversation.send_message(prompt)
+            await self._conversation.arun()
+        except BaseException as exc:  # noqa: BLE001 - handed to the turn, never lost
+            emit(exc)
+        finally:
+            spent = self._spent()
+            if spent is not None:
+                emit(spent)
+            emit(_END)
+
+    async def _stop_run(self, run: concurrent.futures.Future[Any]) -> None:
+        """Interrupt the OpenHands run (mid model call or mid command) and wait for it to end."""
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        wrapped = asyncio.wrap_future(run)
+        while not run.done() and time.monotonic() < deadline:
+            conversation = self._conversation
+            if conversation is not None:
+                with contextlib.suppress(Exception):
+                    conversation.interrupt()
+            # After the interrupt, so the run stops at its next await: a question still open
+            # (its loop waits for the answer) must not hold the run.
+            self._withdraw_decisions()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait({wrapped}, timeout=0.2)
+        if not run.done():
+            run.cancel()
+
+    def _on_event(self, event: Any) -> None:
+        """OpenHands callback (private loop thread, state lock held)."""
+        self._relay(event)
+        self._check_action(event)
+
+    def _on_token(self, chunk: Any) -> None:
+        """OpenHands token callback (private loop thread, while the model's response streams)."""
+        tokens, emit = self._tokens, self._emit
+        if tokens is None or emit is None:
+            return
+        try:
+            deltas = tokens.feed(chunk)
+        except Exception:  # noqa: BLE001 - deltas are a courtesy; the whole response still comes
+            return
+        for delta in deltas:
+            emit(delta)
+
+    def _relay(self, event: Any) -> None:
+        recorder, emit, tokens = self._recorder, self._emit, self._tokens
+        if recorder is None or emit is None:
+            return
+        try:
+            messages = recorder.translate(event)
+            said = response_says(event) if tokens is not None else None
+            if tokens is not None and said is not None:
+                # The response's streamed deltas end before what its event says.
+                messages = [*tokens.close(has_text=said[0], has_thinking=said[1]), *messages]
+        except Exception as exc:  # noqa: BLE001 - a surprise event shape must not kill the run
+            messages = [BackendMessage(MessageType.STATUS, f"unreadable OpenHands event: {type(exc).__name__}")]
+        if recorder.refused and self.refusal() is not None:
+            self._end_run_after_refusal()
+        # Read here, between the agent's steps: a response's cost and tokens are then both in.
+        spent = self._spent()
+        if spent is not None:
+            emit(spent)
+        for message in messages:
+            emit(message)
+
+    # ------------------------------------------------------------------ permissions
+    def _check_action(self, event: Any) -> None:
+        """Decide an action OpenHands is about to run (private loop thread, state lock held;
+        OpenHands runs the step's actions only after this returns). A denied action is blocked
+        in the conversation state, as OpenHands' PreToolUse hooks block one: the model reads
+        "Action rejected: <reason>" as the tool's result, and the run goes on."""
+        from openhands.sdk.event import ActionEvent
+
+        if not isinstance(event, ActionEvent) or event.action is None:
+            return  # a call OpenHands could not parse is answered with an error, not run
+        call = tool_call(event.tool_name, action_fields(event.action), self._custom_tools)
+        if call is None:
+            return
+        reason = self._decide(call)
+        state = self._actions_state
+        if reason is not None and state is not None:
+            state.block_action(event.id, reason)
+
+    def _decide(self, call: ToolCall) -> str | None:
+        """The gate's decision on the caller's loop, waited for here: None when allowed, else
+        what the model is told."""
+        loop = self._caller_loop
+        if loop is None or loop.is_closed():
+            return "Permission denied: the session has ended."
+        decision = self.permit(call)
+        try:
+            future = asyncio.run_coroutine_threadsafe(decision, loop)
+        except RuntimeError:  # the loop closed meanwhile
+            decision.close()
+            return "Permission denied: the session has ended."
+        with self._deciding_lock:
+            self._deciding.add(future)
+        if self._closed:  # disconnect() withdrew the open questions before this one was listed
+            future.cancel()
+        try:
+            verdict = future.result()
+        except concurrent.futures.CancelledError:
+            return "Permission denied: the run was stopped before this call was decided."
+        except Exception as exc:  # noqa: BLE001 - fail closed: an error never lets a call through
+            return f"Permission denied: the permission check failed ({type(exc).__name__})."
+        finally:
+            with self._deciding_lock:
+                self._deciding.discard(future)
+        return None if verdict.allowed else self.redact(verdict.reason)
+
+    def _withdraw_decisions(self) -> None:
+        """Cancel the decisions the private loop waits for: each waiting action is then blocked."""
+        with self._deciding_lock:
+            pending = list(self._deciding)
+        for future in pending:
+            future.cancel()
+
+    def _redacted(self, message: BackendMessage) -> BackendMessage:
+        """The message with the backend's secrets (its key, the terminal's `env` values) out of
+        every field that leaves it."""
+        message.content = self.redact(message.content)
+        if message.tool_input is not None:
+            message.tool_input = {key: self.redact.data(value) for key, value in message.tool_input.items()}
+        if message.details:
+            message.details = {key: self.redact.data(value) for key, value in message.details.items()}
+        if message.raw is not None:
+            message.raw = self.redact.data(message.raw)
+        return message
+
+    def _end_run_after_refusal(self) -> None:
+        """The refusal tool ends the turn the way OpenHands' finish tool does."""
+        from openhands.sdk.conversation.state import ConversationExecutionStatus
+
+        with contextlib.suppress(Exception):
+            self._conversation.state.execution_status = ConversationExecutionStatus.FINISHED
+
+    def _spent(self) -> _Spent | None:
+        """New model responses in OpenHands' metrics (private loop thread)."""
+        conversation = self._conversation
+        if conversation is None:
+            return None
+        try:
+            responses, cost = self._cursor.take(conversation.conversation_stats.get_combined_metrics())
+        except Exception:  # noqa: BLE001 - usage is best effort; the run goes on
+            return None
+        return _Spent(responses, cost) if responses else None
+
+    def _settle(self, spent: _Spent) -> None:
+        if spent.cost is not None:  # LiteLLM priced these responses
+            self.ledger.settle(sum(spent.responses, Usage()), cost=spent.cost)
+        else:
+            for usage in spent.responses:
+                self.ledger.settle(usage)
+
+    def _failure(self, exc: BaseException) -> BackendError:
+        if isinstance(exc, BackendError):
+            return exc
+        message, status = failure_message(exc)
+        return BackendError(self.redact(message), backend=self.name, status_code=status)
+
+    # ------------------------------------------------------------------ custom tools
+    def _tool_handler(self, tool: Tool) -> Callable[[dict[str, Any]], ToolReply]:
+        """Runs in an OpenHands tool thread: the tool runs on the caller's loop, where async
+        tools expect to run (and where a cancelled turn waits for it)."""
+
+        def handler(arguments: dict[str, Any]) -> ToolReply:
+            loop = self._caller_loop
+            if loop is None or loop.is_closed():
+                return ToolReply("The session has ended.", is_error=True)
+            future = asyncio.run_coroutine_threadsafe(self.run_tool(tool, arguments), loop)
+            try:
+                return future.result()
+            except concurrent.futures.CancelledError:
+                return ToolReply("Tool call cancelled.", is_error=True)
+            except Exception as exc:  # noqa: BLE001 - reported to the model, never lost
+                return ToolReply(self.redact(f"{tool.name} failed: {type(exc).__name__}: {exc}"), is_error=True)
+
+        return handler

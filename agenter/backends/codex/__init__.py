@@ -1,6 +1,0 @@
-"""The codex backend: OpenAI's Codex CLI driven through `codex app-server`. See docs/backends/codex.md."""
-
-from agenter.backends.codex._backend import CodexBackend
-from agenter.backends.codex._options import CodexMCPServer, CodexOptions
-
-__all__ = ["CodexBackend", "CodexMCPServer", "CodexOptions"]

@@ -1,0 +1,856 @@
+"""The context path: a model API that answers text, and the two modes agenter runs on it — all of
+litellm, and openai's analysis and patch mode with openai_context="prompt" (openai_compat keeps
+it beside agenter's own agent, over the same wire).
+
+On this path there is no tool loop, no filesystem and no shell, so a pure completion backend
+never runs in autonomous mode (the facade refuses it when the agent is built). It runs:
+
+- analysis mode: the model reads the repository context agenter gives it and answers with text,
+  or with structured output (JSON-schema response format where the server takes it; otherwise the
+  schema in the prompt, and a reply that does not validate goes back to the model with the errors).
+- patch mode: a turn like analysis mode's, whose structured output is the session's proposal
+  (agenter.session.modes.PatchMode asks for it, applies it through the gate, validates it and
+  sends problems back: the same on every backend).
+
+The model sees a compact map of the repository (paths and line counts, within `repo_map_tokens`)
+and the files it needs (files the task names, or the whole repository when it fits `context_tokens`);
+when the map lists more than is shown it may first ask for files in a read step. The model sees
+paths relative to the repository, never where it lies on this machine.
+
+A backend subclass writes only its wire: `_open_client`, `_close_client`, `_stream_completion`
+(one request, streamed or not, yielding text pieces and then one Completion) and
+`_classify_failure` (which exceptions are API failures: a Failure, whose kind and retry the
+shared classifier in agenter.backends._failures decides).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from agenter._errors import BackendError, PathSecurityError
+from agenter._types import Usage
+from agenter.backends._failures import (  # the shared failure classifier
+    KIND_ORDER,
+    Failure,
+    StreamIncomplete,
+    classify_failure,
+    error_message,
+    error_type,
+    is_transport_error,
+    kind_of_type,
+)
+from agenter.backends._prompts import parse_structured_output, strict_schema, validation_problems
+from agenter.backends.base import (
+    BackendCapabilities,
+    BackendMessage,
+    BackendOptions,
+    BaseBackend,
+    MessageType,
+    SessionSpec,
+)
+from agenter.backends.capabilities import check_mode
+from agenter.host.retry import retry_delay
+from agenter.permissions import ToolCall
+from agenter.sandbox.paths import open_regular
+from agenter.usage import is_known_model
+
+__all__ = [
+    "Completion", "CompletionBackend", "CompletionOptions", "Failure", "OutputFormat", "Piece", "ReadRequest",
+    "StreamIncomplete", "find_json", "list_files", "openai_failure", "render_repo_map",
+    "chat_usage", "retry_delay", "select_named_files",
+]
+
+OptionsT = TypeVar("OptionsT", bound="CompletionOptions")
+
+#: Characters per token for estimates (budgets, and usage a server did not report).
+CHARS_PER_TOKEN = 4
+#: A file larger than this is never read for the model (it is listed in the map only).
+MAX_FILE_BYTES = 512 * 1024
+#: Output of a test command sent back to the model (the end of it, where failures are).
+COMMAND_OUTPUT_CHARS = 4000
+EVENT_TEXT_LIMIT = 4000
+#: Directories never listed in the repository map when the workspace is not a git repository.
+SKIP_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox", ".mypy_cache",
+                       ".pytest_cache", ".ruff_cache", ".hypothesis", ".cache", ".idea", ".vscode",
+                       ".eggs", "dist", "build", "target", ".next", ".gradle", ".terraform"})
+MAX_LISTED_FILES = 20_000
+
+
+# ---------------------------------------------------------------------- options
+
+
+class CompletionOptions(BackendOptions):
+    """Options both completion backends take (keyword arguments of AutonomousCodingAgent)."""
+
+    api_key: SecretStr | None = Field(None, description="The API key (see the backend for its default).")
+    base_url: str | None = Field(None, description="The API's base URL (an OpenAI-compatible server, a proxy).")
+    max_retries: int = Field(4, ge=0, le=20, description="Retries per request on 408/409/429/5xx and dropped "
+                                                           "connections, with backoff (retry-after honoured).")
+    max_retry_wait: float = Field(60.0, ge=0, description="Cap in seconds on one retry wait.")
+    request_timeout: float = Field(600.0, gt=0, description="Seconds per HTTP request.")
+    max_tokens: int | None = Field(None, gt=0, description="Output token limit per response (None: the server's).")
+    temperature: float | None = Field(None, ge=0.0, le=2.0, description="Sampling temperature (None: the server's).")
+    stream: bool = Field(True, description="Stream responses (budgets see tokens while they arrive).")
+    structured_output: Literal["auto", "json_schema", "json_object", "prompt"] = Field(
+        "auto", description="How JSON is asked for: a JSON-schema response format, JSON mode, or the prompt "
+                            "only. 'auto' starts with json_schema and steps down when the server refuses it. "
+                            "Every reply is validated either way; a bad one goes back to the model.")
+    allowed_commands: list[str] = Field(
+        default_factory=list, description="Removed: proposals carry no test commands any more; pass "
+                                          "validators=['command:pytest -q'] (a non-empty list is refused).")
+    max_attempts: int = Field(3, ge=1, le=20, description="Model replies per turn for structured output: a reply "
+                                                          "that does not match the schema goes back with the errors "
+                                                          "until then.")
+    repo_map_tokens: int = Field(2000, ge=0, description="Token budget of the repository map (paths, line counts).")
+    context_tokens: int = Field(16000, ge=0, description="Token budget of the file contents shown to the model.")
+    read_step: bool = Field(True, description="Let the model ask for files before it answers, when the map "
+                                              "lists files that are not shown.")
+    max_read_files: int = Field(12, ge=0, le=200, description="Files the model may ask for in the read step.")
+
+
+# ---------------------------------------------------------------------- what a wire yields
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    """The JSON asked for: `mode` is json_schema, json_object or prompt (nothing on the wire)."""
+
+    mode: str
+    name: str
+    schema: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Part of a streamed response: output text or reasoning."""
+
+    text: str
+    reasoning: bool = False
+
+
+@dataclass
+class Completion:
+    """One finished model response."""
+
+    text: str = ""
+    reasoning: str = ""
+    refusal: str | None = None
+    #: None: the server reported none (the caller estimates it).
+    usage: Usage | None = None
+    #: What the API said it cost, when it says (LiteLLM); else the ledger prices the usage.
+    cost: float | None = None
+    #: "stop", "length" (cut off at the output limit), "content_filter", ... or None.
+    finish_reason: str | None = None
+    model: str | None = None
+
+
+# ---------------------------------------------------------------------- the read step's schema
+
+
+class ReadRequest(BaseModel):
+    """What the model asks to read before it answers."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    read_files: list[str] = Field(description="Paths from the repository map whose content you need; [] if none.")
+
+
+# ---------------------------------------------------------------------- prompts
+
+ANALYSIS_GUIDANCE = """\
+You are working on a task in a repository. You cannot change files or run commands yourself: \
+answer from the repository map and the files shown."""
+
+READ_GUIDANCE = """\
+You are about to work on a task in a repository. Some files are shown in full; the \
+others are only listed in the repository map. Reply with exactly one JSON object \
+{{"read_files": [...]}} naming the files from the map (at most {limit}) whose content you need \
+for the task; {{"read_files": []}} if the files shown are enough."""
+
+CUT_OFF = ("Your reply was cut off at the output token limit before it was complete. Make it shorter "
+           "(in a proposal: search_replace blocks instead of a large file's whole content).")
+
+
+def json_instructions(schema: dict[str, Any]) -> str:
+    return ("Reply with exactly one JSON object and nothing else, matching this JSON schema:\n"
+            + json.dumps(schema, separators=(",", ":")))
+
+
+# ---------------------------------------------------------------------- the backend
+
+
+class CompletionBackend(BaseBackend[OptionsT]):
+    """A backend on a completion API: analysis and patch modes (see the module docstring)."""
+
+    # A model API: no tool loop, no filesystem, no shell. Writes in patch mode go through a
+    # PathResolver, so sandbox=True is honoured.
+    capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
+        text_completion=True, streaming=True, structured_output=True, sandbox=True)
+    #: Reads (files the model asks for), edits (each proposed file) and proposed test commands
+    #: are decided by the permission gate.
+    permission_kinds: ClassVar[frozenset[str]] = frozenset({"read", "edit", "shell"})
+    #: The label of the API in messages ("OpenAI-compatible API", "LiteLLM").
+    api_label: ClassVar[str] = "model API"
+
+    def __init__(self, settings: Any):
+        super().__init__(settings)
+        self.model: str = settings.model or ""
+        self._format_mode = "json_schema" if self.options.structured_output == "auto" else self.options.structured_output
+        self._resolver: Any = None
+        self._estimated_note = False
+
+    @classmethod
+    def validate_settings(cls, settings: Any) -> None:
+        if settings.options.allowed_commands:
+            from agenter._errors import ConfigurationError
+
+            raise ConfigurationError(
+                "allowed_commands was removed: a patch proposal no longer carries test commands (models filled "
+                "them with guesses). Pass validators=['command:pytest -q'] instead: the validators run after "
+                "every applied proposal and their failures go back to the model.", parameter="allowed_commands")
+
+    # ------------------------------------------------------------------ for subclasses
+    async def _open_client(self) -> None:
+        """Create the API client (imports off the event loop)."""
+
+    async def _close_client(self) -> None:
+        """Close the API client."""
+
+    def _stream_completion(self, messages: list[dict[str, str]],
+                           output: OutputFormat | None) -> AsyncIterator[Piece | Completion]:
+        """One request: text and reasoning pieces as they arrive, then one Completion."""
+        raise NotImplementedError
+
+    def _classify_failure(self, exc: BaseException) -> Failure | None:
+        """An API failure (status, error type, message; agenter.backends._failures classifies it),
+        or None for any other exception (re-raised)."""
+        return None
+
+    # ------------------------------------------------------------------ lifecycle
+    async def _connect(self, spec: SessionSpec) -> None:
+        from agenter.sandbox.paths import PathResolver
+
+        check_mode(spec.mode, self.capabilities, self.name)
+        self._resolver = PathResolver(spec.cwd, spec.allowed_write_paths, sandbox=self.settings.sandbox)
+        # The price table's first load takes a while: off the event loop, before any response.
+        await asyncio.to_thread(is_known_model, self.ledger.model, self.ledger.provider)
+        await self._open_client()
+        self._session_id = f"{self.name}-{os.urandom(6).hex()}"
+
+    async def _disconnect(self) -> None:
+        try:
+            await self._close_client()
+        except Exception:  # noqa: BLE001 - closing must never mask the session's outcome
+            pass
+
+    # ------------------------------------------------------------------ one turn
+    async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
+        # Analysis and patch mode alike: the repository as context, one answer (patch mode's is
+        # the session's proposal, asked for as structured output).
+        async for message in self._analysis_turn(prompt):
+            yield message
+
+    # ------------------------------------------------------------------ context
+    async def _context(self, prompt: str) -> AsyncIterator[BackendMessage | _Context]:
+        """The repository map and the files shown, after the read step when there is one."""
+        context = await self.in_thread(self._gather_context, prompt)
+        yield BackendMessage(MessageType.STATUS, content=(
+            f"context: {len(context.files)} file(s) in the map, {len(context.shown)} shown"
+            + (f" ({', '.join(list(context.shown)[:8])}{', ...' if len(context.shown) > 8 else ''})"
+               if context.shown else "")))
+        if self.options.read_step and context.more_to_read and self.options.max_read_files:
+            async for item in self._read_step(prompt, context):
+                yield item
+        yield context
+
+    def _gather_context(self, prompt: str) -> _Context:
+        root = self.cwd
+        files = list_files(root)
+        budget = self.options.context_tokens * CHARS_PER_TOKEN
+        readable = self._readable
+        wanted = select_named_files(prompt, files)
+        shown: dict[str, str] = {}
+        truncated: set[str] = set()
+        total = 0
+        if budget:
+            everything = self._all_if_fits(files, budget)
+            order = wanted + [p for p in (everything or []) if p not in wanted]
+            for path in order:
+                text = readable(path)
+                if text is None:
+                    continue
+                if total + len(text) > budget:
+                    room = budget - total
+                    if path in wanted and room > 2000:
+                        shown[path] = text[:room]
+                        truncated.add(path)
+                        total = budget
+                    continue
+                shown[path] = text
+                total += len(text)
+        lines = self._line_counts(files, shown)
+        repo_map = render_repo_map(lines, self.options.repo_map_tokens * CHARS_PER_TOKEN, first=list(shown))
+        # A read step is worth it only for files that could be shown (not too large to read).
+        more = any(p not in shown and _size(root / p) <= MAX_FILE_BYTES for p in files)
+        return _Context(files=files, repo_map=repo_map, shown=shown, truncated=truncated, more_to_read=more)
+
+    def _all_if_fits(self, files: list[str], budget: int) -> list[str] | None:
+        """Every file when those that can be shown fit the budget together (small repositories)."""
+        if len(files) > 400:
+            return None
+        size = 0
+        for path in files:
+            found = _size(self.cwd / path)
+            if found <= MAX_FILE_BYTES:  # larger files are never shown: they do not count
+                size += found
+            if size > budget:
+                return None
+        return files
+
+    def _line_counts(self, files: list[str], shown: Mapping[str, str]) -> list[tuple[str, int | None]]:
+        counted: list[tuple[str, int | None]] = []
+        limit = self.options.repo_map_tokens * CHARS_PER_TOKEN
+        for index, path in enumerate(files):
+            if path in shown:
+                counted.append((path, shown[path].count("\n") + (0 if shown[path].endswith("\n") else 1)))
+                continue
+            # Counting reads the file: only for as many files as the map can show.
+            counted.append((path, _count_lines(self.cwd / path) if index * 20 < limit else None))
+        return counted
+
+    def _readable(self, path: str) -> str | None:
+        """A file's text for the model, when the policy lets it be read (never credentials)."""
+        gate = self.gate
+        if gate is not None and gate.evaluate(ToolCall.read(path, name="read_file")).behavior != "allow":
+            return None
+        return _read_text(self._resolver, path)
+
+    async def _read_step(self, prompt: str, context: _Context) -> AsyncIterator[BackendMessage]:
+        limit = self.options.max_read_files
+        shown = ", ".join(context.shown) or "(none)"
+        messages = [
+            {"role": "system", "content": READ_GUIDANCE.format(limit=limit)},
+            {"role": "user", "content": f"{context.map_text()}\nFiles shown in full: {shown}\n\nTask:\n{prompt}"},
+        ]
+        request: ReadRequest | None = None
+        async for item in self._ask_json(messages, ReadRequest, "read_request", attempts=2):
+            if isinstance(item, BackendMessage):
+                yield item
+            else:
+                request = item
+        if request is None:
+            return
+        wanted = [p.strip().removeprefix("./") for p in request.read_files if p.strip()]
+        wanted = [p for p in dict.fromkeys(wanted) if p not in context.shown][:limit]
+        if not wanted:
+            return
+        yield BackendMessage(MessageType.TOOL_CALL, tool_name="read_files", tool_input={"paths": wanted})
+        budget = self.options.context_tokens * CHARS_PER_TOKEN
+        used = sum(len(t) for t in context.shown.values())
+        notes = []
+        for path in wanted:
+            decision = await self.permit(ToolCall.read(path, name="read_file"))
+            if not decision.allowed:
+                context.refused[path] = decision.reason
+                notes.append(f"{path}: refused")
+                continue
+            text = await self.in_thread(_read_text, self._resolver, path)
+            if text is None:
+                context.refused[path] = "not a readable text file in the repository"
+                notes.append(f"{path}: not readable")
+                continue
+            if used + len(text) > budget + budget // 2:  # the read step may go half over the budget
+                context.refused[path] = "too large for the context budget; use search_replace on what you know"
+                notes.append(f"{path}: too large")
+                continue
+            context.shown[path] = text
+            used += len(text)
+            notes.append(f"{path}: shown")
+        yield BackendMessage(MessageType.TOOL_RESULT, tool_name="read_files", content="; ".join(notes))
+
+    # ------------------------------------------------------------------ analysis mode
+    async def _analysis_turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
+        context: _Context | None = None
+        async for item in self._context(prompt):
+            if isinstance(item, _Context):
+                context = item
+            else:
+                yield item
+        assert context is not None
+        refusal = self.refusal()
+        if refusal is not None:  # declined already in the read step
+            yield BackendMessage(MessageType.TEXT, content=refusal.reason)
+            return
+        output_type = self.spec.output_type
+        system = ANALYSIS_GUIDANCE + "\n\n" + self.instructions(
+            refusal_tool=None, output_channel="native", contract=False)
+        if output_type is not None:
+            system += "\n\n" + json_instructions(_strict(output_type.model_json_schema()))
+        messages = [{"role": "system", "content": system},
+                    {"role": "user", "content": context.prompt_text(prompt)}]
+        if output_type is None:
+            completion: Completion | None = None
+            async for piece in self._ask(messages, None):
+                if isinstance(piece, Completion):
+                    completion = piece
+                else:
+                    yield piece
+            assert completion is not None
+            if self._refused(completion):
+                yield BackendMessage(MessageType.TEXT, content=self.refusal().reason)  # type: ignore[union-attr]
+                return
+            yield BackendMessage(MessageType.TEXT, content=completion.text)
+            return
+        result: BaseModel | None = None
+        async for item in self._ask_json(messages, output_type, _schema_name(output_type),
+                                           attempts=self.options.max_attempts):
+            if isinstance(item, BackendMessage):
+                yield item
+            else:
+                result = item
+        if result is not None:
+            self.accept_output(result.model_dump())
+            yield BackendMessage(MessageType.TEXT, content=result.model_dump_json())
+
+    # ------------------------------------------------------------------ structured replies
+    async def _ask_json(self, messages: list[dict[str, str]], model: type[BaseModel], name: str,
+                          attempts: int) -> AsyncIterator[BackendMessage | Any]:
+        """A reply validated against `model`; a bad one goes back to the model with the errors.
+        Yields messages, then the instance (nothing when every attempt failed or it refused)."""
+        messages = list(messages)
+        schema = _strict(model.model_json_schema())
+        for attempt in range(1, attempts + 1):
+            completion: Completion | None = None
+            async for piece in self._ask(messages, OutputFormat(self._format_mode, name, schema)):
+                if isinstance(piece, Completion):
+                    completion = piece
+                else:
+                    yield piece
+            assert completion is not None
+            if self._refused(completion):
+                return
+            problem = CUT_OFF if completion.finish_reason == "length" else None
+            if problem is None:
+                parsed = find_json(completion.text, model)
+                if parsed is not None:
+                    yield parsed
+                    return
+                problem = _why_invalid(completion.text, model)
+            yield BackendMessage(MessageType.STATUS, is_error=True, content=_truncate(
+                f"reply {attempt} did not match {model.__name__}: {problem}", EVENT_TEXT_LIMIT))
+            messages += [{"role": "assistant", "content": completion.text},
+                         {"role": "user", "content": f"{problem}\nReply again with one JSON object that matches "
+                                                     "the schema."}]
+
+    def _refused(self, completion: Completion) -> bool:
+        if completion.refusal:
+            self.refuse({"reason": completion.refusal, "category": "refusal"})
+            return True
+        if completion.finish_reason == "content_filter" and not completion.text.strip():
+            self.refuse({"reason": "The model's reply was blocked by the provider's content filter.",
+                         "category": "content_filter"})
+            return True
+        return self.refuse_from_text(_first_lines(completion.text))
+
+    # ------------------------------------------------------------------ one request, with retries
+    async def _ask(self, messages: list[dict[str, str]],
+                   output: OutputFormat | None) -> AsyncIterator[BackendMessage | Completion]:
+        """One model response: retried on transient failures (each retry a STATUS message); the
+        JSON-schema response format steps down when the server refuses it ('auto')."""
+        attempt = 0
+        while True:
+            if output is not None and output.mode != self._format_mode:
+                output = OutputFormat(self._format_mode, output.name, output.schema)
+            try:
+                async for item in self._respond_once(messages, output):
+                    yield item
+                return
+            except Exception as exc:
+                failure = self._classify_failure(exc) if not isinstance(exc, StreamIncomplete) else Failure(
+                    str(exc), connection=True)
+                if failure is None:
+                    raise
+                if output is not None and self._step_down(failure):
+                    yield BackendMessage(MessageType.STATUS, content=(
+                        f"the server refused the response format ({_short(self.redact(failure.message))}); "
+                        f"asking for JSON by {'JSON mode' if self._format_mode == 'json_object' else 'the prompt'} "
+                        "instead"))
+                    continue
+                delay = self._retry_delay(failure, attempt)
+            attempt += 1
+            what = "a connection error" if failure.connection else str(failure.status)
+            yield BackendMessage(MessageType.STATUS, content=(
+                f"retrying after {what} (retry {attempt}/{self.options.max_retries}, waiting {delay:.1f}s)"))
+            await asyncio.sleep(delay)
+
+    def _step_down(self, failure: Failure) -> bool:
+        if self.options.structured_output != "auto" or failure.status not in (400, 422):
+            return False
+        text = failure.message.lower()
+        if not any(word in text for word in ("response_format", "json_schema", "json_object", "schema",
+                                             "text.format", "structured", "grammar")):
+            return False
+        if self._format_mode == "json_schema":
+            self._format_mode = "json_object"
+        elif self._format_mode == "json_object":
+            self._format_mode = "prompt"
+        else:
+            return False
+        return True
+
+    def _retry_delay(self, failure: Failure, attempt: int) -> float:
+        """Seconds before the next attempt; raises BackendError when there is none (the kind and
+        whether to retry: the shared classifier, agenter.backends._failures)."""
+        verdict = classify_failure(failure)
+        delay = verdict.wait(attempt, self.options.max_retries, self.options.max_retry_wait)
+        if delay is not None:
+            return delay
+        status = failure.status
+        message = self.redact(failure.message) or "no detail"
+        api = self.api_label
+        tried = f" after {attempt + 1} attempts" if verdict.retry else ""
+        if failure.connection:
+            raise BackendError(f"{api} unreachable{tried}: {message}", backend=self.name, kind=verdict.kind)
+        if verdict.kind == "auth":
+            raise BackendError(f"{api} authentication failed ({status}): {message}. Check api_key.",
+                               backend=self.name, status_code=status, kind="auth")
+        raise BackendError(f"{api} error {status}{tried}: {message}", backend=self.name, status_code=status,
+                           kind=verdict.kind)
+
+    async def _respond_once(self, messages: list[dict[str, str]],
+                       output: OutputFormat | None) -> AsyncIterator[BackendMessage | Completion]:
+        """One attempt: running usage while it streams, settled once when it is complete."""
+        prompt_chars = sum(len(m["content"]) for m in messages)
+        if output is not None and output.mode != "json_schema":
+            messages = _with_schema_hint(messages, output)
+        text_chars = 0
+        settled = False
+        reasoning: list[str] = []
+        last_update = 0
+        try:
+            async for item in self._stream_completion(messages, output):
+                if isinstance(item, Piece):
+                    text_chars += len(item.text)
+                    if item.reasoning:
+                        reasoning.append(item.text)
+                    if text_chars - last_update >= 400:  # budgets see tokens as they stream
+                        last_update = text_chars
+                        self.ledger.running(_estimate(prompt_chars, text_chars))
+                    continue
+                completion = item
+                if completion.model and not self.ledger.model:
+                    self.ledger.model = completion.model
+                usage = completion.usage
+                if usage is None:
+                    usage = _estimate(prompt_chars, len(completion.text) + len(completion.reasoning))
+                    if not self._estimated_note:
+                        self._estimated_note = True
+                        yield BackendMessage(MessageType.STATUS, content=(
+                            "the server reported no token usage; counts are estimated at 4 characters per token"))
+                self.ledger.settle(usage, cost=completion.cost)
+                settled = True
+                if completion.reasoning or reasoning:
+                    yield BackendMessage(MessageType.THINKING, content=completion.reasoning or "".join(reasoning))
+                yield completion
+                return
+        finally:
+            if not settled:
+                self.ledger.abandon_running()
+        raise StreamIncomplete("the response ended before it was complete")
+
+
+# ---------------------------------------------------------------------- the context
+
+
+@dataclass
+class _Context:
+    files: list[str]
+    repo_map: str
+    shown: dict[str, str]
+    truncated: set[str] = field(default_factory=set)
+    refused: dict[str, str] = field(default_factory=dict)
+    more_to_read: bool = False
+
+    def map_text(self) -> str:
+        return f"Repository map ({len(self.files)} files; paths relative to the root):\n{self.repo_map}\n"
+
+    def prompt_text(self, prompt: str) -> str:
+        parts = [self.map_text()]
+        if self.shown:
+            parts.append("Files shown in full:")
+            for path, text in self.shown.items():
+                parts.append(_file_block(path, text, truncated=path in self.truncated))
+        else:
+            parts.append("No file content is shown.")
+        if self.refused:
+            parts.append("Files not shown:\n" + "\n".join(f"- {p}: {why}" for p, why in self.refused.items()))
+        parts.append(f"\nTask:\n{prompt}")
+        return "\n".join(parts)
+
+
+def list_files(root: Path) -> list[str]:
+    """The repository's files, relative POSIX paths, sorted: git's view (tracked and untracked,
+    ignored files left out) in a git work tree, else a walk that skips SKIP_DIRS."""
+    if (root / ".git").exists():
+        try:
+            result = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others",
+                                     "--exclude-standard"], capture_output=True, timeout=15, check=True)
+            paths = [p for p in result.stdout.decode("utf-8", "surrogateescape").split("\0") if p]
+            found = sorted({p for p in paths if os.path.isfile(root / p) and not os.path.islink(root / p)})
+            return found[:MAX_LISTED_FILES]
+        except (OSError, subprocess.SubprocessError):
+            pass
+    found = []
+    for directory, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info"))
+        base = Path(directory).relative_to(root)
+        for name in names:
+            full = os.path.join(directory, name)
+            if os.path.islink(full) or not os.path.isfile(full):
+                continue
+            found.append((base / name).as_posix())
+            if len(found) >= MAX_LISTED_FILES:
+                return sorted(found)
+    return sorted(found)
+
+
+def render_repo_map(files: Sequence[tuple[str, int | None]], budget_chars: int, first: Sequence[str] = ()) -> str:
+    """One line per file ('path (N lines)'), within `budget_chars`: shallow paths (and `first`)
+    win; what does not fit is summed up per top-level directory."""
+    def line(path: str, lines: int | None) -> str:
+        return f"{path} ({lines} lines)" if lines is not None else path
+
+    entries = dict(files)
+    if sum(len(line(p, n)) + 1 for p, n in files) <= budget_chars:
+        return "\n".join(line(p, n) for p, n in files) or "(empty)"
+    priority = [p for p in first if p in entries]
+    rest = sorted((p for p in entries if p not in set(priority)), key=lambda p: (p.count("/"), p))
+    shown: list[str] = []
+    # Room for the summary lines of what does not fit (one per top-level directory at most).
+    used = 50 + sum(len(top) + 40 for top in {p.split("/", 1)[0] for p in entries if "/" in p})
+    for path in priority + rest:
+        cost = len(line(path, entries[path])) + 1
+        if used + cost > budget_chars:
+            continue
+        shown.append(path)
+        used += cost
+    chosen = set(shown)
+    missing: dict[str, int] = {}
+    for path in entries:
+        if path not in chosen:
+            top = path.split("/", 1)[0] + "/" if "/" in path else "."
+            missing[top] = missing.get(top, 0) + 1
+    lines = [line(p, entries[p]) for p in sorted(shown)]
+    lines += [f"{top} ... {count} more file(s) not listed" if top != "." else
+              f"... {count} more file(s) at the top level not listed" for top, count in sorted(missing.items())]
+    return "\n".join(lines)
+
+
+_WORD_EDGE = r"(?<![\w/.-]){}(?![\w/-])"
+
+
+def select_named_files(prompt: str, files: Sequence[str]) -> list[str]:
+    """Files the task names: by path, or by a file name that is unique enough (at most 3 files)."""
+    named = []
+    by_name: dict[str, list[str]] = {}
+    for path in files:
+        by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+        if "/" in path and path in prompt:
+            named.append(path)
+    for name, paths in by_name.items():
+        if "." not in name or len(name) < 4 or len(paths) > 3:
+            continue
+        if name in prompt and re.search(_WORD_EDGE.format(re.escape(name)), prompt):
+            named.extend(p for p in paths if p not in named)
+    return named
+
+
+def _read_text(resolver: Any, path: str) -> str | None:
+    """UTF-8 text of a regular file inside the workspace; None for binary, huge or refused files."""
+    try:
+        with resolver.open_for_read(path) as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except (OSError, PathSecurityError, ValueError):
+        return None
+    if len(data) > MAX_FILE_BYTES or b"\x00" in data[:8192]:
+        return None
+    return data.decode("utf-8", "replace")
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return MAX_FILE_BYTES + 1
+
+
+def _count_lines(path: Path) -> int | None:
+    try:
+        fd = open_regular(path, os.O_RDONLY)  # never a FIFO or device: it could block
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > MAX_FILE_BYTES:
+        return None
+    if b"\x00" in data[:8192]:
+        return None
+    return data.count(b"\n") + (0 if not data or data.endswith(b"\n") else 1)
+
+
+def _file_block(path: str, text: str, truncated: bool = False) -> str:
+    note = " (truncated: only its beginning is shown; edit it with search_replace)" if truncated else ""
+    body = text if text.endswith("\n") or not text else text + "\n"
+    return f"===== {path}{note} =====\n{body}===== end of {path} ====="
+
+
+# ---------------------------------------------------------------------- small helpers
+
+
+def _estimate(prompt_chars: int, output_chars: int) -> Usage:
+    return Usage(input_tokens=prompt_chars // CHARS_PER_TOKEN, output_tokens=output_chars // CHARS_PER_TOKEN)
+
+
+def _with_schema_hint(messages: list[dict[str, str]], output: OutputFormat) -> list[dict[str, str]]:
+    """Without a JSON-schema response format the schema must be in the prompt (once)."""
+    hint = json_instructions(output.schema)
+    if any(hint in m["content"] for m in messages):
+        return messages
+    first = dict(messages[0])
+    first["content"] = first["content"] + "\n\n" + hint
+    return [first, *messages[1:]]
+
+
+def _strict(schema: dict[str, Any]) -> dict[str, Any]:
+    """A JSON schema for strict structured outputs: closed objects, all properties required, no
+    defaults (strict mode rejects the keyword)."""
+    schema = strict_schema(schema)
+
+    def drop(node: Any) -> None:
+        if isinstance(node, dict):
+            node.pop("default", None)
+            for value in node.values():
+                drop(value)
+        elif isinstance(node, list):
+            for value in node:
+                drop(value)
+
+    drop(schema)
+    return schema
+
+
+def _schema_name(model: type[BaseModel]) -> str:
+    return re.sub(r"[^a-zA-Z0-9_-]", "_", model.__name__)[:64] or "result"
+
+
+def _why_invalid(text: str, model: type[BaseModel]) -> str:
+    stripped = text.strip()
+    if not stripped:
+        return "The reply was empty."
+    candidate = stripped
+    fenced = re.search(r"```(?:json)?\s*(\{.*\})\s*```", stripped, re.DOTALL)
+    if fenced:
+        candidate = fenced.group(1)
+    elif "{" in stripped:
+        candidate = stripped[stripped.find("{"):stripped.rfind("}") + 1]
+    try:
+        data = json.loads(candidate)
+    except ValueError as exc:
+        return f"The reply is not valid JSON ({exc})."
+    try:
+        model.model_validate(data)
+    except ValidationError as exc:
+        return f"The JSON does not match the schema: {validation_problems(exc)}."
+    return "The reply could not be read as one JSON object."
+
+
+_T = TypeVar("_T", bound=BaseModel)
+
+
+def find_json(text: str, model: type[_T]) -> _T | None:
+    """An instance of `model` from a reply: the whole reply, a fenced block, or the first JSON
+    object in it that validates (prose before or after it is ignored)."""
+    parsed = parse_structured_output(text, model)
+    if parsed is not None:
+        return parsed  # type: ignore[return-value]
+    decoder = json.JSONDecoder()
+    position = text.find("{")
+    while position != -1:
+        try:
+            data, end = decoder.raw_decode(text, position)
+        except ValueError:
+            position = text.find("{", position + 1)
+            continue
+        if isinstance(data, dict):
+            try:
+                return model.model_validate(data)
+            except ValidationError:
+                pass
+        position = text.find("{", end)
+    return None
+
+
+def _first_lines(text: str) -> str:
+    """Where a 'REFUSED:' line counts: a reply that is not JSON."""
+    stripped = text.lstrip()
+    return "" if stripped.startswith(("{", "```")) else text
+
+
+def _truncate(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more characters]"
+
+
+def _short(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+# ---------------------------------------------------------------------- the openai client's failures
+
+
+def openai_failure(exc: BaseException) -> Failure | None:
+    """Failures of the openai client and of LiteLLM (whose exceptions subclass openai's; their
+    class name is LiteLLM's reading of the provider's answer: of it and the body's type, the
+    more specific one is the error type, e.g. insufficient_quota before RateLimitError)."""
+    import openai
+
+    if isinstance(exc, openai.APIStatusError):
+        headers = exc.response.headers if exc.response is not None else None
+        names = [error_type(exc.body)]
+        if type(exc).__module__.startswith("litellm"):
+            names.append(type(exc).__name__)
+        name = min(names, key=_specificity)
+        return Failure(error_message(exc), status=exc.status_code, headers=headers, error_type=name)
+    if isinstance(exc, openai.APIConnectionError) or is_transport_error(exc):
+        return Failure(str(exc) or type(exc).__name__, connection=True)
+    return None
+
+
+def _specificity(name: str | None) -> int:
+    """Where an error type's kind stands in KIND_ORDER (types it does not know: last)."""
+    kind = kind_of_type(name)
+    return KIND_ORDER.index(kind) if kind is not None else len(KIND_ORDER)
+
+
+def chat_usage(usage: Any) -> Usage | None:
+    """Chat Completions usage as agenter counts it: input without the cached part."""
+    if usage is None:
+        return None
+    prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
+    return Usage(input_tokens=max(prompt - cached, 0), output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+                 cache_read_tokens=cached)

@@ -1,0 +1,515 @@
+"""HarnessBackend: agenter's own tool-use loop over any model wire (wire.py).
+
+One turn is one iteration: the prompt is appended to the conversation as a user turn, then the
+model and the tools take turns until the model stops asking for tools (or refuses, or returns its
+final_result). The conversation is kept for the next turn.
+
+Around each model response the loop keeps the conversation valid and going:
+- a response cut off at the output limit: its complete tool calls run, max_tokens is raised once
+  (to the wire's `output_limit`), then up to MAX_CUTOFF_NUDGES "continue" notes;
+- a request refused as too long (a `context_length` failure) is withheld and sent again after a
+  compaction, and so is the next request after a response that filled the context window
+  (compaction.py; at most MAX_COMPACTIONS in a row);
+- a session with structured output whose model stops without calling final_result is reminded
+  once;
+- every tool_use is answered by exactly one tool_result, also when the turn fails or is
+  cancelled (conversation.close_open_tool_uses);
+- a failed request is retried as the one policy says (retry.py over agenter.backends._failures);
+- tool calls the model writes in its text (textcalls.py), for models that make none on the wire:
+  `LoopConfig.tool_calls` "text" (or a wire without native tools) describes the tools in the
+  system prompt, sends the conversation as text and reads each reply for calls; "auto" starts
+  native and switches to text for the rest of the session when a reply makes no native call but
+  holds a text call naming an offered tool (that reply's calls run); a call that cannot be read
+  goes back to the model with the parse error.
+
+A provider's backend subclasses HarnessBackend and writes only what is its own: its options and
+`loop_config` (what the harness reads of them), `requirements`, and `_open_wire` (its client and
+wire). Analysis and patch mode (and a plan-mode policy) run the same loop read-only: only the
+tools that read are offered and the bash tool's sandbox is read-only.
+
+Seams for what is not written yet:
+- a conversation store: `_load_conversation` (at connect, for `SessionSpec.resume_session_id`) and
+  `_save_conversation` (after each completed turn).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from agenter._errors import BackendError, ConfigurationError
+from agenter.backends._prompts import (
+    REFUSAL_TOOL_DESCRIPTION,
+    REFUSAL_TOOL_NAME,
+    REFUSAL_TOOL_SCHEMA,
+    STRUCTURED_OUTPUT_TOOL_NAME,
+    output_schema,
+)
+from agenter.backends.base import BackendMessage, BackendSettings, BaseBackend, MessageType, OptionsT, SessionSpec
+from agenter.backends.model_api._harness.compaction import Compactor
+from agenter.backends.model_api._harness.conversation import append_user_content, close_open_tool_uses
+from agenter.backends.model_api._harness.dispatch import ToolRunner
+from agenter.backends.model_api._harness.files import (
+    FILE_TOOL_DEFINITIONS,
+    FILE_TOOL_NAMES,
+    TEXT_EDITOR_TOOL_DEFINITION,
+    TEXT_EDITOR_TOOL_NAME,
+)
+from agenter.backends.model_api._harness.prompts import CONTEXT_NUDGE, CUTOFF_NUDGE, STRUCTURED_NUDGE, tool_guidance
+from agenter.backends.model_api._harness.retry import RetryPolicy
+from agenter.backends.model_api._harness.shell import BASH_TOOL_NAME, bash_tool_definition, network_allowed
+from agenter.backends.model_api._harness.textcalls import (
+    STOP_SEQUENCES,
+    describe_tools,
+    looks_like_text_calls,
+    parse_calls,
+    to_text_messages,
+)
+from agenter.backends.model_api._harness.wire import (
+    Block,
+    BlockDone,
+    Delta,
+    Message,
+    ModelWire,
+    Piece,
+    Running,
+    StreamIncomplete,
+    WireRequest,
+    WireResponse,
+)
+from agenter.host.requirements import Requirement
+from agenter.sandbox.confine import ShellSandboxAvailable
+
+MAX_CUTOFF_NUDGES = 3
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """What the harness reads of a backend's options, under neutral names: each provider's
+    backend maps its own options onto it (`HarnessBackend.loop_config`)."""
+
+    #: Output token limit per model response (raised once after a cut-off, see the module).
+    max_tokens: int
+    #: Model responses per execute() call before the loop stops, and the option that sets it
+    #: (named in the STATUS message).
+    max_turns: int = 50
+    max_turns_option: str = "max_turns_per_iteration"
+    #: The bash tool, and the option that turns it off (named in error messages).
+    shell: bool = True
+    shell_option: str = "shell"
+    #: How the bash tool is confined with sandbox=True ("auto" or a mechanism of agenter.sandbox.confine).
+    shell_sandbox: str = "auto"
+    #: Seconds a command may run unless the model asks for another limit.
+    shell_timeout: float = 120.0
+    #: Anthropic's text editor tool instead of agenter's file tools (a wire with provider_tools).
+    text_editor: bool = False
+    max_retries: int = 4
+    max_retry_wait: float = 60.0
+    request_timeout: float = 600.0
+    #: Sampling and reasoning settings sent with every request of the loop (None: the model's default).
+    temperature: float | None = None
+    thinking: str | int | None = None
+    effort: str | None = None
+    #: How the model makes tool calls: "native" (on the wire), "text" (written in its reply,
+    #: textcalls.py), "auto" (native until a reply holds text calls instead); and the option
+    #: that sets it (named in messages).
+    tool_calls: str = "native"
+    tool_calls_option: str = "tool_calls"
+
+
+@dataclass
+class _Answer:
+    """Where one attempt at a model response leaves it (an async generator returns nothing)."""
+
+    response: WireResponse | None = None
+
+
+class HarnessBackend(BaseBackend[OptionsT]):
+    """agenter's own agent over a model wire. Subclass it per provider: declare the class
+    attributes, and write `loop_config`, `requirements` and `_open_wire`."""
+
+    reserved_tool_names: ClassVar[frozenset[str]] = frozenset({TEXT_EDITOR_TOOL_NAME, BASH_TOOL_NAME,
+                                                               *FILE_TOOL_NAMES})
+    # Every tool call of the loop passes the gate; "network" is the bash tool's network access.
+    permission_kinds: ClassVar[frozenset[str]] = frozenset({"read", "edit", "shell", "network", "custom"})
+
+    def __init__(self, settings: BackendSettings[OptionsT]):
+        super().__init__(settings)
+        self.config = self.loop_config(self.options)
+        self._wire: ModelWire | None = None
+        self._compactor: Compactor | None = None
+        self._retry: RetryPolicy | None = None
+        self._tools = ToolRunner(self)
+        self._messages: list[Message] = []
+        self._tool_definitions: list[dict[str, Any]] = []
+        self._system = ""
+        self._max_tokens = self.config.max_tokens
+        self._escalated = False
+        self._pending_results: list[Block] | None = None
+        #: Text tool-call mode (see the module docstring): its system prompt once switched on,
+        #: the parse error to send back, and the STATUS note of an automatic switch.
+        self._text_system: str | None = None
+        self._text_feedback: str | None = None
+        self._text_notice: str | None = None
+
+    # ------------------------------------------------------------------ what a provider writes
+    @classmethod
+    def loop_config(cls, options: Any) -> LoopConfig:
+        """The harness's settings from this backend's options."""
+        raise NotImplementedError
+
+    async def _open_wire(self) -> ModelWire:
+        """Import the SDK (off the event loop), build the client (redacting its key) and return
+        the wire. Raises ConfigurationError for missing credentials."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ seams (conversation store)
+    async def _load_conversation(self, session_id: str) -> list[Message] | None:
+        """The stored conversation `session_id` names, to continue it (None: none is stored;
+        connect then refuses to resume). No store yet: always None."""
+        return None
+
+    async def _save_conversation(self) -> None:
+        """Keep the conversation after a completed turn (`self.messages`, `self.session_id`).
+        No store yet: nothing."""
+
+    # ------------------------------------------------------------------ class-level checks
+    @classmethod
+    def _config_of(cls, settings: BackendSettings[Any]) -> LoopConfig:
+        options = settings.options if isinstance(settings.options, cls.options_model) else cls.options_model()
+        return cls.loop_config(options)
+
+    @classmethod
+    def requirements(cls, settings: BackendSettings[Any]) -> Sequence[Requirement]:
+        """The bash tool's sandbox, when it is offered with sandbox=True (where none can be
+        built the check fails with what to do, rather than quietly leaving the tool out). A
+        provider adds its package in front."""
+        config = cls._config_of(settings)
+        if settings.sandbox and config.shell:
+            return [ShellSandboxAvailable(config.shell_sandbox)]
+        return []
+
+    @classmethod
+    def validate_settings(cls, settings: BackendSettings[Any]) -> None:
+        policy = settings.permissions
+        config = cls._config_of(settings)
+        if settings.sandbox or not config.shell or policy is None:
+            return
+        if any(rule.kind == "network" and not (rule.effect == "allow" and rule.matches_all) for rule in policy.rules):
+            raise ConfigurationError(
+                f"network rules other than 'allow network' need sandbox=True with the {cls.name} backend: the "
+                "bash tool's network is cut by its sandbox, and without the sandbox a command can reach any host "
+                f"(or pass {config.shell_option}=False)", parameter="permissions")
+
+    # ------------------------------------------------------------------ state
+    @property
+    def messages(self) -> list[Message]:
+        """The conversation so far (the messages sent to the model, in the neutral shape)."""
+        return self._messages
+
+    @property
+    def has_shell(self) -> bool:
+        """Whether the model gets the bash tool. With sandbox=True it must be confined (Landlock,
+        bubblewrap, Seatbelt): where none is, the requirement check fails with what to do."""
+        return self.config.shell
+
+    @property
+    def read_only_session(self) -> bool:
+        """Analysis or patch mode, or a plan-mode policy: no tool that writes is offered."""
+        gate = self.gate
+        return self.spec.mode in ("analysis", "patch") or (gate is not None and gate.mode == "plan")
+
+    @property
+    def shell_network(self) -> bool:
+        """Whether sandboxed commands get the network (see `shell.network_allowed`)."""
+        return network_allowed(self.settings.permissions)
+
+    # ------------------------------------------------------------------ lifecycle
+    async def _connect(self, spec: SessionSpec) -> None:
+        from agenter.usage import is_known_model
+
+        session_id = uuid.uuid4().hex
+        if spec.resume_session_id:
+            stored = await self._load_conversation(spec.resume_session_id)
+            if stored is None:
+                raise ConfigurationError(
+                    f"the {self.name} backend cannot resume session {spec.resume_session_id!r}: its "
+                    "conversation lives only as long as one run", parameter="resume")
+            self._messages, session_id = list(stored), spec.resume_session_id
+        await self._tools.open(spec)
+        # The first imports of the SDK and of the price table take seconds on a busy machine:
+        # the wire imports off the event loop, and so does the price lookup.
+        wire = self._wire = await self._open_wire()
+        config = self.config
+        if not wire.features.native_tools and config.tool_calls == "native":
+            raise ConfigurationError(
+                f"the {self.name} backend's wire has no native tool calls: pass {config.tool_calls_option}='text' "
+                "(or 'auto') for tool calls written in the model's reply", parameter=config.tool_calls_option)
+        await asyncio.to_thread(is_known_model, self.ledger.model, self.ledger.provider)
+        self._retry = RetryPolicy(
+            max_retries=config.max_retries, max_wait=config.max_retry_wait, backend=self.name,
+            api_label=wire.api_label, auth_hint=wire.auth_hint, failure=wire.failure, redact=self.redact)
+        self._compactor = Compactor(wire, self.ledger, backend=self.name, request_timeout=config.request_timeout,
+                                    redact=self.redact)
+        self._session_id = session_id
+        self._system = self._system_prompt()
+        self._tool_definitions = self._build_tool_definitions(spec)
+        if config.tool_calls == "text" or not wire.features.native_tools:
+            self._start_text_mode()
+
+    async def _disconnect(self) -> None:
+        wire, self._wire = self._wire, None
+        try:
+            if wire is not None:
+                with contextlib.suppress(Exception):  # closing must never mask the session's outcome
+                    await wire.close()
+        finally:
+            await self._tools.close()
+
+    def _system_prompt(self) -> str:
+        shared = self.instructions(refusal_tool=REFUSAL_TOOL_NAME, output_channel="tool")
+        guidance = tool_guidance(cwd=str(self.cwd), shell=self.has_shell, read_only=self.read_only_session)
+        return guidance + "\n\n" + shared
+
+    def _build_tool_definitions(self, spec: SessionSpec) -> list[dict[str, Any]]:
+        tools: list[dict[str, Any]] = []
+        offered = self._tools.offered_file_tools()
+        if offered == [TEXT_EDITOR_TOOL_NAME]:
+            tools.append(dict(TEXT_EDITOR_TOOL_DEFINITION))
+        else:
+            tools.extend(dict(definition) for definition in FILE_TOOL_DEFINITIONS if definition["name"] in offered)
+        if self.has_shell:
+            tools.append(bash_tool_definition(sandbox=self.settings.sandbox, network=self.shell_network,
+                                              read_only=self.read_only_session, timeout=self.config.shell_timeout))
+        for tool in self.settings.tools:
+            tools.append({"name": tool.name, "description": tool.description, "input_schema": tool.input_schema})
+        tools.append({"name": REFUSAL_TOOL_NAME, "description": REFUSAL_TOOL_DESCRIPTION,
+                      "input_schema": REFUSAL_TOOL_SCHEMA})
+        if spec.output_type is not None:
+            tools.append({
+                "name": STRUCTURED_OUTPUT_TOOL_NAME,
+                "description": "Return the final result of the task. Call it once, when the work is done.",
+                "input_schema": output_schema(spec.output_type),
+            })
+        return tools
+
+    # ------------------------------------------------------------------ one turn
+    async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
+        append_user_content(self._messages, [{"type": "text", "text": prompt}])
+        try:
+            async for message in self._tool_loop():
+                yield message
+        finally:
+            # Invariant: every tool_use is answered, also when cancelled or failing mid-turn.
+            close_open_tool_uses(self._messages, self._pending_results)
+            self._pending_results = None
+        await self._save_conversation()
+
+    async def _tool_loop(self) -> AsyncIterator[BackendMessage]:
+        cutoffs = 0
+        compactions = 0  # in a row: a response the model completes resets it
+        nudged_for_result = False
+        limit = self.config.max_turns
+        responses = 0
+        while responses < limit:
+            answer = _Answer()
+            overflow: BackendError | None = None
+            try:
+                async for message in self._respond(answer):
+                    yield message
+            except BackendError as exc:
+                # Withheld: a prompt that no longer fits is compacted and sent again; the error
+                # surfaces only when compaction cannot help.
+                if exc.kind != "context_length":
+                    raise
+                overflow = exc
+            if overflow is not None:
+                compactions += 1
+                yield await self._compact(compactions, overflow)
+                continue
+            response = self._kept_response(answer)
+            if self._text_notice is not None:
+                yield BackendMessage(MessageType.STATUS, content=self._text_notice)
+                self._text_notice = None
+            responses += 1
+            if response.stop != "context_length":
+                compactions = 0
+            content = response.content
+            if content:
+                self._messages.append({"role": "assistant", "content": content})
+            if response.stop == "refusal":
+                reason = response.text().strip() or (
+                    f"The model declined the request (stop_reason={response.stop_detail or 'refusal'}).")
+                self.refuse({"reason": reason, "category": "refusal"})
+                return
+            results: list[Block] = []
+            self._pending_results = results
+            async for message in self._tools.run_tools(content, response.input_errors, results):
+                yield message
+            self._pending_results = None
+            follow_up: list[Block] = list(results)
+            feedback, self._text_feedback = self._text_feedback, None
+            if feedback is not None:  # a text call that could not be read: the model corrects it
+                follow_up.append({"type": "text", "text": feedback})
+            if self._tools.turn_ended():
+                append_user_content(self._messages, follow_up)
+                return
+            if response.stop == "context_length":
+                # The response filled the context window: its complete tool calls ran; the
+                # history is compacted before the model continues.
+                follow_up.append({"type": "text", "text": CONTEXT_NUDGE})
+                append_user_content(self._messages, follow_up)
+                compactions += 1
+                yield await self._compact(compactions, None)
+                continue
+            if response.stop == "max_tokens":
+                cutoffs += 1
+                if cutoffs > MAX_CUTOFF_NUDGES:
+                    append_user_content(self._messages, follow_up)
+                    yield BackendMessage(MessageType.ERROR, content=(
+                        f"the model's responses were cut off at the output limit {cutoffs} times; "
+                        "ending this iteration"), is_error=True)
+                    return
+                note = self._escalate_max_tokens()
+                follow_up.append({"type": "text", "text": CUTOFF_NUDGE})
+                yield BackendMessage(MessageType.STATUS, content="response cut off at max_tokens; "
+                                     f"asking the model to continue{note}")
+            elif not results and feedback is None:
+                if self.spec.output_type is not None and not nudged_for_result:
+                    nudged_for_result = True
+                    follow_up.append({"type": "text", "text": STRUCTURED_NUDGE})
+                else:
+                    return
+            append_user_content(self._messages, follow_up)
+        yield BackendMessage(MessageType.STATUS, content=(
+            f"stopped after {limit} model responses in this iteration ({self.config.max_turns_option})"))
+
+    async def _compact(self, number: int, overflow: BackendError | None) -> BackendMessage:
+        compactor = self._compactor
+        assert compactor is not None
+        return await compactor.compact(self._messages, number, overflow)
+
+    def _escalate_max_tokens(self) -> str:
+        if self._escalated:
+            return ""
+        self._escalated = True
+        assert self._wire is not None
+        ceiling = self._wire.features.output_limit
+        if ceiling is None or self._max_tokens >= ceiling:
+            return ""
+        self._max_tokens = min(ceiling, self._max_tokens * 2)
+        return f" (max_tokens raised to {self._max_tokens})"
+
+    # ------------------------------------------------------------------ model responses
+    def _request(self) -> WireRequest:
+        """The loop's next request: the session's system prompt and tools (fixed, so the prefix
+        a provider caches stays the same), the conversation so far. In text mode the tools are
+        in the system prompt and the conversation is sent as text."""
+        config = self.config
+        if self._text_system is not None:
+            return WireRequest(system=self._text_system, messages=to_text_messages(self._messages),
+                               max_tokens=self._max_tokens, temperature=config.temperature,
+                               thinking=config.thinking, effort=config.effort, stop=STOP_SEQUENCES)
+        return WireRequest(system=self._system, messages=self._messages, tools=self._tool_definitions,
+                           max_tokens=self._max_tokens, temperature=config.temperature, thinking=config.thinking,
+                           effort=config.effort)
+
+    def _kept_response(self, answer: _Answer) -> WireResponse:
+        """The response as the loop goes on with it: native tool calls as the wire read them; in
+        text mode (or on switching to it) the calls read from its text."""
+        response = answer.response
+        assert response is not None
+        if self._text_system is None:
+            if not self._switches_to_text(response):
+                return response
+            self._start_text_mode()
+            self._text_notice = (
+                "the model wrote its tool calls in its reply instead of on the wire: reading them from the text "
+                f"from now on ({self.config.tool_calls_option}='text' starts that way)")
+        turn = parse_calls(response.text(), [str(tool["name"]) for tool in self._tool_definitions])
+        self._text_feedback = turn.feedback
+        kept = [block for block in response.content if block.get("type") not in ("text", "tool_use")]
+        return WireResponse(content=kept + turn.blocks, stop="tool_use" if turn.calls else response.stop,
+                            usage=response.usage, stop_detail=response.stop_detail)
+
+    def _switches_to_text(self, response: WireResponse) -> bool:
+        """Automatic mode: a reply that made no native call but holds a text call naming an
+        offered tool."""
+        if self.config.tool_calls != "auto" or any(b.get("type") == "tool_use" for b in response.content):
+            return False
+        return looks_like_text_calls(response.text(), [str(tool["name"]) for tool in self._tool_definitions])
+
+    def _start_text_mode(self) -> None:
+        """Tool calls in text from now on: the tools described in the system prompt (fixed from
+        here, so the prefix stays the same)."""
+        self._text_system = self._system + "\n\n" + describe_tools(self._tool_definitions)
+
+    async def _respond(self, answer: _Answer) -> AsyncIterator[BackendMessage]:
+        """One model response, streamed; failed attempts are retried as the policy says."""
+        retry_policy = self._retry
+        assert retry_policy is not None
+        attempt = 0
+        while True:
+            try:
+                async for message in self._stream_once(answer):
+                    yield message
+                return
+            except Exception as exc:
+                retry = retry_policy.decide(exc, attempt)
+                if retry is None:
+                    raise
+            attempt += 1
+            yield BackendMessage(MessageType.STATUS, content=(
+                f"retrying after {retry.summary} (retry {attempt}/{self.config.max_retries}, "
+                f"waiting {retry.delay:.1f}s)"))
+            await asyncio.sleep(retry.delay)
+
+    async def _stream_once(self, answer: _Answer) -> AsyncIterator[BackendMessage]:
+        """One attempt: the wire's pieces as messages, the response into `answer`. The tokens
+        are priced once, when the response is complete; while it streams, budgets see them at
+        estimated per-token rates; a dropped, failed or cancelled attempt's tokens were still
+        spent (abandoned, not settled)."""
+        wire = self._wire
+        assert wire is not None
+        answer.response = None
+        try:
+            async with contextlib.aclosing(wire.stream(self._request())) as pieces:
+                async for piece in pieces:
+                    message = self._take(piece, answer)
+                    if message is not None:
+                        yield message
+        finally:
+            if answer.response is None:
+                self.ledger.abandon_running()
+        if answer.response is None:
+            raise StreamIncomplete("the response stream ended before the response was complete")
+
+    def _take(self, piece: Piece, answer: _Answer) -> BackendMessage | None:
+        """One piece of a stream: the message it makes, if any; usage into the ledger; the
+        response into `answer`."""
+        if isinstance(piece, Delta):
+            kind = MessageType.THINKING_DELTA if piece.thinking else MessageType.TEXT_DELTA
+            return BackendMessage(kind, content=piece.text, raw=piece.raw) if piece.text else None
+        if isinstance(piece, BlockDone):
+            return _block_message(piece.block)
+        if isinstance(piece, Running):
+            self.ledger.running(piece.usage)
+        else:
+            self.ledger.settle(piece.usage)
+            answer.response = piece
+        return None
+
+
+def _block_message(block: Block) -> BackendMessage | None:
+    """Text and thinking as each block completes. Tool calls are reported when they run."""
+    kind = block.get("type")
+    if kind == "text" and block.get("text"):
+        return BackendMessage(MessageType.TEXT, content=str(block["text"]))
+    if kind == "thinking" and block.get("thinking"):
+        return BackendMessage(MessageType.THINKING, content=str(block["thinking"]))
+    return None
+

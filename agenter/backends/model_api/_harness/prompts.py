@@ -1,0 +1,57 @@
+"""What the harness tells its model besides the shared instructions (agenter.backends._prompts):
+how to work with its tools, and the notes it adds when a response was cut off or the structured
+result is still missing. Every wire sends the same words.
+"""
+
+from __future__ import annotations
+
+from agenter.backends._prompts import STRUCTURED_OUTPUT_TOOL_NAME
+
+CUTOFF_NUDGE = ("Your last response was cut off at the output limit. Continue where you stopped, "
+                "in smaller steps (for example, write a large file in several edits).")
+STRUCTURED_NUDGE = (f"You have not called the {STRUCTURED_OUTPUT_TOOL_NAME} tool yet. Call it now with "
+                    "the result; the task is not finished until it is accepted.")
+CONTEXT_NUDGE = ("Your last response was cut off: the conversation had filled the model's context window. "
+                 "Its earlier part is summarized above now; continue where you stopped.")
+
+#: How the model works with its tools; the shared instructions follow it.
+TOOL_GUIDANCE = """\
+You are an autonomous coding agent. You work in a repository: the working directory.
+
+How to work:
+- Inspect before you change: list directories, glob, grep and read the files that matter.
+- Make complete, working changes with the file tools. Paths are relative to the working directory.
+- Keep the existing style of the code. Do not create files the task does not need.
+{shell}
+- A tool call that is not permitted comes back as an error that says why: do not repeat it.
+- When the work is done, stop calling tools and reply with a short summary of what you changed."""
+
+SHELL_GUIDANCE = """\
+- Run programs with the bash tool: tests, builds, linters, git status and diff. Change files with
+  the file tools rather than with shell redirections. Validators also check your changes after you
+  stop, and their findings come back to you as a new message if something must be fixed."""
+
+NO_SHELL_GUIDANCE = """\
+- There is no shell: you cannot run programs or tests. Validators check your changes after you stop,
+  and their findings come back to you as a new message if something must be fixed."""
+
+READ_ONLY_GUIDANCE = """\
+You are a coding agent in a read-only session. You work in a repository: the working directory.
+
+How to work:
+- Read, list, glob and grep the files that matter; paths are relative to the working directory.
+- Do not change anything: there are no tools that write files{shell}.
+- A tool call that is not permitted comes back as an error that says why: do not repeat it.
+- When you have the answer, stop calling tools and reply with it."""
+
+
+def tool_guidance(*, cwd: str, shell: bool, read_only: bool) -> str:
+    """The guidance that opens the system prompt. Never the workspace's absolute path: it tells
+    the model nothing its tools need (their paths are relative), sends a local path to the
+    provider, and makes the prompt (and a cached or seeded answer) depend on where the
+    repository lies. (`cwd` is kept for callers; it is not used.)"""
+    del cwd
+    if read_only:
+        return READ_ONLY_GUIDANCE.format(
+            shell=" (run only commands that read: the others are refused)" if shell else "")
+    return TOOL_GUIDANCE.format(shell=SHELL_GUIDANCE if shell else NO_SHELL_GUIDANCE)

@@ -1,7 +1,0 @@
-"""The openai backend: any OpenAI-compatible API (OpenAI, llama.cpp, vLLM, Ollama, OpenRouter, ...)
-through the `openai` client, in patch and analysis modes. See docs/backends/openai.md."""
-
-from agenter.backends.openai_compat._backend import OpenAICompatBackend
-from agenter.backends.openai_compat._options import OpenAIOptions
-
-__all__ = ["OpenAICompatBackend", "OpenAIOptions"]

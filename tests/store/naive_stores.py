@@ -1,0 +1,148 @@
+"""Stores that break the contract on purpose, each in one way: the conformance suite must fail them."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from agenter.host.redact import Redactor
+from agenter.store import Conversation, ConversationConflictError, FileConversationStore, check_session_id
+
+
+class InPlaceStore:
+    """Rewrites the whole file in place (no temp file, no rename, no lock): a reader or a crash
+    can meet half a file, two writers can lose each other's appends."""
+
+    def __init__(self, location: str, secrets: list[str]):
+        self.root = Path(location)
+        self.redact = Redactor(extra=secrets)
+
+    def _path(self, session_id: str) -> Path:
+        return self.root / f"{check_session_id(session_id, self.redact)}.json"
+
+    def load(self, session_id):
+        path = self._path(session_id)
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text())
+        return Conversation(session_id, data["messages"], data["metadata"], data["rev"])
+
+    def save(self, session_id, messages, metadata=None, *, revision=None):
+        from agenter.store import dumps, encode_messages, encode_metadata
+
+        path = self._path(session_id)
+        current = self.load(session_id)
+        stored = current.revision if current else 0
+        if revision is not None and revision != stored:
+            raise ConversationConflictError("stale")
+        self.root.mkdir(parents=True, exist_ok=True)
+        body = dumps({"messages": encode_messages(messages, self.redact),
+                      "metadata": encode_metadata(metadata, self.redact), "rev": stored + 1})
+        with open(path, "wb") as handle:
+            for start in range(0, len(body), 65536):  # as a large write may land, in pieces
+                handle.write(body[start:start + 65536])
+                handle.flush()
+        return stored + 1
+
+    def append(self, session_id, messages, *, at, metadata=None, revision=None):
+        from agenter._errors import ConfigurationError
+
+        if type(at) is not int or at < 0:
+            raise ConfigurationError("at")
+        current = self.load(session_id)
+        if current is None:
+            if at:
+                raise ConversationConflictError("new")
+            return self.save(session_id, messages, metadata)
+        if (revision is not None and revision != current.revision) or at > len(current.messages):
+            raise ConversationConflictError("stale")
+        return self.save(session_id, current.messages[:at] + list(messages),
+                         current.metadata if metadata is None else metadata)
+
+    def delete(self, session_id):
+        try:
+            self._path(session_id).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def session_ids(self):
+        return sorted(p.stem for p in self.root.glob("*.json")) if self.root.exists() else []
+
+
+class UnlockedStore(InPlaceStore):
+    """Writes whole files atomically (temp file, rename) but holds no lock: a revision checked
+    and a file written by two writers at once lose one writer's append."""
+
+    def save(self, session_id, messages, metadata=None, *, revision=None):
+        from agenter.store import dumps, encode_messages, encode_metadata
+
+        path = self._path(session_id)
+        current = self.load(session_id)
+        stored = current.revision if current else 0
+        if revision is not None and revision != stored:
+            raise ConversationConflictError("stale")
+        self.root.mkdir(parents=True, exist_ok=True)
+        body = dumps({"messages": encode_messages(messages, self.redact),
+                      "metadata": encode_metadata(metadata, self.redact), "rev": stored + 1})
+        temp = path.with_name(f".{path.name}.{os.getpid()}.{id(body)}")
+        temp.write_bytes(body)
+        os.replace(temp, path)
+        return stored + 1
+
+
+class SignatureScrubbingStore(FileConversationStore):
+    """The file store that also scrubs the provider's opaque fields (a thinking signature)."""
+
+    def save(self, session_id, messages, metadata=None, *, revision=None):
+        return super().save(session_id, self.redact.data(list(messages)), metadata, revision=revision)
+
+    def append(self, session_id, messages, *, at, metadata=None, revision=None):
+        return super().append(session_id, self.redact.data(list(messages)), at=at, metadata=metadata,
+                              revision=revision)
+
+
+class UnscrubbedStore(FileConversationStore):
+    """The file store with a redactor that hides nothing."""
+
+    def __init__(self, location: str, secrets: list[str]):
+        super().__init__(location, redact=_NoRedactor())
+
+
+class _NoRedactor(Redactor):
+    def __call__(self, text):
+        return text
+
+    def data(self, value):
+        return json.loads(json.dumps(value))
+
+
+class UncheckedIdStore(FileConversationStore):
+    """The file store that takes any id as a file name."""
+
+    def path(self, session_id):
+        return self.root / f"{session_id}.jsonl"
+
+
+def in_place(location, secrets):
+    return InPlaceStore(location, secrets)
+
+
+def unlocked(location, secrets):
+    return UnlockedStore(location, secrets)
+
+
+def scrubbing_signatures(location, secrets):
+    return SignatureScrubbingStore(location, redact=Redactor(extra=secrets))
+
+
+def unscrubbed(location, secrets):
+    return UnscrubbedStore(location, secrets)
+
+
+def unchecked_ids(location, secrets):
+    return UncheckedIdStore(location, redact=Redactor(extra=secrets))
+
+
+__all__ = ["in_place", "scrubbing_signatures", "unchecked_ids", "unlocked", "unscrubbed"]
