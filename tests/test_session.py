@@ -198,6 +198,28 @@ async def test_no_change_is_not_success(tmp_path):
     assert relaxed.status is CodingStatus.COMPLETED
 
 
+async def test_a_run_that_changed_nothing_says_what_the_model_did_instead(tmp_path):
+    # "the agent changed no file" alone hides the cause: a model that never called a tool, one
+    # whose calls all failed, one that replied with nothing.
+    def idle(ctx):
+        return [BackendMessage(MessageType.TEXT, content="All good,\n  nothing to do.")]
+
+    def silent(ctx):
+        return []
+
+    def failing_edit(ctx):
+        return [BackendMessage(MessageType.TOOL_CALL, tool_name="edit_file", tool_input={"path": "a.py"}),
+                BackendMessage(MessageType.TOOL_RESULT, tool_name="edit_file", is_error=True,
+                               content="old_string occurs 3 times in 'a.py'")]
+
+    result = await agent(idle, idle, max_iterations=2).execute(CodingRequest(prompt="p", cwd=tmp_path))
+    assert result.error == ("the agent changed no file in 2 iteration(s): the model made no tool call; "
+                            "its last reply: 'All good, nothing to do.'")
+    result = await agent(failing_edit, silent, max_iterations=2).execute(CodingRequest(prompt="p", cwd=tmp_path))
+    assert result.error == ("the agent changed no file in 2 iteration(s): 1 tool call(s), none changed a file; "
+                            "the last error: \"old_string occurs 3 times in 'a.py'\"; its last reply was empty")
+
+
 async def test_structured_output_required(tmp_path):
     class Answer(BaseModel):
         value: int
