@@ -286,8 +286,10 @@ async def test_no_applicable_proposal_fails_truthfully(project: Path):
     assert "search_replace block #1 was not found" in result.error
     assert "The proposal was not applied" in result.summary and "Applied" not in result.summary
     assert len(server.model_requests) == 2  # one proposal per iteration
-    # The retry iteration repeats the task (a completion backend starts each turn afresh).
-    assert "Do it" in json.dumps(server.model_requests[1].body)
+    # The retry iteration repeats the task and how to propose (a completion backend starts each
+    # turn afresh).
+    retry = json.dumps(server.model_requests[1].body)
+    assert "Do it" in retry and "Propose the change as one JSON object" in retry and "A correct reply" in retry
 
 
 async def test_refusal(project: Path):
