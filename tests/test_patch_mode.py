@@ -444,6 +444,17 @@ async def test_analysis_output_that_does_not_validate_goes_back_with_the_errors(
     assert notes
 
 
+async def test_a_reply_repeated_word_for_word_is_not_asked_for_again(project: Path):
+    # Qwen2.5-Coder-1.5B at temperature 0 gave the same invalid proposal three times in a row.
+    both = proposal(change("calc.py", content="x = 1\n", search_replace=[{"search": "a", "replace": "b"}]))
+    with ScriptedModelServer([both, both, both]) as server:
+        result, events = await run(make_agent(server), "Do it", project, budget={"max_iterations": 1})
+    assert result.status is CodingStatus.FAILED
+    assert len(server.model_requests) == 2
+    notes = [e["content"] for e in events_of(events, "status")]
+    assert "reply 2 repeated the previous one word for word: not asking again" in notes
+
+
 async def test_analysis_mode_answers_with_text(project: Path):
     with ScriptedModelServer([reply(text("calc.py adds two numbers."))]) as server:
         result, _ = await run(make_agent(server, mode="analysis"), "What does calc.py do?", project)
