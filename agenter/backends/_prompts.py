@@ -29,9 +29,14 @@ REPLY_CONTRACT = (
 
 REFUSAL_TOOL_NAME = "refuse_task"
 REFUSAL_TOOL_DESCRIPTION = (
-    "Decline the task instead of doing it (for example: harmful, impossible, or outside the "
-    "repository). Give the reason. Ends the turn."
+    "Decline the task instead of doing it: only a harmful task or one that cannot be done in this "
+    "repository at all, never because it is hard or its tests fail. Give the reason. Ends the turn."
 )
+#: Refusal is for what must not or cannot be done: worded loosely ("if you must decline"), it was
+#: a small model's way out of a hard task (measured: Qwen2.5-Coder-1.5B declined a stub to complete
+#: through Aider, and called refuse_task with the failing tests as its reason).
+_DECLINE_ONLY = "Decline only a task that is harmful or cannot be done in this repository at all: then "
+_NOT_A_REASON = " A hard or unclear task, or failing tests, is not a reason to decline: do your best."
 REFUSAL_TOOL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -70,10 +75,9 @@ def compose_instructions(*, cwd: str, sandbox: bool, allowed_write_paths: list[s
     if contract:
         parts.append(contract if isinstance(contract, str) else AUTONOMOUS_CONTRACT)
     if refusal_tool:
-        parts.append(f"If you must decline the task, call the `{refusal_tool}` tool with the reason.")
+        parts.append(f"{_DECLINE_ONLY}call the `{refusal_tool}` tool with the reason.{_NOT_A_REASON}")
     else:
-        parts.append("If you must decline the task, reply with one line starting with 'REFUSED:' "
-                     "and the reason.")
+        parts.append(f"{_DECLINE_ONLY}reply with one line starting with 'REFUSED:' and the reason.{_NOT_A_REASON}")
     if sandbox:
         # Not the directory's absolute path: it says nothing the agent needs, sends a local path
         # to the provider, and makes the prompt (and a cached or seeded answer) depend on where

@@ -153,3 +153,7 @@ async def test_the_first_message_asks_for_the_change_in_the_reply(kit, tmp_path)
     message = next(m["content"] for m in sent["messages"] if "Fix greet.py" in str(m["content"]))
     assert message.startswith(REPLY_CONTRACT + "\n\n") and message.rstrip().endswith("---\n\nFix greet.py")
     assert AUTONOMOUS_CONTRACT not in json.dumps(sent)
+    # Declining is for harmful or impossible tasks only (a small model declined a stub to complete).
+    assert ("Decline only a task that is harmful or cannot be done in this repository at all: then reply with "
+            "one line starting with 'REFUSED:' and the reason. A hard or unclear task, or failing tests, is not a "
+            "reason to decline: do your best.") in message
