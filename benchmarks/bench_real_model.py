@@ -6,9 +6,9 @@
 Each task of `real_model_tasks/` (a statement, a stub or a buggy module, a pytest file that is the
 judge) runs in a fresh temporary copy through each system:
 
-- `autonomous`: agenter's own tool loop on the model (`backend="openai", mode="autonomous"`; with
-  `--wire anthropic`, `anthropic-sdk`). A backend that refuses the combination is reported as
-  "not available" in one line and skipped.
+- `autonomous`: agenter's own tool loop on the model (`backend="openai", mode="autonomous"`, its
+  `openai_tool_calls` from `--tool-calls`; with `--wire anthropic`, `anthropic-sdk`). A backend that
+  refuses the combination is reported as "not available" in one line and skipped.
 - `patch`: agenter's patch mode (`backend="openai", mode="patch"`; `litellm` with `anthropic/<model>`).
 - `aider-cli`: Aider through agenter (`backend="aider-cli"`), agenter answering its questions.
 - `aider`: the same Aider program run bare, `--yes-always`, by this script.
@@ -21,10 +21,11 @@ validator; bare Aider: this script runs the tests and sends their output, in the
 conversation); one time budget per task covering both attempts (`--timeout`). Aider uses the
 `whole` edit format (its default for a model it does not know; the 1.5B model's diffs and search
 blocks were wrong in agenter's patch-mode measurements), gets the module(s) to change as chat files
-and the tests read-only (`--read`), runs without git (`--no-git`) and with URL detection off.
-Patch mode runs no proposed test command (`allowed_commands=[]`): test output reaches it only
-through the validator, as the second attempt; its `max_attempts` (replies per turn when a proposal
-does not parse or apply) is left at its default, like Aider's own retries on a malformed edit.
+and the tests read-only (`--read`), runs without git (`--no-git`) and with URL detection off. The
+agenter systems get the same line drawn their way: `allowed_write_paths` is the module(s) to
+change, so the tests cannot be written. Patch mode runs no command: test output reaches it only
+through the validator, as the second attempt; its `max_attempts` (replies per turn when a reply
+does not parse as a proposal) is left at its default, like Aider's own retries on a malformed edit.
 
 This script judges: after a system finishes, the task's test files are put back as they were (a
 system that edited them is flagged `tests_modified`) and pytest runs on the result. For agenter
@@ -212,6 +213,10 @@ class Recorder:
         self._path = parts.path.rstrip("/")
         self.record_dir = record_dir
         self.calls: list[dict[str, Any]] = []
+        self._inflight: list[_Call] = []
+        self._count = 0
+        #: Requests the model server did not take (it was down): the run says nothing of the system.
+        self.unreachable = 0
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
@@ -231,15 +236,18 @@ class Recorder:
         self._thread.join(5)
 
     def forward(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
-        started = time.perf_counter()
         connection = (http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection)(
             self._netloc, timeout=UPSTREAM_TIMEOUT)
         headers = {k: v for k, v in handler.headers.items() if k.lower() not in HOP_HEADERS}
         headers["Accept-Encoding"] = "identity"
+        call = _Call(handler.path, body, time.perf_counter()) if handler.command == "POST" else None
+        if call is not None:
+            self._start(call)
         try:
             connection.request(handler.command, handler.path, body=body or None, headers=headers)
             response = connection.getresponse()
         except OSError as exc:
+            self.unreachable += 1
             handler.send_error(502, f"upstream: {exc}")
             return
         handler.send_response(response.status, response.reason)
@@ -247,26 +255,63 @@ class Recorder:
             if key.lower() not in HOP_HEADERS:
                 handler.send_header(key, value)
         handler.end_headers()
-        received = bytearray()
+        received = call.received if call is not None else bytearray()
         with contextlib.suppress(OSError):  # the client may leave mid-stream (a time budget)
             while data := response.read1(65536):
                 received += data
                 handler.wfile.write(data)
                 handler.wfile.flush()
         connection.close()
-        if handler.command == "POST":
-            self._note(handler.path, body, response.status, bytes(received), time.perf_counter() - started)
+        if call is not None:
+            call.status, call.seconds = response.status, time.perf_counter() - call.started
+            self._finish(call)
 
-    def _note(self, path: str, body: bytes, status: int, received: bytes, seconds: float) -> None:
-        call = {"path": path, "status": status, "seconds": round(seconds, 2), **describe_request(body),
-                **usage_of(received)}
+    def _start(self, call: _Call) -> None:
         with self._lock:
-            self.calls.append(call)
-            number = len(self.calls)
+            self._inflight.append(call)
+            self._count += 1
+            call.number = self._count
         if self.record_dir is not None:
             self.record_dir.mkdir(parents=True, exist_ok=True)
-            (self.record_dir / f"{number:03d}-request.json").write_bytes(body)
-            (self.record_dir / f"{number:03d}-response.txt").write_bytes(received)
+            (self.record_dir / f"{call.number:03d}-request.json").write_bytes(call.body)
+
+    def _finish(self, call: _Call) -> None:
+        with self._lock:
+            self._inflight.remove(call)
+            self.calls.append(call.row())
+        if self.record_dir is not None:
+            (self.record_dir / f"{call.number:03d}-response.txt").write_bytes(bytes(call.received))
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        """Every request so far, in the order sent: the finished ones, and the ones still waiting
+        for the server when the run ended (a time budget), counted as far as they got."""
+        with self._lock:
+            rows = list(self.calls)
+            for call in self._inflight:
+                row = call.row()
+                row["incomplete"] = 1
+                rows.append(row)
+                if self.record_dir is not None:
+                    (self.record_dir / f"{call.number:03d}-response-cut.txt").write_bytes(bytes(call.received))
+        return sorted(rows, key=lambda row: row["number"])
+
+
+@dataclass(eq=False)
+class _Call:
+    """One request through the proxy: what was sent, and what came back so far."""
+
+    path: str
+    body: bytes
+    started: float
+    number: int = 0
+    status: int = 0
+    seconds: float = 0.0
+    received: bytearray = field(default_factory=bytearray)
+
+    def row(self) -> dict[str, Any]:
+        seconds = self.seconds or time.perf_counter() - self.started
+        return {"number": self.number, "path": self.path, "status": self.status, "seconds": round(seconds, 2),
+                **describe_request(self.body), **usage_of(bytes(self.received))}
 
 
 def _handler_for(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
@@ -351,7 +396,20 @@ def usage_of(received: bytes) -> dict[str, int]:
         found["cached_tokens"] = int(timings.get("cache_n") or 0)
         found["prompt_tokens"] = int(timings.get("prompt_n") or 0) + found["cached_tokens"]
         found["generated_tokens"] = int(timings.get("predicted_n") or 0)
+    elif objects:  # cut off (a time budget): the streamed pieces so far, about a token each; prompt unknown
+        found["generated_tokens"] = sum(1 for obj in objects if _is_piece(obj))
+        found["incomplete"] = 1
     return found
+
+
+def _is_piece(obj: Any) -> bool:
+    """A streamed chunk carrying generated text or a tool call's arguments (OpenAI, Anthropic)."""
+    if not isinstance(obj, dict):
+        return False
+    if obj.get("type") == "content_block_delta":
+        return True
+    return any(isinstance(c, dict) and ((c.get("delta") or {}).get("content") or (c.get("delta") or {}).get("tool_calls"))
+               for c in obj.get("choices") or [])
 
 
 # ---------------------------------------------------------------------------------------- runs
@@ -373,6 +431,10 @@ class Run:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     generated_tokens: int = 0
+    #: Requests the run left unfinished (its time budget ran out while the server was answering).
+    cut_requests: int = 0
+    #: The model server could not be reached during the run (not journaled: a resumed benchmark runs it again).
+    server_down: bool = False
     reported: dict[str, int] = field(default_factory=dict)
     tests_modified: list[str] = field(default_factory=list)
     error: str | None = None
@@ -395,6 +457,8 @@ class Settings:
     options: dict[str, dict[str, Any]]
     record: Path | None
     scratch: Path
+    #: The autonomous openai backend's openai_tool_calls ("auto", "native", "text").
+    tool_calls: str = "auto"
 
     def aider_model(self) -> str:
         return f"{'anthropic' if self.wire == 'anthropic' else 'openai'}/{self.model}"
@@ -417,16 +481,19 @@ def agenter_config(system: str, task: Task | None, settings: Settings, base_url:
     if system == "autonomous":
         config = {"backend": "anthropic-sdk" if anthropic else "openai", "model": settings.model,
                   "mode": "autonomous", **server, **sampling}
+        if not anthropic:
+            config["openai_tool_calls"] = settings.tool_calls
     elif system == "patch":
         config = {"backend": "litellm" if anthropic else "openai",
                   "model": f"anthropic/{settings.model}" if anthropic else settings.model, "mode": "patch",
-                  "allowed_commands": [], **server, **sampling}
+                  **server, **sampling}
     else:  # aider-cli: temperature and max_tokens through Aider's model settings, as for bare Aider
         reads = [arg for name in (task.tests if task else ()) for arg in ("--read", name)]
         config = {"backend": "aider-cli", "model": settings.aider_model(), "sandbox": False,
                   "program_path": settings.aider, "aider_edit_format": "whole",
                   "aider_files": list(task.editable if task else ()),
-                  "program_args": ["--model-settings-file", str(settings.model_settings_file()), *reads], **server}
+                  "program_args": ["--model-settings-file", str(settings.model_settings_file()), *reads],
+                  **server}
     return {**config, **settings.options.get(system, {})}
 
 
@@ -457,7 +524,10 @@ def unavailable(system: str, settings: Settings) -> str | None:
 async def run_agenter(system: str, task: Task, workspace: Path, settings: Settings, base_url: str, run: Run) -> None:
     agent = build_agent(system, task, settings, base_url)
     try:
-        result = await asyncio.wait_for(agent.execute(task.statement, cwd=str(workspace)), settings.timeout + GRACE)
+        # The files it may change: the module(s), never the tests (Aider gets the tests read-only).
+        result = await asyncio.wait_for(agent.execute(task.statement, cwd=str(workspace),
+                                                      allowed_write_paths=list(task.editable)),
+                                        settings.timeout + GRACE)
     except TimeoutError:
         run.status, run.error = "harness-timeout", f"no result {GRACE}s after the time budget"
         return
@@ -529,6 +599,8 @@ async def run_one(system: str, task: Task, settings: Settings) -> Run:
     run = Run(system, task.name, task.kind, task.difficulty)
     workspace = make_workspace(task)
     record = settings.record / system / task.name if settings.record else None
+    if record is not None:
+        shutil.rmtree(record, ignore_errors=True)  # a run resumed from a journal starts afresh
     try:
         with Recorder(settings.base_url, record) as proxy:
             started = time.perf_counter()
@@ -541,7 +613,8 @@ async def run_one(system: str, task: Task, settings: Settings) -> Run:
             except Exception as exc:  # noqa: BLE001 - a crash is a row, not the end of the benchmark
                 run.status, run.error = "crashed", f"{type(exc).__name__}: {exc}"
             run.wall_seconds = round(time.perf_counter() - started, 2)
-            calls = list(proxy.calls)
+            calls = proxy.snapshot()
+            run.server_down = proxy.unreachable > 0
         verdict = verdict or await judge(task, workspace)
         run.solved, run.tests_modified, run.judge_output = verdict.passed, verdict.tests_modified, tail(verdict.output)
         run.first_attempt = run.solved and run.attempts == 1
@@ -551,6 +624,7 @@ async def run_one(system: str, task: Task, settings: Settings) -> Run:
         run.requests = len(calls)
         for key in ("prompt_tokens", "cached_tokens", "generated_tokens"):
             setattr(run, key, sum(c.get(key, 0) for c in calls))
+        run.cut_requests = sum(c.get("incomplete", 0) for c in calls)
     finally:
         shutil.rmtree(workspace, ignore_errors=True)
     return run
@@ -572,6 +646,7 @@ def summarize(runs: list[Run], system: str) -> dict[str, Any] | None:
         "generated_per_solved": round(sum(r.generated_tokens for r in rows) / len(solved)) if solved else None,
         "wall_median": round(statistics.median(walls), 1), "wall_total": round(sum(walls), 1),
         "tests_modified": [r.task for r in rows if r.tests_modified],
+        "cut_off": [r.task for r in rows if r.cut_requests],
         "first_request": _first_request(rows),
     }
     if system in AGENTER_SYSTEMS:
@@ -606,6 +681,9 @@ def print_report(summaries: list[dict[str, Any]]) -> None:
                   f"{first['prompt_tokens']} prompt tokens")
         for mismatch in s.get("mismatches", []):
             print(f"  {s['system']} status/tests mismatch: {mismatch}")
+        if s["cut_off"]:
+            print(f"  {s['system']} left a request unfinished at the time budget (its prompt tokens uncounted): "
+                  f"{', '.join(s['cut_off'])}")
         if s["tests_modified"]:
             print(f"  {s['system']} edited the tests (restored before judging): {', '.join(s['tests_modified'])}")
     print("tokens: the server's usage per response through a recording proxy (prompt includes cached tokens); "
@@ -635,16 +713,26 @@ async def check_tasks(tasks: list[Task]) -> bool:
     return ok
 
 
-async def run_all(tasks: list[Task], systems: list[str], settings: Settings, jobs: int) -> list[Run]:
+async def run_all(tasks: list[Task], systems: list[str], settings: Settings, jobs: int,
+                  journal: Path | None = None) -> list[Run]:
     """Every (task, system) pair, at most `jobs` at a time. The systems take turns per task, each
     task starting with the next one, so none is always first (the server's prompt cache and the
-    machine's load favour no system)."""
+    machine's load favour no system). With a journal, each finished run is appended to it as one
+    JSON line, and the pairs it already holds are not run again (a stopped benchmark resumes)."""
     gate = asyncio.Semaphore(jobs)
     pairs = [(task, systems[(i + k) % len(systems)]) for i, task in enumerate(tasks) for k in range(len(systems))]
+    done = read_journal(journal) if journal else {}
+    if done:
+        print(f"  {len(done)} run(s) taken from {journal}", flush=True)
 
     async def one(task: Task, system: str) -> Run:
+        if (system, task.name) in done:
+            return done[(system, task.name)]
         async with gate:
             run = await run_one(system, task, settings)
+        if journal is not None and not run.server_down:
+            with journal.open("a") as file:
+                file.write(json.dumps(asdict(run), default=str) + "\n")
         print(f"  {system:<10} {task.name:<22} {'solved' if run.solved else 'failed':<6} "
               f"attempts={run.attempts} status={run.status} {run.wall_seconds:.0f}s "
               f"prompt={run.prompt_tokens} gen={run.generated_tokens} requests={run.requests}"
@@ -653,6 +741,18 @@ async def run_all(tasks: list[Task], systems: list[str], settings: Settings, job
         return run
 
     return list(await asyncio.gather(*(one(task, system) for task, system in pairs)))
+
+
+def read_journal(journal: Path) -> dict[tuple[str, str], Run]:
+    """The runs a journal holds, by (system, task); a line cut short by a stop is skipped."""
+    runs: dict[tuple[str, str], Run] = {}
+    if not journal.is_file():
+        return runs
+    for line in journal.read_text().splitlines():
+        with contextlib.suppress(ValueError, TypeError):
+            run = Run(**json.loads(line))
+            runs[(run.system, run.task)] = run
+    return runs
 
 
 def parse_options(values: list[str]) -> dict[str, dict[str, Any]]:
@@ -684,16 +784,27 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=1, help="runs at a time (1 on a shared CPU)")
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--max-tokens", type=int, default=2048, help="output tokens per model response")
+    parser.add_argument("--tool-calls", choices=("auto", "native", "text"), default="auto",
+                        help="the autonomous openai backend's openai_tool_calls (default auto, agenter's own; "
+                             "text for a model that writes its calls in its reply)")
     parser.add_argument("--aider", default=str(REPO / ".venv-aider" / "bin" / "aider"), help="the Aider program")
     parser.add_argument("--option", action="append", default=[], metavar="SYSTEM:KEY=VALUE",
                         help="an extra backend option for an agenter system (repeatable)")
     parser.add_argument("--out", type=Path, help="write every run's row and the summaries as JSON")
+    parser.add_argument("--journal", type=Path, help="append each finished run here (JSON lines) and skip the "
+                                                     "runs it already holds: a stopped benchmark resumes")
     parser.add_argument("--record", type=Path, help="keep every request and response under this directory")
     parser.add_argument("--check-tasks", action="store_true", help="only check the task set (no model)")
     return parser.parse_args(argv)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    # SIGTERM as Ctrl-C: the runs are cancelled, and each kills the program it started.
+    signal.signal(signal.SIGTERM, _interrupt)
     args = arguments(argv)
     tasks = load_tasks([t for t in args.tasks.split(",") if t] or None)
     if args.check_tasks:
@@ -706,7 +817,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-real-model-") as scratch:
         settings = Settings(args.base_url.rstrip("/"), args.api_key, args.model, args.wire, args.temperature,
                             args.max_tokens, args.timeout, args.aider, parse_options(args.option), args.record,
-                            Path(scratch))
+                            Path(scratch), args.tool_calls)
         for system in list(systems):
             reason = unavailable(system, settings)
             if reason:
@@ -714,8 +825,8 @@ def main(argv: list[str] | None = None) -> int:
                 systems.remove(system)
         print(f"{len(tasks)} tasks x {', '.join(systems) or 'no system'} on {args.model} at {args.base_url} "
               f"(temperature {args.temperature}, max {args.max_tokens} tokens a response, {args.timeout:g}s a task, "
-              f"2 attempts, jobs {args.jobs})", flush=True)
-        runs = asyncio.run(run_all(tasks, systems, settings, args.jobs)) if systems else []
+              f"2 attempts, tool calls {args.tool_calls}, jobs {args.jobs})", flush=True)
+        runs = asyncio.run(run_all(tasks, systems, settings, args.jobs, args.journal)) if systems else []
     summaries = [s for s in (summarize(runs, system) for system in systems) if s]
     if summaries:
         print_report(summaries)
