@@ -18,12 +18,25 @@ AUTONOMOUS_CONTRACT = (
     "approve steps. Act: make the changes the task needs directly in the working directory, then "
     "stop. Do not ask for confirmation."
 )
+#: The contract for an agent that changes files by what it writes in its reply (Aider's file
+#: listings): told to act "in the working directory", a small model replies that it will, and
+#: writes no change (measured: Qwen2.5-Coder-1.5B through Aider, every first attempt).
+REPLY_CONTRACT = (
+    "You are running headless inside an automated pipeline: no human will answer questions or "
+    "approve steps. Do not ask for confirmation and do not announce what you will do: write the "
+    "complete change in this reply, in the format you were given."
+)
 
 REFUSAL_TOOL_NAME = "refuse_task"
 REFUSAL_TOOL_DESCRIPTION = (
-    "Decline the task instead of doing it (for example: harmful, impossible, or outside the "
-    "repository). Give the reason. Ends the turn."
+    "Decline the task instead of doing it: only a harmful task or one that cannot be done in this "
+    "repository at all, never because it is hard or its tests fail. Give the reason. Ends the turn."
 )
+#: Refusal is for what must not or cannot be done: worded loosely ("if you must decline"), it was
+#: a small model's way out of a hard task (measured: Qwen2.5-Coder-1.5B declined a stub to complete
+#: through Aider, and called refuse_task with the failing tests as its reason).
+_DECLINE_ONLY = "Decline only a task that is harmful or cannot be done in this repository at all: then "
+_NOT_A_REASON = " A hard or unclear task, or failing tests, is not a reason to decline: do your best."
 REFUSAL_TOOL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -49,22 +62,22 @@ def compose_instructions(*, cwd: str, sandbox: bool, allowed_write_paths: list[s
                          system_prompt: str | None, output_type: type[BaseModel] | None,
                          refusal_tool: str | None, output_channel: OutputChannel,
                          output_tool: str = STRUCTURED_OUTPUT_TOOL_NAME,
-                         contract: bool = True) -> str:
+                         contract: bool | str = True) -> str:
     """The instructions every backend gives its model, in one order.
 
     refusal_tool: the name under which the model sees the refusal tool, or None when the backend
         cannot add tools (the model then writes a 'REFUSED:' line).
     output_channel: "tool" (a tool named output_tool), "native" (the agent's own structured-output
         feature; nothing to add) or "text" (one fenced JSON object at the end of the reply).
+    contract: the autonomous contract (True), none (False), or other words for it.
     """
     parts: list[str] = []
     if contract:
-        parts.append(AUTONOMOUS_CONTRACT)
+        parts.append(contract if isinstance(contract, str) else AUTONOMOUS_CONTRACT)
     if refusal_tool:
-        parts.append(f"If you must decline the task, call the `{refusal_tool}` tool with the reason.")
+        parts.append(f"{_DECLINE_ONLY}call the `{refusal_tool}` tool with the reason.{_NOT_A_REASON}")
     else:
-        parts.append("If you must decline the task, reply with one line starting with 'REFUSED:' "
-                     "and the reason.")
+        parts.append(f"{_DECLINE_ONLY}reply with one line starting with 'REFUSED:' and the reason.{_NOT_A_REASON}")
     if sandbox:
         # Not the directory's absolute path: it says nothing the agent needs, sends a local path
         # to the provider, and makes the prompt (and a cached or seeded answer) depend on where

@@ -677,7 +677,7 @@ class BaseBackend(BackendClass, Generic[OptionsT]):
         return trace_env()
 
     def instructions(self, *, refusal_tool: str | None, output_channel: OutputChannel,
-                     output_tool: str = STRUCTURED_OUTPUT_TOOL_NAME, contract: bool = True) -> str:
+                     output_tool: str = STRUCTURED_OUTPUT_TOOL_NAME, contract: bool | str = True) -> str:
         """The instructions for the model: contract, sandbox, allowed paths, refusal, output,
         then the user's system prompt. See `_prompts.compose_instructions`."""
         spec = self.spec

@@ -88,6 +88,12 @@ def _error_kind(exc: BaseException) -> str:
     return "config" if isinstance(exc, ConfigurationError) else "unknown"
 
 
+def _clip(text: str, limit: int = 200) -> str:
+    """A model's text quoted in a one-line reason: whitespace runs as one space, cut at `limit`."""
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= limit else flat[:limit] + "...")
+
+
 def _timeout(seconds: float) -> float | None:
     """asyncio wants None, not infinity, for no time limit."""
     return None if seconds == float("inf") else seconds
@@ -195,6 +201,9 @@ class _TurnOutcome:
         self.by_session = False  # the limit crossed is the multi-request session's
         self.last_text: str = ""
         self.streamed: dict[MessageType, list[str]] = {}
+        #: Tool calls the backend reported, and the last one's error (why a run changed nothing).
+        self.tool_calls = 0
+        self.tool_error = ""
 
 
 class _Outcome(Exception):
@@ -224,6 +233,11 @@ class _RunState:
         self.started_turn = False
         #: This iteration's files written outside allowed_write_paths, removed: told to the model.
         self.outside = ""
+        #: What the turns did, for the reason of a run that changed no file: tool calls reported,
+        #: the last tool error, the last turn's final text ("" when its reply was empty).
+        self.tool_calls = 0
+        self.tool_error = ""
+        self.last_reply = ""
 
 
 class CodingRun:
@@ -403,6 +417,9 @@ class CodingRun:
                 yield event
         if turn.last_text:
             state.summary = turn.last_text
+        state.last_reply = turn.last_text
+        state.tool_calls += turn.tool_calls
+        state.tool_error = turn.tool_error or state.tool_error
         self._report = self._read_report()
         changes = await self._undo_outside(self._collect_changes(), state)
         self._changed = self._changed | changes
@@ -515,7 +532,7 @@ class CodingRun:
         if crossed is None:
             return
         if crossed.limit == ITERATIONS and not crossed.session:
-            raise _Outcome(CodingStatus.FAILED, self._not_passed_reason())
+            raise _Outcome(CodingStatus.FAILED, self._not_passed_reason(state))
         raise _Outcome(CodingStatus.BUDGET_EXCEEDED, crossed.description, crossed.limit)
 
     def _stopped_outcome(self) -> _Outcome:
@@ -594,7 +611,7 @@ class CodingRun:
             return _Outcome(CodingStatus.COMPLETED_WITH_LIMIT_EXCEEDED, late.description, late.limit)
         return _Outcome(CodingStatus.COMPLETED)
 
-    def _not_passed_reason(self) -> str:
+    def _not_passed_reason(self, state: _RunState) -> str:
         n = self.budget.max_iterations
         if self._patch is not None and not self._changed:
             last = self._patch_problem
@@ -612,8 +629,22 @@ class CodingRun:
                             f"({refused}){unasked}")
                 return (f"the agent changed no file in {n} iteration(s); these actions were refused: "
                         f"{refused}{unasked}")
-            return f"the agent changed no file in {n} iteration(s){unasked}"
+            return f"the agent changed no file in {n} iteration(s): " + self._why_nothing_changed(state) + unasked
         return f"validation did not pass within {n} iterations"
+
+    def _why_nothing_changed(self, state: _RunState) -> str:
+        """What the agent did instead of changing a file: its tool calls (for an agent whose model
+        calls tools: none at all is the cause to name), the last one's error, its last reply."""
+        if state.tool_calls:
+            parts = [f"{state.tool_calls} tool call(s), none changed a file"]
+            if state.tool_error:
+                parts.append(f"the last error: {_clip(state.tool_error)}")
+        else:
+            parts = ["the model made no tool call" if self.backend.capabilities.native_tool_loop
+                     else "no tool call was reported"]
+        reply = state.last_reply.strip()
+        parts.append(f"its last reply: {_clip(reply)}" if reply else "its last reply was empty")
+        return "; ".join(parts)
 
     def _unfinished_note(self) -> str:
         unfinished = self._report.unfinished_tools
@@ -666,6 +697,10 @@ class CodingRun:
                 outcome.last_text = message.content
             if pieces is not None:
                 return None
+        elif kind is MessageType.TOOL_CALL:
+            outcome.tool_calls += 1
+        elif kind is MessageType.TOOL_RESULT and message.is_error:
+            outcome.tool_error = message.content
         data = message.event_data()
         if kind is MessageType.STATUS and message.tool_name == "fallback":
             # A fallback chain moved to its next backend: an event of its own.

@@ -143,8 +143,10 @@ class PatchMode:
 
     def retry(self, problems: list[str], *, applied: bool, task: str | None) -> str:
         """The next turn's prompt after a proposal that was not applied, or was applied and then
-        failed validation (`applied`). `task`: the task again, for a backend that forgets."""
-        lines = [f"Task:\n{task}\n"] if task else []
+        failed validation (`applied`). `task`: the task again, for a backend that forgets; it
+        gets the first turn's prompt again, the format included (without it, Qwen2.5-Coder-1.5B
+        gave a file's change two ways at once, three replies in a row)."""
+        lines = [self.task(task) + "\n"] if task else []
         if applied:
             lines.append("Your proposal was applied, but the result did not pass validation:")
         else:

@@ -49,6 +49,9 @@ MAX_HUNK_OFFSET = 100
 MAX_PATCH_FILE_BYTES = 32 * 1024 * 1024
 
 _CHANGE_FIELDS = ("diff", "search_replace", "content")
+#: A modify whose content keeps under half of a file this long (non-blank lines) and is under
+#: half its length is taken for a fragment and refused (see `_check_whole`).
+FRAGMENT_MIN_LINES = 10
 
 
 # ---------------------------------------------------------------------- the proposal (schema)
@@ -385,6 +388,8 @@ def _read_existing(resolver: PathResolver, path: str, target: Path,
 
 def _new_bytes(change: FileChange, old: bytes, names: set[str]) -> bytes:
     if change.content is not None:
+        if change.operation == "modify":
+            _check_whole(change.path, old, change.content)
         return _encode(change.content)
     if change.diff is None and change.search_replace is None:
         return old  # a plain rename
@@ -396,6 +401,27 @@ def _new_bytes(change: FileChange, old: bytes, names: set[str]) -> bytes:
     bom = text.startswith("\ufeff")
     new = _new_text(change, text[1:] if bom else text, names)
     return _encode("\ufeff" + new if bom else new)
+
+
+def _check_whole(path: str, old: bytes, content: str) -> None:
+    """`content` replaces the whole file: one that is much shorter than the file and keeps few of
+    its lines is the changed part alone (what small models write: measured, Qwen2.5-Coder-1.5B
+    giving one function of a three-function module), and writing it would delete the rest.
+    Refused with what to do instead; a deliberate rewrite that small goes through diff or
+    search_replace. Files under FRAGMENT_MIN_LINES non-blank lines are not checked."""
+    if b"\x00" in old:
+        return
+    before = [line.strip() for line in old.decode("utf-8", "surrogateescape").splitlines() if line.strip()]
+    if len(before) < FRAGMENT_MIN_LINES:
+        return
+    after = [line.strip() for line in content.splitlines() if line.strip()]
+    present = set(after)
+    kept = sum(1 for line in before if line in present)
+    if 2 * len(after) < len(before) and 2 * kept < len(before):
+        raise _ChangeFailed(
+            f"content replaces the whole file, but yours has {len(after)} non-blank line(s) where {path!r} has "
+            f"{len(before)}, and keeps {kept} of them: writing it would delete the rest. Give the complete new "
+            "file in content (every unchanged line too), or change only the part that changes with search_replace")
 
 
 def _new_text(change: FileChange, text: str, names: set[str]) -> str:

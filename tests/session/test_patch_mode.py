@@ -287,8 +287,10 @@ async def test_no_applicable_proposal_fails_truthfully(project: Path):
     assert "search_replace block #1 was not found" in result.error
     assert "The proposal was not applied" in result.summary and "Applied" not in result.summary
     assert len(server.model_requests) == 2  # one proposal per iteration
-    # The retry iteration repeats the task (a completion backend starts each turn afresh).
-    assert "Do it" in json.dumps(server.model_requests[1].body)
+    # The retry iteration repeats the task and how to propose (a completion backend starts each
+    # turn afresh).
+    retry = json.dumps(server.model_requests[1].body)
+    assert "Do it" in retry and "Propose the change as one JSON object" in retry and "A correct reply" in retry
 
 
 async def test_refusal(project: Path):
@@ -474,6 +476,17 @@ async def test_analysis_output_that_does_not_validate_goes_back_with_the_errors(
     assert "does not match the schema: issues: Field required" in feedback
     notes = [e for e in events_of(events, "status") if "did not match Review" in e["content"]]
     assert notes
+
+
+async def test_a_reply_repeated_word_for_word_is_not_asked_for_again(project: Path):
+    # Qwen2.5-Coder-1.5B at temperature 0 gave the same invalid proposal three times in a row.
+    both = proposal(change("calc.py", content="x = 1\n", search_replace=[{"search": "a", "replace": "b"}]))
+    with ScriptedModelServer([both, both, both]) as server:
+        result, events = await run(make_agent(server), "Do it", project, budget={"max_iterations": 1})
+    assert result.status is CodingStatus.FAILED
+    assert len(server.model_requests) == 2
+    notes = [e["content"] for e in events_of(events, "status")]
+    assert "reply 2 repeated the previous one word for word: not asking again" in notes
 
 
 async def test_analysis_mode_answers_with_text(project: Path):

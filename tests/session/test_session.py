@@ -101,12 +101,12 @@ async def test_event_order(tmp_path):
         CodingEventType.BACKEND_MESSAGE, CodingEventType.BACKEND_MESSAGE, CodingEventType.BACKEND_MESSAGE,
         CodingEventType.VALIDATION_START, CodingEventType.VALIDATION_RESULT,
         CodingEventType.ITERATION_END, CodingEventType.COMPLETED, CodingEventType.SESSION_END]
-    # the tool call, the usage its response settled (every backend reports it), the text
-    assert [e.data["kind"] for e in events[2:5]] == ["tool_call_started", "usage_updated", "text"]
-    assert events[3].data["usage"]["total_tokens"] > 0 and events[3].data["settled"]["output_tokens"] > 0
+    # the usage the response settled (every backend reports it, before the calls it asked for), the tool call, the text
+    assert [e.data["kind"] for e in events[2:5]] == ["usage_updated", "tool_call_started", "text"]
+    assert events[2].data["usage"]["total_tokens"] > 0 and events[2].data["settled"]["output_tokens"] > 0
     start = events[0].data
     assert start["cwd"] == str(tmp_path.resolve()) and start["max_iterations"] == 5
-    message = events[2].data
+    message = events[3].data
     assert message["message_type"] == "tool_call" and message["tool_name"] == "write_file"
     end_iter = events[7].data
     assert end_iter["files_modified"] == ["a.py"] and end_iter["passed"] is True
@@ -196,6 +196,28 @@ async def test_no_change_is_not_success(tmp_path):
     assert "without changing any file" in RECORD.prompts[1]
     relaxed = await agent(idle).execute(CodingRequest(prompt="p", cwd=tmp_path, require_changes=False))
     assert relaxed.status is CodingStatus.COMPLETED
+
+
+async def test_a_run_that_changed_nothing_says_what_the_model_did_instead(tmp_path):
+    # "the agent changed no file" alone hides the cause: a model that never called a tool, one
+    # whose calls all failed, one that replied with nothing.
+    def idle(ctx):
+        return [BackendMessage(MessageType.TEXT, content="All good,\n  nothing to do.")]
+
+    def silent(ctx):
+        return []
+
+    def failing_edit(ctx):
+        return [BackendMessage(MessageType.TOOL_CALL, tool_name="edit_file", tool_input={"path": "a.py"}),
+                BackendMessage(MessageType.TOOL_RESULT, tool_name="edit_file", is_error=True,
+                               content="old_string occurs 3 times in 'a.py'")]
+
+    result = await agent(idle, idle, max_iterations=2).execute(CodingRequest(prompt="p", cwd=tmp_path))
+    assert result.error == ("the agent changed no file in 2 iteration(s): the model made no tool call; "
+                            "its last reply: 'All good, nothing to do.'")
+    result = await agent(failing_edit, silent, max_iterations=2).execute(CodingRequest(prompt="p", cwd=tmp_path))
+    assert result.error == ("the agent changed no file in 2 iteration(s): 1 tool call(s), none changed a file; "
+                            "the last error: \"old_string occurs 3 times in 'a.py'\"; its last reply was empty")
 
 
 async def test_structured_output_required(tmp_path):

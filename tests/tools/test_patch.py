@@ -368,6 +368,40 @@ def test_check_proposal_writes_nothing(project: Path):
     assert snapshot(project) == before
 
 
+LEAP = ('_DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]\n\n\ndef is_leap_year(year):\n'
+        '    """Whether `year` has a February 29th."""\n    return year % 4 == 0\n\n\n'
+        'def days_in_month(year, month):\n    """Days in `month` (1-12) of `year`."""\n'
+        '    if not 1 <= month <= 12:\n        raise ValueError("month must be 1 to 12")\n'
+        '    if month == 2 and is_leap_year(year):\n        return 29\n    return _DAYS[month - 1]\n\n\n'
+        'def days_in_year(year):\n    """365 or 366."""\n    return 366 if is_leap_year(year) else 365\n')
+
+
+def test_content_that_is_only_the_changed_part_is_refused(project: Path):
+    # What Qwen2.5-Coder-1.5B proposed for calendar_utils.py: the one function it fixed, as the
+    # whole file. Written, it would have deleted the other two.
+    (project / "cal.py").write_text(LEAP)
+    fragment = "def is_leap_year(year):\n    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)\n"
+    error = refused(project, modify("cal.py", content=fragment))
+    assert error.by_path == {"cal.py": [
+        "content replaces the whole file, but yours has 2 non-blank line(s) where 'cal.py' has 14, and keeps 1 of "
+        "them: writing it would delete the rest. Give the complete new file in content (every unchanged line too), "
+        "or change only the part that changes with search_replace"]}
+    assert (project / "cal.py").read_text() == LEAP
+    # The whole file with the fix, a rewrite that keeps its length, a short file: content as given.
+    whole = LEAP.replace("    return year % 4 == 0\n", "    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)\n")
+    apply(project, modify("cal.py", content=whole))
+    assert (project / "cal.py").read_text() == whole
+    rewrite = "".join(f"X{i} = {i}\n" for i in range(14))
+    apply(project, modify("cal.py", content=rewrite))
+    assert (project / "cal.py").read_text() == rewrite
+    apply(project, modify("src/app.py", content="def main():\n    return 3\n"))
+    assert (project / "src" / "app.py").read_text() == "def main():\n    return 3\n"
+    # A deliberate shrink goes through search_replace.
+    apply(project, modify("cal.py", search_replace=[SearchReplace(search="".join(f"X{i} = {i}\n" for i in range(1, 14)),
+                                                                   replace="")]))
+    assert (project / "cal.py").read_text() == "X0 = 0\n"
+
+
 def test_unchanged_modify_reports_nothing(project: Path):
     result = apply(project, modify("README.md", content="# demo\n"))
     assert result.written == set() and result.diff == ""

@@ -135,6 +135,9 @@ class CliBackend(BaseBackend[OptionsT]):
     #: Whether the instructions go first in the first prompt (programs without a system prompt
     #: option of their own).
     instructions_in_prompt: ClassVar[bool] = True
+    #: The contract the instructions open with (`_prompts.compose_instructions`): the autonomous
+    #: one, or the words for a program whose model changes files by what it replies.
+    contract: ClassVar[bool | str] = True
     #: Seconds the program gets after SIGTERM before it is killed.
     stop_grace: ClassVar[float] = 1.0
     #: Whether the program reports usage per model response. Programs that report it only when
@@ -276,7 +279,8 @@ class CliBackend(BaseBackend[OptionsT]):
         """The prompt as sent: on the first turn, after the instructions (when they go there)."""
         if self.turns > 1 or not self.instructions_in_prompt:
             return prompt
-        return f"{self.instructions(refusal_tool=None, output_channel=self.output_channel)}\n\n---\n\n{prompt}"
+        instructions = self.instructions(refusal_tool=None, output_channel=self.output_channel, contract=self.contract)
+        return f"{instructions}\n\n---\n\n{prompt}"
 
     def settle(self, usage: Usage, cost: float | None = None) -> None:
         """One finished model response, or a whole run's figures: replaces the running estimate.

@@ -53,7 +53,7 @@ from pydantic import Field
 from agenter._errors import ConfigurationError, PathSecurityError
 from agenter._types import Usage
 from agenter.backends._edits import text_counts
-from agenter.backends._prompts import OutputChannel
+from agenter.backends._prompts import REPLY_CONTRACT, OutputChannel
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
 from agenter.backends.cli._aider_usage import (
     MAX_HISTORY_TOKENS,
@@ -136,6 +136,8 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
         filesystem_read=True, filesystem_edit=True, resume=True)
     options_model: ClassVar[type[AiderCliOptions]] = AiderCliOptions
     output_channel: ClassVar[OutputChannel] = "text"
+    # Aider's model changes files by writing them in its reply (edit blocks, file listings).
+    contract: ClassVar[bool | str] = REPLY_CONTRACT
     internal_paths: ClassVar[tuple[str, ...]] = (".aider",)
     #: Aider has no shell, and with a policy edits only the chat's files, each judged by the gate.
     permission_kinds: ClassVar[frozenset[str]] = frozenset({"read", "edit", "shell"})
@@ -284,9 +286,9 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
         # Aider reads a fenced block without a file name as a malformed edit, so the object
         # comes bare (parse_output finds the last JSON object of the reply).
         schema = json.dumps(self.spec.output_type.model_json_schema())
-        return (f"{self.instructions(refusal_tool=None, output_channel='native')}\n\nWhen you are done, end "
-                f"your final message with one JSON object, not in a code block, matching this JSON schema: "
-                f"{schema}\n\n---\n\n{prompt}")
+        instructions = self.instructions(refusal_tool=None, output_channel="native", contract=self.contract)
+        return (f"{instructions}\n\nWhen you are done, end your final message with one JSON object, not in a "
+                f"code block, matching this JSON schema: {schema}\n\n---\n\n{prompt}")
 
     def history_file(self, session: str) -> Path:
         """Where a session's chat lives: Aider's history file, kept after the session so that a

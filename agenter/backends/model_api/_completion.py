@@ -438,6 +438,7 @@ class CompletionBackend(BaseBackend[OptionsT]):
         Yields messages, then the instance (nothing when every attempt failed or it refused)."""
         messages = list(messages)
         schema = _strict(model.model_json_schema())
+        previous = None
         for attempt in range(1, attempts + 1):
             completion: Completion | None = None
             async for piece in self._ask(messages, OutputFormat(self._format_mode, name, schema)):
@@ -457,6 +458,13 @@ class CompletionBackend(BaseBackend[OptionsT]):
                 problem = _why_invalid(completion.text, model)
             yield BackendMessage(MessageType.STATUS, is_error=True, content=_truncate(
                 f"reply {attempt} did not match {model.__name__}: {problem}", EVENT_TEXT_LIMIT))
+            if completion.text == previous:
+                # The correction changed nothing (at temperature 0 a model repeats itself word for
+                # word): asking again would spend a request on the same reply.
+                yield BackendMessage(MessageType.STATUS, is_error=True, content=(
+                    f"reply {attempt} repeated the previous one word for word: not asking again"))
+                return
+            previous = completion.text
             messages += [{"role": "assistant", "content": completion.text},
                          {"role": "user", "content": f"{problem}\nReply again with one JSON object that matches "
                                                      "the schema."}]

@@ -240,3 +240,20 @@ async def test_applied_edits_arrive_with_their_line_counts(kit, tmp_path):
     assert sorted(kit.vocabulary(messages)) == [("edit", "notes.md", 2, 0), ("edit", "old.txt", 2, 1)]
     assert (tmp_path / "notes.md").read_text() == "hi\nthere\n"
     assert (tmp_path / "old.txt").read_text() == "one\n2\n2b\nthree\n"
+
+
+async def test_the_first_message_asks_for_the_change_in_the_reply(kit, tmp_path):
+    # Told to change files "directly in the working directory", a small model answers that it
+    # will and writes no file listing; Aider's model edits by replying, so it is told that.
+    from agenter.backends._prompts import AUTONOMOUS_CONTRACT, REPLY_CONTRACT
+
+    server = kit.server([reply(text("Done."))])
+    await kit.one_turn(kit.backend(server), tmp_path, "Fix greet.py")
+    sent = json.loads(server.model_requests[0].raw_body)
+    message = next(m["content"] for m in sent["messages"] if "Fix greet.py" in str(m["content"]))
+    assert message.startswith(REPLY_CONTRACT + "\n\n") and message.rstrip().endswith("---\n\nFix greet.py")
+    assert AUTONOMOUS_CONTRACT not in json.dumps(sent)
+    # Declining is for harmful or impossible tasks only (a small model declined a stub to complete).
+    assert ("Decline only a task that is harmful or cannot be done in this repository at all: then reply with "
+            "one line starting with 'REFUSED:' and the reason. A hard or unclear task, or failing tests, is not a "
+            "reason to decline: do your best.") in message

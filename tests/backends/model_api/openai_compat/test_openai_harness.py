@@ -315,6 +315,10 @@ async def test_text_tool_calls_read_edit_run_the_test_and_finish(scripted_model_
     assert "tools" not in first  # described in the system prompt instead
     system = first["messages"][0]["content"] if wire == "chat" else first["instructions"]
     assert "# Tools" in system and "<tool_call>" in system and "edit_file(" in system
+    # Declining is for harmful or impossible tasks only: a small model called refuse_task with
+    # the failing tests as its reason.
+    assert "or failing tests, is not a reason to decline" in system
+    assert "never because it is hard or its tests fail" in system  # refuse_task's description
     if wire == "chat":
         assert first["stop"] == ["<tool_response>"]
     else:

@@ -1,0 +1,2 @@
+class MinStack:
+    """A stack that knows its smallest element."""
