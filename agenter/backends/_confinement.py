@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,13 @@ def check_network_rules(settings: BackendSettings[Any], *, backend: str, shell: 
             f"(or pass {shell_option}=False)", parameter="permissions")
 
 
+def _interpreter_roots() -> list[str]:
+    """The Python environment agenter runs in (its venv and the base installation): readable
+    for commands, which often run the same interpreter and packages. Only matters where it lies
+    in a private folder (a checkout or venv under /tmp is otherwise unreadable in the sandbox)."""
+    return [p for p in dict.fromkeys((sys.prefix, sys.base_prefix)) if p and p != "/"]
+
+
 async def session_confinement(gate: PermissionGate, *, cwd: Path, prefer: str, network: bool, read_only: bool,
                               tmpdir: str, keep: Sequence[str], env: Mapping[str, str], backend: str,
                               prefix: str = "anthropic") -> Confinement:
@@ -60,7 +68,7 @@ async def session_confinement(gate: PermissionGate, *, cwd: Path, prefer: str, n
     hidden = await asyncio.to_thread(hidden_home_paths, workspace.home, is_credential, keep=[str(cwd), *keep])
     confinement = Confinement(
         cwd=cwd, network=network, read_only=read_only, writable=tuple(workspace.extra_roots),
-        readable=tuple(dict.fromkeys(workspace.read_roots)), hidden=tuple(hidden),
+        readable=tuple(dict.fromkeys([*workspace.read_roots, *_interpreter_roots()])), hidden=tuple(hidden),
         program=shutil.which("bwrap") or "bwrap", mechanism=mechanism, tmpdir=tmpdir)
     await probe_sandbox(confinement, env, backend, hint=unusable_hint(mechanism, prefix))
     return confinement

@@ -34,6 +34,7 @@ from pydantic import BaseModel
 
 from agenter._errors import BackendError, ConfigurationError
 from agenter._types import Usage
+from agenter.backends._confinement import session_confinement
 from agenter.backends._failures import Failure, classify_failure, error_message, error_type, is_transport_error
 from agenter.backends._prompts import REFUSAL_TOOL_DESCRIPTION, REFUSAL_TOOL_NAME, REFUSAL_TOOL_SCHEMA
 from agenter.backends.agents.openai_agents._events import SHELL_TOOL_NAME, ToolOutcome, ToolOutcomes, TurnEvents
@@ -57,13 +58,10 @@ from agenter.backends.base import (
 from agenter.host import reap
 from agenter.host.requirements import Credentials, PythonPackage, Requirement
 from agenter.permissions import ToolCall
-from agenter.sandbox.commands import hidden_home_paths, network_allowed, probe_sandbox, run_shell, shell_env, timeout_of
+from agenter.sandbox.commands import network_allowed, run_shell, shell_env, timeout_of
 from agenter.sandbox.confine import (
     Confinement,
     ShellSandboxAvailable,
-    choose_mechanism,
-    unavailable_reason,
-    unusable_hint,
 )
 
 __all__ = ["OpenAIAgentsBackend"]
@@ -201,25 +199,13 @@ class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
         await asyncio.to_thread(gate.evaluate, ToolCall(kind="shell", name=SHELL_TOOL_NAME, command="true"))
         if not self.settings.sandbox:
             return
-        prefer = self.options.openai_agents_shell_sandbox
-        mechanism = choose_mechanism(prefer)
-        if mechanism is None:
-            raise BackendError(unavailable_reason(prefer, OPTION_PREFIX), backend=self.name, kind="missing_program")
-        workspace = gate.workspace
         self._run_dir = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="agenter-openai-agents-"))
         tmpdir = self._run_dir / "tmp"
         await asyncio.to_thread(tmpdir.mkdir, 0o700)
-
-        def is_credential(path: str) -> bool:
-            return any(f.check == "credentials" for f in workspace.findings(workspace.resolve(path), "read"))
-
-        hidden = await asyncio.to_thread(hidden_home_paths, workspace.home, is_credential,
-                                         keep=[str(self.cwd), str(self._run_dir)])
-        self._confinement = Confinement(
-            cwd=self.cwd, network=network_allowed(self.settings.permissions), read_only=self.read_only_session,
-            writable=tuple(workspace.extra_roots), readable=tuple(dict.fromkeys(workspace.read_roots)),
-            hidden=tuple(hidden), program=shutil.which("bwrap") or "bwrap", mechanism=mechanism, tmpdir=str(tmpdir))
-        await probe_sandbox(self._confinement, self._shell_env, self.name, hint=unusable_hint(mechanism, OPTION_PREFIX))
+        self._confinement = await session_confinement(
+            gate, cwd=self.cwd, prefer=self.options.openai_agents_shell_sandbox,
+            network=network_allowed(self.settings.permissions), read_only=self.read_only_session, tmpdir=str(tmpdir),
+            keep=[str(self._run_dir)], env=self._shell_env, backend=self.name, prefix=OPTION_PREFIX)
 
     async def _start_mcp_servers(self) -> list[Any]:
         if not self.options.mcp_servers:
