@@ -7,7 +7,7 @@ status=0
 # Lint and types first: fast, and a failure is reported with the tests' result.
 .venv/bin/ruff check agenter tests benchmarks examples || status=$?
 .venv/bin/mypy || status=$?
-.venv/bin/python -m pytest -q -p no:cacheprovider -m "not py312" "$@" || status=$?
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 -m "not py312" "$@" || status=$?
 if [ -x .venv312/bin/python ]; then
   # Only the folders that hold py312 tests: the others import packages this environment lacks.
   .venv312/bin/python -m pytest -q -p no:cacheprovider -m py312 \
