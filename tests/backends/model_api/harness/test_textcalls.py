@@ -643,3 +643,14 @@ def test_a_call_rendered_with_blocks_reads_back_as_the_call(name, texts, path, a
     text = render_call(name, arguments, BY_NAME[name]) + "\n" + after
     turn = parse_defs(text)
     assert turn.calls == [call(name, arguments)] and turn.error is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(['{"name": "edit_file", "arguments": {"path": "a"}}', '<tool_call>', '</tool_call>',
+                                 '{"name": "write_file", "arguments": {}}', "```", "````", "~~~", "```json", "\n",
+                                 " ", "x", '{"name": "bash", "arguments": {}}', "<tool_response>"]), max_size=25))
+def test_any_text_with_calls_and_fences_parses_without_raising(pieces):
+    turn = parse_defs("".join(pieces))
+    assert [b for b in turn.blocks if b["type"] == "tool_use"] == turn.calls
+    assert all(isinstance(c["input"], dict) and c["name"] in BY_NAME for c in turn.calls)
+    assert turn.error is None or turn.feedback.startswith("Your tool call could not be used")
