@@ -4,7 +4,8 @@ Given the base URL of an OpenAI-compatible server (e.g. llama.cpp's, from
 `../shared/tools/local-llm.sh serve`), it sends agenter's built-in tool set described in the
 system prompt (`describe_tools`) and a few steps of a small coding task ("fix calc.py": the first
 request, after read_file's result, after edit_file's result), and counts the replies that
-`parse_calls` reads as at least one valid call and no malformed one ("right": and in the declared
+`parse_calls` (given the tools' definitions, so code blocks after a call are its text arguments)
+reads as at least one valid call and no malformed one ("right": and in the declared
 form, to a tool that step needs). Text-mode requests carry `STOP_SEQUENCES`. Variants:
 
   tags    the declared format: <tool_call>{"name", "arguments"}</tool_call>, results in <tool_response>
@@ -49,7 +50,6 @@ BASH_TOOL = {
     "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
 }
 TOOLS = [*FILE_TOOL_DEFINITIONS, BASH_TOOL]
-TOOL_NAMES = [t["name"] for t in TOOLS]
 SYSTEM = ("You are a coding agent working in a Python repository. No human will answer: act with the tools, "
           "then stop with a one-line summary.")
 TASK = "The test in test_calc.py fails. Fix the bug in calc.py and run the test with pytest."
@@ -72,6 +72,8 @@ def steps() -> list[tuple[str, list[dict[str, Any]], set[str]]]:
 
 
 _TAGGED = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.DOTALL)
+#: A call in a fenced block: a fence line, then a JSON object naming a tool.
+_FENCED_CALL = re.compile(r'^ {0,3}```(?:json)?[ \t]*\n\s*\{\s*"name"', re.MULTILINE)
 
 
 def as_fenced(text: str) -> str:
@@ -86,7 +88,7 @@ def openai_messages(variant: str, conversation: list[dict[str, Any]]) -> tuple[l
                                               "parameters": t["input_schema"]}} for t in TOOLS]
     system = f"{SYSTEM}\n\n{describe_tools(TOOLS)}"
     messages = [{"role": "system", "content": system}]
-    for message in to_text_messages(conversation):
+    for message in to_text_messages(conversation, TOOLS):
         text = "\n".join(b["text"] for b in message["content"] if b["type"] == "text")
         messages.append({"role": message["role"], "content": text})
     if variant == "fence":
@@ -128,14 +130,15 @@ def judge(variant: str, reply: dict[str, Any], wanted: set[str]) -> tuple[bool, 
     native = message.get("tool_calls") or []
     if variant == "native":
         names = [c["function"]["name"] for c in native]
-        detected = not native and looks_like_text_calls(text, TOOL_NAMES)
-        turn = parse_calls(text, TOOL_NAMES)
+        detected = not native and looks_like_text_calls(text, TOOLS)
+        turn = parse_calls(text, TOOLS)
         names += [c["name"] for c in turn.calls] if detected else []
         return bool(names), bool(native) and names[0] in wanted, ",".join(names) + (" (text)" if detected else "")
-    turn = parse_calls(text, TOOL_NAMES)
+    turn = parse_calls(text, TOOLS)
     valid = bool(turn.calls) and turn.error is None
-    # llama.cpp drops <tool_call> (a special token of Qwen2.5) from the text: unfenced is the tagged form.
-    declared = ("```" in text) == (variant == "fence")
+    # llama.cpp drops <tool_call> (a special token of Qwen2.5) from the text: a call not in a
+    # ```json block is the tagged form (code blocks after it are its text arguments).
+    declared = bool(_FENCED_CALL.search(text)) == (variant == "fence")
     names = [c["name"] for c in turn.calls]
     return valid, valid and declared and names[0] in wanted, ",".join(names) or f"none ({turn.error or 'no call'})"
 

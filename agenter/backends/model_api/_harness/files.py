@@ -44,6 +44,9 @@ MAX_EDIT_BYTES = 10_000_000
 _READ_CHUNK = 64 * 1024
 # What str.splitlines() splits on. A line from it holds none of these but its own break.
 _LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+#: The function Python names in a TypeError for missing or unexpected arguments
+#: ("FileToolbox._tool_write_file() missing 1 required positional argument: 'content'").
+_PYTHON_CALLABLE = re.compile(r"^[\w.]+\(\) ")
 
 FILE_TOOL_NAMES = ("read_file", "write_file", "edit_file", "delete_file", "list_directory", "glob", "grep")
 TEXT_EDITOR_TOOL_NAME = "str_replace_based_edit_tool"
@@ -620,8 +623,8 @@ def _guarded(name: str, path: object, call: Callable[[], ToolOutcome]) -> ToolOu
         return _error(str(exc))
     except PathSecurityError as exc:
         return ToolOutcome(str(exc), is_error=True, refused=path if isinstance(path, str) else name)
-    except TypeError as exc:  # missing or unexpected arguments
-        return _error(f"Bad arguments for {name}: {exc}")
+    except TypeError as exc:  # missing or unexpected arguments; the model never saw our function's name
+        return _error(f"Bad arguments for {name}: {_PYTHON_CALLABLE.sub('', str(exc), count=1)}")
     except FileNotFoundError as exc:
         return _error(f"No such file or directory: {shown if path is not None else _quoted(exc.filename)}")
     except IsADirectoryError:

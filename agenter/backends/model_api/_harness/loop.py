@@ -20,7 +20,9 @@ Around each model response the loop keeps the conversation valid and going:
   system prompt, sends the conversation as text and reads each reply for calls; "auto" starts
   native and switches to text for the rest of the session when a reply makes no native call but
   holds a text call naming an offered tool (that reply's calls run); a call that cannot be read
-  goes back to the model with the parse error.
+  goes back to the model with the parse error. A file's text and an edit's texts go as code
+  blocks after the call (the parser is given the tools' schemas for that), in the model's
+  replies and in the history sent back.
 
 A provider's backend subclasses HarnessBackend and writes only what is its own: its options and
 `loop_config` (what the harness reads of them), `requirements`, and `_open_wire` (its client and
@@ -517,7 +519,7 @@ class HarnessBackend(BaseBackend[OptionsT]):
         in the system prompt and the conversation is sent as text."""
         config = self.config
         if self._text_system is not None:
-            return WireRequest(system=self._text_system, messages=to_text_messages(self._messages),
+            return WireRequest(system=self._text_system, messages=to_text_messages(self._messages, self._tool_definitions),
                                max_tokens=self._max_tokens, temperature=config.temperature,
                                thinking=config.thinking, effort=config.effort, stop=STOP_SEQUENCES)
         return WireRequest(system=self._system, messages=self._messages, tools=self._tool_definitions,
@@ -536,7 +538,7 @@ class HarnessBackend(BaseBackend[OptionsT]):
             self._text_notice = (
                 "the model wrote its tool calls in its reply instead of on the wire: reading them from the text "
                 f"from now on ({self.config.tool_calls_option}='text' starts that way)")
-        turn = parse_calls(response.text(), [str(tool["name"]) for tool in self._tool_definitions])
+        turn = parse_calls(response.text(), self._tool_definitions)
         self._text_feedback = turn.feedback
         kept = [block for block in response.content if block.get("type") not in ("text", "tool_use")]
         return WireResponse(content=kept + turn.blocks, stop="tool_use" if turn.calls else response.stop,
@@ -547,7 +549,7 @@ class HarnessBackend(BaseBackend[OptionsT]):
         offered tool."""
         if self.config.tool_calls != "auto" or any(b.get("type") == "tool_use" for b in response.content):
             return False
-        return looks_like_text_calls(response.text(), [str(tool["name"]) for tool in self._tool_definitions])
+        return looks_like_text_calls(response.text(), self._tool_definitions)
 
     def _start_text_mode(self) -> None:
         """Tool calls in text from now on: the tools described in the system prompt (fixed from

@@ -23,13 +23,17 @@ and each result comes back in the next user message as
 Contract for the harness:
 
 - `describe_tools(tools)` is the system-prompt section for the tools (definitions as the harness
-  keeps them: `{"name", "description", "input_schema"}`): the rules of the format, one compact
-  signature per tool (`read_file(path: string, start_line?: integer)`, a parameter description
-  given once per name and wording) and one worked example (`Example`; by default read_file, its
-  result, then edit_file, when both are offered; else the first tool and a final answer). Append
-  it to the system prompt, send no native tool definitions, and send `STOP_SEQUENCES` as the
-  request's stop sequences (a model that writes `<tool_response>` is making a result up).
-- `parse_calls(reply_text, tool_names)` reads one assistant reply. `TextTurn.blocks` is the
+  keeps them: `{"name", "description", "input_schema"}`): the rules of the format (with the rule
+  on code blocks below when a tool has a parameter that may be one, naming the long-text ones
+  offered: write_file's content, edit_file's old_string and new_string), one compact signature
+  per tool (`read_file(path: string, start_line?: integer)`, a parameter description given once
+  per name and wording) and one worked example (`Example`; by default read_file, its result, then
+  write_file with the new text in a ```python block after the call, or edit_file with two blocks
+  when write_file is not offered; else the first tool and a final answer). Append it to the
+  system prompt, send no native tool definitions, and send `STOP_SEQUENCES` as the request's stop
+  sequences (a model that writes `<tool_response>` is making a result up).
+- `parse_calls(reply_text, tools)` reads one assistant reply; `tools` are the offered tools'
+  definitions (or only their names: then no code block is an argument). `TextTurn.blocks` is the
   assistant message to store (text and `tool_use` blocks in the order written, ids generated);
   `TextTurn.calls` are the `tool_use` blocks to run, in the order written. Three forms are calls:
   1. tagged, as above, anywhere outside a fenced code block or an inline code span; a missing
@@ -44,35 +48,63 @@ Contract for the harness:
   Nothing else is a call: prose that describes a call, a tagged call inside a code block (an
   example), an object with other keys, an object in the middle of a line. Arguments are not
   checked against the schema here; the tool does that as usual.
+- Text arguments as code blocks (a small model cannot JSON-escape a whole file: measured, Qwen2.5-
+  Coder-1.5B ended its reply right after `"content": "`, every time; asked for the content as a
+  block after the call, it wrote the file at once, as Aider asks small models for whole files).
+  A call's block parameters are the parameters its schema requires whose type is "string", in
+  the schema's property order (`block_parameters`). When the call's arguments leave some out,
+  the fenced code blocks right after the call give them, in that order: only whitespace before
+  and between the blocks, each opening a line, any info string, backtick or tilde fences, closed
+  by a line of the same character at least as long as the opening (CommonMark), so text holding
+  ``` goes in a ```` fence. A tagged call's blocks may come before `</tool_call>`, after it, or
+  both. Blocks beyond the missing parameters, and a block that holds a call object (a fenced
+  call), are not arguments; a parameter given in the JSON takes no block. Fewer blocks than
+  missing parameters: the call is made as it is, and the tool reports the missing argument. A
+  block's text is taken exactly as written between the fence lines, with one exception for the
+  line break that ends its last line: kept for a whole file's text (`WHOLE_TEXT_PARAMETERS`:
+  `content`, `file_text`; the file ends with a line break, as written), dropped for every other
+  parameter (so edit_file's old_string, a whole line in the block, also matches a fragment of a
+  line or a file's last line without a line break, and a path or a command has no stray line
+  break). A block that is not closed (the reply ended inside it: the model stopped or hit its
+  output limit) makes the call a malformed attempt, never a truncated file.
 - A `<tool_response>` the model writes itself (outside code) ends the reply: it and all after it
   is dropped, calls after it are not run (its results are invented; the stop sequence normally
   prevents it).
 - A malformed call attempt ends the parse: a `<tool_call>` not followed by a JSON object and
   `</tool_call>`; something that can only be a call (`{"name": ...` starting a line, or the
   objects after a first call in a code block) that is not valid JSON or not a call object; no
-  "name"; a name no offered tool has; arguments not an object. The calls before it are returned
-  and should run; the rest of the reply (from the attempt on) stays text as written; and
-  `TextTurn.error` says what was wrong. Send `TextTurn.feedback` as a text block of the next user
-  message, after the tool_result blocks of the calls that ran, so the model can correct itself.
-  Order rule: calls run in the order written, and none runs after one that could not be read (a
-  later call may depend on it).
-- `looks_like_text_calls(text, tool_names)` is the automatic-mode test: True when a reply holds a
-  recognised call attempt naming one of `tool_names`. Use it on a reply to a request that offered
+  "name"; a name no offered tool has; arguments not an object; a code block argument not closed.
+  The calls before it are returned and should run; the rest of the reply (from the attempt on)
+  stays text as written; and `TextTurn.error` says what was wrong. Send `TextTurn.feedback` as a
+  text block of the next user message, after the tool_result blocks of the calls that ran, so the
+  model can correct itself. Order rule: calls run in the order written, and none runs after one
+  that could not be read (a later call may depend on it).
+- `looks_like_text_calls(text, tools)` is the automatic-mode test: True when a reply holds a
+  recognised call attempt naming one of `tools`. Use it on a reply to a request that offered
   native tools and got no native call; then switch to text mode and run that same reply through
   `parse_calls` (no second request needed).
-- `to_text_messages(messages)` turns a conversation in the neutral shape into one a wire without
-  native tools can carry: assistant `tool_use` blocks become call text (always the tagged form,
-  also for calls written fenced or bare, so the history shows one format), user `tool_result`
-  blocks become `<tool_response>` text (`render_results`; "Error: " before a failed tool's
-  output), text is kept; thinking blocks are dropped; other blocks (images) are kept in place.
-  Each message's content comes back as a list of blocks with adjacent text merged into one text
-  block joined by newlines (a `cache_control` mark on a merged block is kept on the merged one).
-  A message left empty is dropped. The input is not changed.
+- `to_text_messages(messages, tools)` turns a conversation in the neutral shape into one a wire
+  without native tools can carry: assistant `tool_use` blocks become call text in the form the
+  tools section asks for (always the tagged form, also for calls written fenced or bare, so the
+  history shows one format; given the tools' definitions, a block parameter's value follows the
+  call as a code block when it is long text (a name in the tools section's rule) or spans lines,
+  when a block can say it exactly (not a whole file's text without a final line break) and the
+  call gives every block parameter; the fence is longer than any run of backticks in the text,
+  its info string the language of the call's "path"; `parse_calls` reads it back as the same
+  call), user `tool_result` blocks become `<tool_response>` text (`render_results`; "Error: "
+  before a failed tool's output), text is kept; thinking blocks are dropped; other blocks
+  (images) are kept in place. Each message's content comes back as a list of blocks with
+  adjacent text merged into one text block joined by newlines (a `cache_control` mark on a
+  merged block is kept on the merged one). A message left empty is dropped. The input is not
+  changed.
 
 Limits: calls carry no ids in the text, so results pair with calls by order only; a fenced or bare
 object of structured output whose only keys are "name" and "arguments" would read as a call; a
 file whose content holds `<tool_response>` cannot be written through a call while the stop
-sequence is on (the model stops there); a schema's `$ref` parts show as `any` in the signature.
+sequence is on (the model stops there); a schema's `$ref` parts show as `any` in the signature;
+a file without a final line break cannot be written through a code block (its content must be
+in the JSON); an indented fence's content keeps its indentation (not removed as CommonMark does);
+which parameters hold a whole file is known by name only (`WHOLE_TEXT_PARAMETERS`).
 """
 
 from __future__ import annotations
@@ -80,9 +112,10 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import PurePosixPath
+from typing import Any, TypeAlias
 
 __all__ = [
     "CALL_CLOSE",
@@ -91,7 +124,10 @@ __all__ = [
     "RESULT_OPEN",
     "STOP_SEQUENCES",
     "Example",
+    "WHOLE_TEXT_PARAMETERS",
     "TextTurn",
+    "Tools",
+    "block_parameters",
     "default_example",
     "describe_tools",
     "looks_like_text_calls",
@@ -121,16 +157,94 @@ _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}(?=[^`\n]*$)|~{3,})[ \t]*([^\n]*?)[ \t]*
 _EXCERPT = 40
 #: Blocks a text-only wire cannot carry; dropped from the conversation.
 _DROPPED_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+#: Parameters that hold a whole file's text: a code block for one keeps the line break that ends
+#: its last line (the file ends with one, as written); a block for any other parameter is taken
+#: without it (an edit's old text then also matches a fragment of a line or a last line without one).
+WHOLE_TEXT_PARAMETERS = frozenset({"content", "file_text"})
+#: Parameters the tools section asks to be written as code blocks: a file's text, an edit's texts.
+_LONG_TEXT_PARAMETERS = WHOLE_TEXT_PARAMETERS | {"old_string", "new_string", "old_str", "new_str"}
+#: A code block's info string by the file's extension, where the language's name differs from it.
+_LANGUAGES = {"py": "python", "js": "javascript", "ts": "typescript", "sh": "bash", "md": "markdown",
+              "rs": "rust", "rb": "ruby", "yml": "yaml"}
+
+#: The tools a call may name: their names, or their definitions (`{"name", "input_schema", ...}`;
+#: only a definition's schema lets a call's text arguments be given as code blocks).
+Tools: TypeAlias = Iterable[str | Mapping[str, Any]]
 
 _DECODER = json.JSONDecoder()
 
 
 # ---------------------------------------------------------------- rendering
 
-def render_call(name: str, arguments: Mapping[str, Any]) -> str:
-    """One call in the declared format, as Qwen2.5's template writes it."""
-    payload = json.dumps({"name": name, "arguments": dict(arguments)}, ensure_ascii=False)
-    return f"{CALL_OPEN}\n{payload}\n{CALL_CLOSE}"
+def render_call(name: str, arguments: Mapping[str, Any], tool: Mapping[str, Any] | None = None) -> str:
+    """One call in the declared format, as Qwen2.5's template writes it. With the tool's
+    definition, its long text arguments (a file's text, an edit's texts, any text that spans
+    lines) follow the call as code blocks, the form the tools section asks for (the module's
+    contract, `to_text_messages`, says which exactly)."""
+    inline, blocks = _split_arguments(arguments, _schema(tool) if tool is not None else {})
+    payload = json.dumps({"name": name, "arguments": inline}, ensure_ascii=False)
+    return "\n".join([f"{CALL_OPEN}\n{payload}\n{CALL_CLOSE}", *blocks])
+
+
+def block_parameters(schema: Mapping[str, Any]) -> list[str]:
+    """The parameters a call may give as code blocks after it: those the schema requires whose
+    type is "string", in the schema's property order."""
+    listed = schema.get("required")
+    required = set(listed) if isinstance(listed, list | tuple) else set()
+    return [name for name, prop in _properties(schema).items()
+            if name in required and isinstance(prop, Mapping) and prop.get("type") == "string"]
+
+
+def _split_arguments(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The arguments left in the JSON and the code blocks after it. A block is used for a
+    block parameter that holds long text (a file's text, an edit's texts) or whose value spans
+    lines, and only when the call gives every block parameter (a parameter left out would take
+    the first block when the text is read again)."""
+    inline = dict(arguments)
+    params = block_parameters(schema)
+    if any(name not in arguments for name in params):
+        return inline, []
+    info = _language(arguments.get("path"))
+    blocks = []
+    for name in params:
+        body = _block_body(name, arguments[name])
+        if body is not None:
+            del inline[name]
+            blocks.append(_fence(body, info))
+    return inline, blocks
+
+
+def _block_body(name: str, value: Any) -> str | None:
+    """The text between the fence lines that reads back as `value`, or None when `value` stays
+    in the JSON: a short text on one line, a whole file without a final line break (a block
+    cannot say so), a text that would read as a call."""
+    if not isinstance(value, str) or (name not in _LONG_TEXT_PARAMETERS and "\n" not in value):
+        return None
+    if name in WHOLE_TEXT_PARAMETERS:
+        body = value if value.endswith("\n") else None
+    else:
+        body = value + "\n"
+    return None if body is None or _holds_call(body) else body
+
+
+def _fence(body: str, info: str) -> str:
+    """`body` (ending with a line break) in a backtick fence longer than any run of backticks in it."""
+    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
+    marker = "`" * max(3, longest + 1)
+    return f"{marker}{info}\n{body}{marker}"
+
+
+def _language(path: Any) -> str:
+    """A code block's info string for a file, from its extension ("" when it has none)."""
+    suffix = PurePosixPath(path).suffix[1:].lower() if isinstance(path, str) else ""
+    return _LANGUAGES.get(suffix, suffix) if suffix.isalnum() else ""
+
+
+def _block_value(name: str, body: str) -> str:
+    """A parameter's value from its block's text (see WHOLE_TEXT_PARAMETERS)."""
+    if name in WHOLE_TEXT_PARAMETERS or not body.endswith("\n"):
+        return body
+    return body[:-1]
 
 
 def _content_text(content: Any) -> str:
@@ -161,7 +275,8 @@ def render_results(blocks: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(_text_pieces(blocks))
 
 
-def _text_pieces(blocks: Sequence[Mapping[str, Any]]) -> Iterator[str]:
+def _text_pieces(blocks: Sequence[Mapping[str, Any]],
+                 definitions: Mapping[str, Mapping[str, Any]] | None = None) -> Iterator[str]:
     for block in blocks:
         kind = block.get("type")
         if kind == "tool_result":
@@ -169,29 +284,34 @@ def _text_pieces(blocks: Sequence[Mapping[str, Any]]) -> Iterator[str]:
         elif kind == "text" and block.get("text"):
             yield str(block["text"])
         elif kind == "tool_use":
-            yield render_call(str(block.get("name", "")), block.get("input") or {})
+            name = str(block.get("name", ""))
+            yield render_call(name, block.get("input") or {}, (definitions or {}).get(name))
 
 
-def to_text_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The conversation with calls and results written as text (see the module's contract)."""
+def to_text_messages(messages: Sequence[Mapping[str, Any]], tools: Tools = ()) -> list[dict[str, Any]]:
+    """The conversation with calls and results written as text (see the module's contract).
+    With the tools' definitions, calls are written as the tools section asks: long text
+    arguments as code blocks after the call."""
+    definitions = {str(tool["name"]): tool for tool in tools if isinstance(tool, Mapping)}
     converted = []
     for message in messages:
         content = message.get("content")
         blocks: Sequence[Mapping[str, Any]] = (
             [{"type": "text", "text": content}] if isinstance(content, str) else content or [])
-        merged = _merge_text(blocks)
+        merged = _merge_text(blocks, definitions)
         if merged:
             converted.append({**message, "content": merged})
     return converted
 
 
-def _merge_text(blocks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _merge_text(blocks: Sequence[Mapping[str, Any]],
+                definitions: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Blocks with calls, results and text rendered, adjacent text joined by newlines."""
     out: list[dict[str, Any]] = []
     run: list[Mapping[str, Any]] = []
 
     def flush() -> None:
-        text = "\n".join(_text_pieces(run))
+        text = "\n".join(_text_pieces(run, definitions))
         if text:
             block: dict[str, Any] = {"type": "text", "text": text}
             marks = [b["cache_control"] for b in run if b.get("cache_control")]
@@ -296,15 +416,20 @@ def _placeholder(schema: Any) -> Any:
 
 
 def default_example(tools: Sequence[Mapping[str, Any]]) -> Example:
-    """read_file then edit_file when both are offered (the step a coding task needs most);
-    otherwise the first tool, with its required arguments filled by type, and a final answer."""
-    names = {tool.get("name") for tool in tools}
-    if {"read_file", "edit_file"} <= names:
-        return Example(
-            "read_file", {"path": "greet.py"}, '1\tprint("helo")',
-            render_call("edit_file", {"path": "greet.py", "old_string": 'print("helo")',
-                                      "new_string": 'print("hello")'}),
-            note="greet.py is not part of your task")
+    """read_file, then the fix written with a code block: write_file with the file's new text in a
+    ```python block (what Qwen2.5-Coder-1.5B copied best), or, without write_file, edit_file with
+    the old and the new text in two blocks. Otherwise the first tool, with its required arguments
+    filled by type, and a final answer."""
+    by_name = {str(tool.get("name")): tool for tool in tools}
+    if "read_file" in by_name and {"write_file", "edit_file"} & set(by_name):
+        if "write_file" in by_name:
+            then = render_call("write_file", {"path": "greet.py", "content": 'print("hello")\n'},
+                               by_name["write_file"])
+        else:
+            then = render_call("edit_file", {"path": "greet.py", "old_string": 'print("helo")',
+                                             "new_string": 'print("hello")'}, by_name["edit_file"])
+        return Example("read_file", {"path": "greet.py"}, '1\tprint("helo")', then,
+                       note="greet.py is not part of your task")
     tool = tools[0]
     schema = _schema(tool)
     props = _properties(schema)
@@ -313,17 +438,34 @@ def default_example(tools: Sequence[Mapping[str, Any]]) -> Example:
                    "(once the task is done: a short answer in plain text, without a call)")
 
 
+def _blocks_rule(tools: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The tools section's sentences on code blocks as arguments: none when no tool has a
+    parameter that may be one."""
+    params = [(str(tool["name"]), block_parameters(_schema(tool))) for tool in tools]
+    if not any(names for _, names in params):
+        return []
+    rule = ("A string argument the tool requires may instead be left out of the JSON and written as a fenced "
+            "code block right after the call (several blocks: in the order of the parameters).")
+    long = [f"{tool}'s {' and '.join(n for n in names if n in _LONG_TEXT_PARAMETERS)}"
+            for tool, names in params if any(n in _LONG_TEXT_PARAMETERS for n in names)]
+    if long:
+        rule += f" Write these as code blocks, not in the JSON: {'; '.join(long)}."
+    return [rule]
+
+
 def describe_tools(tools: Sequence[Mapping[str, Any]], *, example: Example | None = None) -> str:
     """The system-prompt section that offers `tools` in text mode (see the module's contract).
     Empty when there are no tools."""
     if not tools:
         return ""
     shown = example or default_example(tools)
+    first = next((tool for tool in tools if tool.get("name") == shown.name), None)
     described: set[tuple[str, str]] = set()
     return "\n".join([
         "# Tools",
         "To use a tool, write the call on its own lines in exactly this form, the arguments a JSON object:",
         f'{CALL_OPEN}\n{{"name": "TOOL_NAME", "arguments": {{...}}}}\n{CALL_CLOSE}',
+        *_blocks_rule(tools),
         "Several calls in one reply run in the order written. End your reply after your calls: the results "
         f"come in the next message, each in {RESULT_OPEN}{RESULT_CLOSE}, in the order of the calls. Only calls "
         "in this form run: describing a call in words does nothing. When the task is done, reply without a call.",
@@ -331,7 +473,7 @@ def describe_tools(tools: Sequence[Mapping[str, Any]], *, example: Example | Non
         *(_tool_text(tool, described) for tool in tools),
         "",
         f"Example ({shown.note}). You reply:" if shown.note else "Example. You reply:",
-        render_call(shown.name, shown.arguments),
+        render_call(shown.name, shown.arguments, first),
         "The next message brings the result:",
         f"{RESULT_OPEN}\n{shown.result}\n{RESULT_CLOSE}",
         "You reply:",
@@ -382,32 +524,37 @@ class _Attempt:
     payload: dict[str, Any] | None = None
     problem: str | None = None
     cut: bool = False
+    #: The texts of the code blocks that follow the call, for its missing block parameters.
+    blocks: tuple[str, ...] = ()
 
 
 def _new_id() -> str:
     return f"call_{secrets.token_hex(8)}"
 
 
-def parse_calls(text: str, tool_names: Collection[str], *,
-                new_id: Callable[[], str] = _new_id) -> TextTurn:
-    """Read one assistant reply for calls to the tools named `tool_names` (see the module's
-    contract). `new_id` makes each tool_use id."""
+def parse_calls(text: str, tools: Tools, *, new_id: Callable[[], str] = _new_id) -> TextTurn:
+    """Read one assistant reply for calls to `tools` (their names or definitions; see the
+    module's contract). `new_id` makes each tool_use id."""
+    schemas = _tool_schemas(tools)
+    wanted = _wanted_blocks(schemas)
     turn = TextTurn()
     taken = 0  # text before this index is in turn.blocks
-    for attempt in _attempts(text):
+    for attempt in _attempts(text, wanted):
         _add_text(turn, text[taken:attempt.start])
         if attempt.cut:
             return turn
-        problem = attempt.problem or _check(attempt.payload, tool_names)
+        problem = attempt.problem or _check(attempt.payload, schemas)
         if problem is not None:
             turn.error = problem
             name = (attempt.payload or {}).get("name")
-            turn.named = name if isinstance(name, str) and name in tool_names else None
+            turn.named = name if isinstance(name, str) and name in schemas else None
             _add_text(turn, text[attempt.start:])
             return turn
         assert attempt.payload is not None
-        block = {"type": "tool_use", "id": new_id(), "name": attempt.payload["name"],
-                 "input": attempt.payload.get("arguments", {})}
+        arguments = dict(attempt.payload.get("arguments", {}))
+        for param, body in zip(wanted(attempt.payload), attempt.blocks, strict=False):
+            arguments[param] = _block_value(param, body)
+        block = {"type": "tool_use", "id": new_id(), "name": attempt.payload["name"], "input": arguments}
         turn.blocks.append(block)
         turn.calls.append(block)
         taken = attempt.end
@@ -415,11 +562,33 @@ def parse_calls(text: str, tool_names: Collection[str], *,
     return turn
 
 
-def looks_like_text_calls(text: str, tool_names: Collection[str]) -> bool:
-    """Whether a reply holds a recognised call attempt naming one of `tool_names` (the test of
+def looks_like_text_calls(text: str, tools: Tools) -> bool:
+    """Whether a reply holds a recognised call attempt naming one of `tools` (the test of
     automatic mode, for a reply that made no native call)."""
-    turn = parse_calls(text, tool_names, new_id=lambda: "")
+    turn = parse_calls(text, tools, new_id=lambda: "")
     return bool(turn.calls) or turn.named is not None
+
+
+def _tool_schemas(tools: Tools) -> dict[str, Mapping[str, Any]]:
+    """Each tool's input schema by name; {} for a tool given by name only."""
+    schemas: dict[str, Mapping[str, Any]] = {}
+    for tool in tools:
+        if isinstance(tool, str):
+            schemas[tool] = {}
+        else:
+            schemas[str(tool.get("name"))] = _schema(tool)
+    return schemas
+
+
+def _wanted_blocks(schemas: Mapping[str, Mapping[str, Any]]) -> Callable[[Any], list[str]]:
+    """For a decoded call: the block parameters its arguments leave out, in order (none for a
+    call that cannot run)."""
+    def wanted(payload: Any) -> list[str]:
+        if _check(payload, schemas) is not None:
+            return []
+        arguments = payload.get("arguments", {})
+        return [name for name in block_parameters(schemas[payload["name"]]) if name not in arguments]
+    return wanted
 
 
 def _add_text(turn: TextTurn, text: str) -> None:
@@ -427,7 +596,7 @@ def _add_text(turn: TextTurn, text: str) -> None:
         turn.blocks.append({"type": "text", "text": text.strip()})
 
 
-def _check(payload: dict[str, Any] | None, tool_names: Collection[str]) -> str | None:
+def _check(payload: dict[str, Any] | None, tool_names: Mapping[str, Any]) -> str | None:
     """Why a decoded call cannot run, or None."""
     if payload is None:
         return "the call is not a JSON object"
@@ -480,10 +649,11 @@ def _in_code_span(text: str, at: int) -> bool:
     return at > 0 and text[at - 1] == "`"
 
 
-def _attempts(text: str) -> Iterator[_Attempt]:
-    """What `text` holds, in order: call attempts (tagged, fenced, bare) and a self-written
-    result. Each is consumed whole, so a tag, fence or object inside another (in a JSON string,
-    in an example) is never read on its own. Stops after a malformed attempt or a cut."""
+def _attempts(text: str, wanted: Callable[[Any], list[str]]) -> Iterator[_Attempt]:
+    """What `text` holds, in order: call attempts (tagged, fenced, bare; each with the code
+    blocks after it that `wanted` says it takes) and a self-written result. Each is consumed
+    whole, so a tag, fence or object inside another (in a JSON string, in an example, in a code
+    block that is an argument) is never read on its own. Stops after a malformed attempt or a cut."""
     finder = _Finder(text)
     pos = 0
     while True:
@@ -496,11 +666,13 @@ def _attempts(text: str) -> Iterator[_Attempt]:
             yield _Attempt(at, len(text), cut=True)
             return
         if kind == "tag":
-            attempts = [_tagged_call(text, at)]
+            attempts = [_tagged_call(text, at, wanted)]
         elif kind == "fence":
             pos, attempts = _fenced_calls(text, match)
+            if attempts:  # only the block's last call can have code blocks after it
+                attempts[-1] = _with_blocks(text, attempts[-1], wanted)
         else:
-            attempts = _bare_call(text, match)
+            attempts = [_with_blocks(text, attempt, wanted) for attempt in _bare_call(text, match)]
             pos = match.end()
         for attempt in attempts:
             yield attempt
@@ -509,9 +681,10 @@ def _attempts(text: str) -> Iterator[_Attempt]:
             pos = max(pos, attempt.end)
 
 
-def _tagged_call(text: str, start: int) -> _Attempt:
-    """The tagged call opening at `start`: `<tool_call>`, one JSON object, `</tool_call>` (which
-    may be missing only at the end of the text)."""
+def _tagged_call(text: str, start: int, wanted: Callable[[Any], list[str]]) -> _Attempt:
+    """The tagged call opening at `start`: `<tool_call>`, one JSON object, the code blocks it
+    takes (before or after `</tool_call>`, or both), `</tool_call>` (which may be missing only at
+    the end of the text)."""
     at = _skip_space(text, start + len(CALL_OPEN))
     if at == len(text):
         return _Attempt(start, at, problem=f"nothing follows {CALL_OPEN}")
@@ -521,12 +694,69 @@ def _tagged_call(text: str, start: int) -> _Attempt:
         return _Attempt(start, len(text), problem=_json_problem(text, at, exc))
     if not isinstance(payload, dict):
         return _Attempt(start, after, problem=f"the call must be a JSON object, not {_json_kind(payload)}")
+    params = wanted(payload)
+    blocks, after, problem = _read_blocks(text, after, params)
+    if problem is not None:
+        return _Attempt(start, after, payload, problem=problem)
     end = _skip_space(text, after)
     if text.startswith(CALL_CLOSE, end):
-        return _Attempt(start, end + len(CALL_CLOSE), payload)
+        more, end, problem = _read_blocks(text, end + len(CALL_CLOSE), params[len(blocks):])
+        return _Attempt(start, end, payload, problem=problem, blocks=(*blocks, *more))
     if end == len(text):
-        return _Attempt(start, end, payload)
-    return _Attempt(start, end, payload, problem=f"{CALL_CLOSE} must follow the JSON object")
+        return _Attempt(start, end, payload, blocks=tuple(blocks))
+    return _Attempt(start, end, payload, problem=f"{CALL_CLOSE} must follow the JSON object"
+                    + (" and its code blocks" if blocks else ""))
+
+
+def _with_blocks(text: str, attempt: _Attempt, wanted: Callable[[Any], list[str]]) -> _Attempt:
+    """A fenced or bare call with the code blocks after it that it takes."""
+    if attempt.problem is not None:
+        return attempt
+    blocks, end, problem = _read_blocks(text, attempt.end, wanted(attempt.payload))
+    if not blocks and problem is None:
+        return attempt
+    return _Attempt(attempt.start, end, attempt.payload, problem=problem, blocks=tuple(blocks))
+
+
+def _read_blocks(text: str, pos: int, params: Sequence[str]) -> tuple[list[str], int, str | None]:
+    """The code blocks right after `pos` (only whitespace before and between them, each opening
+    a line), one per parameter of `params` at most: their texts, where the last ends, and why
+    they cannot be used (a block not closed: the reply ended inside it)."""
+    blocks: list[str] = []
+    for param in params:
+        opening = _block_opening(text, pos)
+        if opening is None:
+            break
+        end, body_start, body_end, closed = _fence_extent(text, opening)
+        info = opening.group(2).split()
+        if (info[0].lower() if info else "") in _FENCE_LANGUAGES and _holds_call(text[body_start:body_end]):
+            break  # a fenced call, not an argument
+        if not closed:
+            marker = opening.group(1)
+            return blocks, len(text), (f"the code block for {param} is not closed (the reply ended inside it; a "
+                                       f"line of {marker} ends it), so the call did not run: write the call and "
+                                       "its code blocks again")
+        blocks.append(text[body_start:body_end])
+        pos = end
+    return blocks, pos, None
+
+
+def _block_opening(text: str, pos: int) -> re.Match[str] | None:
+    """A fence that opens the next line with text after `pos` when only whitespace comes before it."""
+    at = _skip_space(text, pos)
+    line = text.rfind("\n", pos, at) + 1
+    if at == len(text) or line == 0:
+        return None
+    return _FENCE_OPEN.match(text, line)
+
+
+def _holds_call(body: str) -> bool:
+    """Whether a code block's text starts with a call object (then it is a fenced call)."""
+    try:
+        value, _ = _DECODER.raw_decode(body, _skip_space(body, 0))
+    except json.JSONDecodeError:
+        return False
+    return _is_call_object(value)
 
 
 def _bare_call(text: str, match: re.Match[str]) -> list[_Attempt]:
@@ -543,7 +773,7 @@ def _bare_call(text: str, match: re.Match[str]) -> list[_Attempt]:
 def _fenced_calls(text: str, opening: re.Match[str]) -> tuple[int, list[_Attempt]]:
     """The calls a fenced block holds (it is text unless its first object is a call object) and
     where the block ends. After a first call, anything but another call object is an error."""
-    end, body_start, body_end = _fence_extent(text, opening)
+    end, body_start, body_end, _ = _fence_extent(text, opening)
     info = opening.group(2).split()
     if (info[0].lower() if info else "") not in _FENCE_LANGUAGES:
         return end, []
@@ -571,16 +801,17 @@ def _fenced_calls(text: str, opening: re.Match[str]) -> tuple[int, list[_Attempt
     return end, attempts
 
 
-def _fence_extent(text: str, opening: re.Match[str]) -> tuple[int, int, int]:
-    """Where a fenced block ends (after its closing line; the end of the text when unclosed)
-    and where its body starts and ends."""
+def _fence_extent(text: str, opening: re.Match[str]) -> tuple[int, int, int, bool]:
+    """Where a fenced block ends (after its closing line; the end of the text when unclosed),
+    where its body starts and ends, and whether it was closed (CommonMark: by a line of the same
+    character, at least as many, up to 3 spaces before)."""
     marker = opening.group(1)
     body_start = min(opening.end() + 1, len(text))
     closing = re.compile(rf"^ {{0,3}}{re.escape(marker[0])}{{{len(marker)},}}[ \t]*$", re.MULTILINE)
     found = closing.search(text, body_start)
     if found is None:
-        return len(text), body_start, len(text)
-    return found.end(), body_start, found.start()
+        return len(text), body_start, len(text), False
+    return found.end(), body_start, found.start(), True
 
 
 def _json_problem(text: str, start: int, exc: json.JSONDecodeError) -> str:

@@ -15,6 +15,7 @@ from agenter.backends.model_api._harness.textcalls import (
     CALL_OPEN,
     STOP_SEQUENCES,
     Example,
+    block_parameters,
     describe_tools,
     looks_like_text_calls,
     parse_calls,
@@ -132,6 +133,14 @@ def test_huge_arguments_parse_in_linear_time():
     started = time.perf_counter()
     turn = parse(reply)
     assert turn.calls[0]["input"]["new_string"] == content
+    assert time.perf_counter() - started < 1.0
+    tools = [{"name": "write_file", "input_schema": {"type": "object", "properties": {
+        "path": {"type": "string"}, "content": {"type": "string"}}, "required": ["path", "content"]}}]
+    reply = "Writing.\n" + render_call("write_file", {"path": "big.py", "content": content}, tools[0])
+    assert "```python\nx = {" in reply
+    started = time.perf_counter()
+    turn = parse_calls(reply, tools)
+    assert turn.calls[0]["input"]["content"] == content
     assert time.perf_counter() - started < 1.0
 
 
@@ -441,3 +450,207 @@ def test_any_text_parses_without_raising_and_the_blocks_hold_the_calls(text):
     assert [b for b in turn.blocks if b["type"] == "tool_use"] == turn.calls
     assert turn.error is None or (turn.feedback or "").startswith("Your tool call could not be used")
     assert all(isinstance(c["input"], dict) and c["name"] in NAMES for c in turn.calls)
+
+
+# ---------------------------------------------------------------- text arguments as code blocks
+
+WRITE_FILE = {"name": "write_file", "description": "Create or replace a file.",
+              "input_schema": {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+                               "required": ["path", "content"]}}
+DEFS = [*TOOLS, WRITE_FILE]
+BY_NAME = {t["name"]: t for t in DEFS}
+#: What Qwen2.5-Coder-1.5B-Instruct (llama.cpp, temperature 0, tags dropped by the server) wrote
+#: when the system prompt asked for a file's content as a code block after the call.
+MEASURED_BLOCK_REPLY = ('{"name": "write_file", "arguments": {"path": "word_count.py"}}\n```python\nimport sys\n\n\n'
+                        'def count_words(text):\n    return len(text.split())\n\n\nif __name__ == "__main__":\n'
+                        '    print(count_words(sys.stdin.read()))\n```')
+
+
+def parse_defs(text):
+    return parse_calls(text, DEFS, new_id=ids())
+
+
+def test_block_parameters_are_the_required_strings_in_property_order():
+    assert block_parameters(BY_NAME["edit_file"]["input_schema"]) == ["path", "old_string", "new_string"]
+    assert block_parameters(BY_NAME["read_file"]["input_schema"]) == ["path"]
+    assert block_parameters({"type": "object", "properties": {"n": {"type": "integer"}, "s": {"type": "string"}},
+                             "required": ["n"]}) == []
+    assert block_parameters({}) == []
+
+
+def test_a_file_written_as_a_block_after_the_call_is_the_exact_text():
+    turn = parse_defs(MEASURED_BLOCK_REPLY)
+    content = MEASURED_BLOCK_REPLY.split("```python\n")[1][:-3]
+    assert content.endswith("read()))\n")  # a file keeps the line break that ends its last line
+    assert turn.calls == [call("write_file", {"path": "word_count.py", "content": content})]
+    assert turn.error is None and turn.blocks == turn.calls
+    assert looks_like_text_calls(MEASURED_BLOCK_REPLY, DEFS)
+
+
+def test_edit_strings_in_two_blocks_lose_their_last_line_break():
+    reply = ('Fixing it.\n<tool_call>\n{"name": "edit_file", "arguments": {"path": "greet.py"}}\n</tool_call>\n'
+             '```python\nprint("helo")\n```\n\n```python\nprint("hello")\n```\nDone.')
+    turn = parse_defs(reply)
+    assert turn.calls == [call("edit_file", {"path": "greet.py", "old_string": 'print("helo")',
+                                             "new_string": 'print("hello")'})]
+    assert turn.text == "Fixing it.\nDone."
+    # Several lines keep their inner line breaks; an empty block is an empty string.
+    turn = parse_defs('{"name": "edit_file", "arguments": {"path": "a.py"}}\n~~~\n  a\n  b\n\n~~~\n```\n```')
+    assert turn.calls[0]["input"] == {"path": "a.py", "old_string": "  a\n  b\n", "new_string": ""}
+
+
+def test_blocks_fill_the_missing_parameters_in_order_and_json_arguments_take_none():
+    # old_string given in the JSON: the one block is new_string.
+    turn = parse_defs('{"name": "edit_file", "arguments": {"path": "a.py", "old_string": "x"}}\n```\ny\n```')
+    assert turn.calls[0]["input"] == {"path": "a.py", "old_string": "x", "new_string": "y"}
+    # Every argument in the JSON: a block after the call is text (an illustration).
+    reply = render_call("write_file", {"path": "a.py", "content": "x = 1\n"}) + "\n```python\nx = 2\n```"
+    turn = parse_defs(reply)
+    assert turn.calls[0]["input"] == {"path": "a.py", "content": "x = 1\n"}
+    assert turn.text == "```python\nx = 2\n```"
+    # No argument in the JSON: path, old_string, new_string from three blocks.
+    turn = parse_defs('{"name": "edit_file", "arguments": {}}\n```\na.py\n```\n```\nx\n```\n```\ny\n```\n```\nz\n```')
+    assert turn.calls[0]["input"] == {"path": "a.py", "old_string": "x", "new_string": "y"}
+    assert turn.text == "```\nz\n```"  # beyond the missing parameters
+
+
+def test_fewer_blocks_than_missing_parameters_make_the_call_as_it_is():
+    turn = parse_defs('{"name": "edit_file", "arguments": {"path": "a.py"}}\n```\nx\n```\nthen the new text')
+    assert turn.calls[0]["input"] == {"path": "a.py", "old_string": "x"} and turn.error is None
+    assert parse_defs(render_call("write_file", {"path": "a.py"})).calls[0]["input"] == {"path": "a.py"}
+
+
+def test_blocks_must_follow_the_call_directly_each_opening_a_line():
+    for reply in ['{"name": "write_file", "arguments": {"path": "a.py"}}\nLike this:\n```\nx\n```',
+                  '{"name": "write_file", "arguments": {"path": "a.py"}} ```\nx\n```',
+                  '{"name": "write_file", "arguments": {"path": "a.py"}}\n    ```\nx\n    ```']:  # indented code
+        turn = parse_defs(reply)
+        assert turn.calls == [call("write_file", {"path": "a.py"})] and turn.error is None, reply
+
+
+def test_a_tagged_calls_blocks_may_be_inside_the_tags_after_them_or_both():
+    inside = '<tool_call>\n{"name": "write_file", "arguments": {"path": "a.py"}}\n```py\nx = 1\n```\n</tool_call>'
+    assert parse_defs(inside).calls[0]["input"] == {"path": "a.py", "content": "x = 1\n"}
+    assert parse_defs(inside[:-len("</tool_call>")]).calls[0]["input"]["content"] == "x = 1\n"  # end of reply
+    both = ('<tool_call>\n{"name": "edit_file", "arguments": {"path": "a.py"}}\n```\nx\n```\n</tool_call>\n'
+            '```\ny\n```')
+    assert parse_defs(both).calls[0]["input"] == {"path": "a.py", "old_string": "x", "new_string": "y"}
+    extra = '<tool_call>\n{"name": "write_file", "arguments": {"path": "a.py"}}\n```\nx\n```\n```\ny\n```\n</tool_call>'
+    assert "</tool_call> must follow the JSON object and its code blocks" in parse_defs(extra).error
+
+
+def test_a_block_holding_backticks_uses_a_longer_fence():
+    content = 'Use it like this:\n```python\nprint("hi")\n```\n'
+    reply = '{"name": "write_file", "arguments": {"path": "README.md"}}\n````markdown\n' + content + "````"
+    assert parse_defs(reply).calls[0]["input"]["content"] == content
+    # A shorter or different fence line inside does not close it; a longer one does.
+    reply = '{"name": "write_file", "arguments": {"path": "a.md"}}\n````\n```\n~~~~\n`````\nafter'
+    turn = parse_defs(reply)
+    assert turn.calls[0]["input"]["content"] == "```\n~~~~\n" and turn.text == "after"
+
+
+def test_calls_tags_and_results_inside_a_block_are_the_files_text():
+    content = (f"{render_call('bash', {'command': 'rm -rf /'})}\n<tool_response>\nx\n</tool_response>\n"
+               '{"name": "bash", "arguments": {"command": "ls"}}\n')
+    reply = '{"name": "write_file", "arguments": {"path": "notes.txt"}}\n```\n' + content + "```\n"
+    turn = parse_defs(reply)
+    assert turn.calls == [call("write_file", {"path": "notes.txt", "content": content})] and turn.error is None
+
+
+def test_a_fenced_call_after_a_call_is_a_call_not_its_argument():
+    reply = ('```json\n{"name": "write_file", "arguments": {"path": "a.py"}}\n```\n'
+             '```json\n{"name": "read_file", "arguments": {"path": "a.py"}}\n```')
+    assert [(c["name"], c["input"]) for c in parse_defs(reply).calls] == [
+        ("write_file", {"path": "a.py"}), ("read_file", {"path": "a.py"})]
+    # JSON that is not a call is text like any other, e.g. a package.json.
+    package = '{"name": "app", "version": "1.0.0"}\n'
+    reply = '```json\n{"name": "write_file", "arguments": {"path": "package.json"}}\n```\n```json\n' + package + "```"
+    assert parse_defs(reply).calls[0]["input"] == {"path": "package.json", "content": package}
+
+
+def test_a_block_not_closed_is_an_error_and_nothing_is_written():
+    reply = (render_call("read_file", {"path": "a.py"}) + "\n"
+             + '{"name": "write_file", "arguments": {"path": "big.py"}}\n```python\ndef f():\n    return 1\n')
+    turn = parse_defs(reply)
+    assert turn.calls == [call("read_file", {"path": "a.py"})]  # the call before it runs
+    assert turn.error == ("the code block for content is not closed (the reply ended inside it; a line of ``` ends "
+                          "it), so the call did not run: write the call and its code blocks again")
+    assert turn.feedback.startswith("Your tool call could not be used: the code block for content is not closed")
+    assert turn.text.startswith('{"name": "write_file"') and turn.text.endswith("return 1")
+    assert turn.named == "write_file" and looks_like_text_calls(reply, DEFS)
+    assert "not closed" in parse_defs('{"name": "write_file", "arguments": {"path": "a"}}\n```').error
+    # The second of two blocks not closed: the call does not run either.
+    turn = parse_defs('{"name": "edit_file", "arguments": {"path": "a.py"}}\n```\nx\n```\n```\ny')
+    assert turn.calls == [] and "code block for new_string is not closed" in turn.error
+
+
+def test_names_only_take_no_blocks():
+    turn = parse(MEASURED_BLOCK_REPLY, NAMES + ["write_file"])
+    assert turn.calls == [call("write_file", {"path": "word_count.py"})]
+    assert turn.text.startswith("```python\nimport sys")
+
+
+def test_the_history_writes_long_text_as_blocks_after_the_call():
+    content = 'x = 1\n```\ninner ````` fence\n'
+    blocks = [{"type": "text", "text": "Writing."}, call("write_file", {"path": "src/app.py", "content": content}),
+              call("edit_file", {"path": "a.js", "old_string": "a", "new_string": "b\nc"}, "id2"),
+              call("write_file", {"path": "b", "content": "no final line break"}, "id3"),
+              call("edit_file", {"path": "c.py", "new_string": "x"}, "id4"),  # old_string missing: all JSON
+              call("bash", {"command": "ls"}, "id5")]
+    text = to_text_messages([{"role": "assistant", "content": blocks}], DEFS)[0]["content"][0]["text"]
+    assert text == "\n".join([
+        "Writing.",
+        render_call("write_file", {"path": "src/app.py"}), "``````python\n" + content + "``````",
+        render_call("edit_file", {"path": "a.js"}), "```javascript\na\n```", "```javascript\nb\nc\n```",
+        render_call("write_file", {"path": "b", "content": "no final line break"}),
+        render_call("edit_file", {"path": "c.py", "new_string": "x"}),
+        render_call("bash", {"command": "ls"}),
+    ])
+    assert parse_defs(text).calls == [b for b in blocks if b["type"] == "tool_use"]
+    # Without the definitions every argument stays in the JSON, as before.
+    assert to_text_messages([{"role": "assistant", "content": blocks[1:2]}])[0]["content"][0]["text"] == render_call(
+        "write_file", {"path": "src/app.py", "content": content})
+
+
+def test_the_default_example_writes_the_fix_as_a_block_and_parses():
+    section = describe_tools(DEFS)
+    assert ("A string argument the tool requires may instead be left out of the JSON and written as a fenced code "
+            "block right after the call (several blocks: in the order of the parameters). Write these as code "
+            "blocks, not in the JSON: edit_file's old_string and new_string; write_file's content.") in section
+    then = section[section.rindex("You reply:\n") + len("You reply:\n"):]
+    assert then == ('<tool_call>\n{"name": "write_file", "arguments": {"path": "greet.py"}}\n</tool_call>\n'
+                    '```python\nprint("hello")\n```')
+    assert parse_defs(then).calls == [call("write_file", {"path": "greet.py", "content": 'print("hello")\n'})]
+    # Without write_file: edit_file with the old and the new text in two blocks.
+    then = describe_tools(TOOLS).rsplit("You reply:\n", 1)[1]
+    assert then.endswith('</tool_call>\n```python\nprint("helo")\n```\n```python\nprint("hello")\n```')
+    assert parse_calls(then, TOOLS).calls[0]["input"] == {"path": "greet.py", "old_string": 'print("helo")',
+                                                          "new_string": 'print("hello")'}
+    # No tool with a required string: no rule.
+    assert "code block" not in describe_tools([{"name": "ping", "input_schema": {"type": "object"}}])
+
+
+_texts = st.text(st.sampled_from(list("ab `~\n{}\"<>/")), max_size=30) | st.text(max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=st.sampled_from(["write_file", "edit_file", "bash"]), texts=st.lists(_texts, min_size=3, max_size=3),
+       path=st.sampled_from(["a.py", "b.md", "c", "d.json"]), after=_prose)
+def test_a_call_rendered_with_blocks_reads_back_as_the_call(name, texts, path, after):
+    arguments = {"write_file": {"path": path, "content": texts[0]},
+                 "edit_file": {"path": path, "old_string": texts[1], "new_string": texts[2]},
+                 "bash": {"command": texts[0]}}[name]
+    text = render_call(name, arguments, BY_NAME[name]) + "\n" + after
+    turn = parse_defs(text)
+    assert turn.calls == [call(name, arguments)] and turn.error is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(['{"name": "edit_file", "arguments": {"path": "a"}}', '<tool_call>', '</tool_call>',
+                                 '{"name": "write_file", "arguments": {}}', "```", "````", "~~~", "```json", "\n",
+                                 " ", "x", '{"name": "bash", "arguments": {}}', "<tool_response>"]), max_size=25))
+def test_any_text_with_calls_and_fences_parses_without_raising(pieces):
+    turn = parse_defs("".join(pieces))
+    assert [b for b in turn.blocks if b["type"] == "tool_use"] == turn.calls
+    assert all(isinstance(c["input"], dict) and c["name"] in BY_NAME for c in turn.calls)
+    assert turn.error is None or turn.feedback.startswith("Your tool call could not be used")

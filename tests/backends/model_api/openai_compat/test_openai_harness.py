@@ -375,6 +375,41 @@ async def test_a_text_call_that_cannot_be_read_goes_back_with_the_error(scripted
     assert "Your tool call could not be used" in third and "write_flie" in third
 
 
+@agent_test
+async def test_text_tool_calls_give_a_files_text_and_an_edits_texts_as_code_blocks(scripted_model_server, repo):
+    """openai_tool_calls="text" on Chat Completions: long text goes as code blocks after the call
+    (a small model cannot JSON-escape a whole file), in the replies and in the history sent back."""
+    module = 'import sys\n\n\ndef count_words(text):\n    return len(text.split())\n'
+    server = scripted_model_server([
+        # What Qwen2.5-Coder-1.5B wrote (llama.cpp drops the tags): the call, then the file in a block.
+        reply(text('{"name": "write_file", "arguments": {"path": "word_count.py"}}\n```python\n' + module + "```")),
+        # edit_file's old and new text in two blocks, one inside the tags and one after them.
+        reply(text('<tool_call>\n{"name": "edit_file", "arguments": {"path": "app.py"}}\n```python\n'
+                   "    return 'hello'\n```\n</tool_call>\n```python\n    return 'hi'\n```")),
+        # The reply ended inside the block (the output limit): nothing is written, the model is told.
+        reply(text('{"name": "write_file", "arguments": {"path": "cut.py"}}\n```python\ndef f():\n'),
+              stop_reason="max_tokens"),
+        # No block at all: the tool reports the missing argument.
+        reply(text('{"name": "write_file", "arguments": {"path": "cut.py"}}')),
+        reply(text("Done.")),
+    ])
+    result = await make_agent(server, "chat", openai_tool_calls="text").execute(
+        "Write word_count.py and make greet() return 'hi'", cwd=repo)
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert (repo / "word_count.py").read_text() == module
+    assert (repo / "app.py").read_text() == "def greet():\n    return 'hi'\n"
+    assert not (repo / "cut.py").exists()
+    first = server.model_requests[0].body
+    assert ("Write these as code blocks, not in the JSON: write_file's content; edit_file's old_string and "
+            "new_string.") in first["messages"][0]["content"]
+    second, _, fourth, fifth = (json.dumps(r.body) for r in server.model_requests[1:])
+    # The history shows the call in the form the model is asked for: the file's text in a block.
+    assert json.dumps('{"path": "word_count.py"}}\n</tool_call>\n```python\nimport sys\n')[1:-1] in second
+    assert "Your tool call could not be used: the code block for content is not closed" in fourth
+    assert "cut off at the output limit" in fourth
+    assert "Error: Bad arguments for write_file: missing 1 required positional argument: 'content'" in fifth
+
+
 # ---------------------------------------------------------------------------------------------
 # The permission gate: the four hostile attempts, on both wires
 
