@@ -806,7 +806,9 @@ class CodingRun:
                 "tool if it cannot be done).")
 
     def _retry_prompt(self, problems: list[str]) -> str:
-        lines = ["Your changes did not pass validation. Fix these problems:"]
+        # A turn that changed nothing is told so: "your changes" would say the opposite.
+        lines = ["Your changes did not pass validation. Fix these problems:" if self._changed else
+                 "No file has changed yet, and the workspace did not pass validation. Fix these problems:"]
         lines += [f"- {p}" for p in problems[:50]]
         if len(problems) > 50:
             lines.append(f"- ... and {len(problems) - 50} more")

@@ -113,6 +113,15 @@ async def test_event_order(tmp_path):
     assert "tokens" in end_iter and "cost" in end_iter
 
 
+async def test_a_retry_after_a_turn_that_changed_nothing_says_so(tmp_path):
+    """The retry prompt does not call it "your changes" when no file changed (a small model that
+    answered with code and no tool call read that its change had been made)."""
+    a = agent(lambda ctx: ["here is the code"], write("f.py", "x = 1\n"), max_iterations=2,
+              validators=["command:false"])
+    await a.execute(CodingRequest(prompt="write f", cwd=tmp_path))
+    assert RECORD.prompts[1].startswith("No file has changed yet, and the workspace did not pass validation.")
+
+
 async def test_validation_never_passes_is_failed(tmp_path):
     bad = write("bad.py", "def (:\n")
     result = await agent(bad, bad, max_iterations=2).execute(CodingRequest(prompt="p", cwd=tmp_path))

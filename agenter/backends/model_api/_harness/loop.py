@@ -67,6 +67,7 @@ from agenter.backends.model_api._harness.files import (
 )
 from agenter.backends.model_api._harness.keeper import ConversationKeeper, load, same_store, stores_for
 from agenter.backends.model_api._harness.prompts import (
+    CODE_WITHOUT_CALL_NUDGE,
     CONTEXT_NUDGE,
     CUTOFF_NUDGE,
     STEER_NOTE,
@@ -409,6 +410,7 @@ class HarnessBackend(BaseBackend[OptionsT]):
         cutoffs = 0
         compactions = 0  # in a row: a response the model completes resets it
         nudged_for_result = False
+        nudged_for_code = False
         limit = self.config.max_turns
         responses = 0
         while responses < limit:
@@ -478,6 +480,9 @@ class HarnessBackend(BaseBackend[OptionsT]):
                 if self.spec.output_type is not None and not nudged_for_result:
                     nudged_for_result = True
                     follow_up.append({"type": "text", "text": STRUCTURED_NUDGE})
+                elif not nudged_for_code and self._code_without_call(response):
+                    nudged_for_code = True
+                    follow_up.append({"type": "text", "text": CODE_WITHOUT_CALL_NUDGE})
                 else:
                     return
             if self._steers:
@@ -543,6 +548,15 @@ class HarnessBackend(BaseBackend[OptionsT]):
         kept = [block for block in response.content if block.get("type") not in ("text", "tool_use")]
         return WireResponse(content=kept + turn.blocks, stop="tool_use" if turn.calls else response.stop,
                             usage=response.usage, stop_detail=response.stop_detail)
+
+    def _code_without_call(self, response: WireResponse) -> bool:
+        """Text mode: a reply that ends the turn with a code block while the turn changed no file
+        and write_file is offered (the model meant to write it; it is told how, never guessed)."""
+        if self._text_system is None or self._tracked:
+            return False
+        if not any(tool.get("name") == "write_file" for tool in self._tool_definitions):
+            return False
+        return any(line.lstrip().startswith(("```", "~~~")) for line in response.text().splitlines())
 
     def _switches_to_text(self, response: WireResponse) -> bool:
         """Automatic mode: a reply that made no native call but holds a text call naming an

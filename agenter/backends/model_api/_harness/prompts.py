@@ -13,6 +13,15 @@ CUTOFF_NUDGE = ("Your last response was cut off at the output limit. Continue wh
                 "in smaller steps (for example, write a large file in several edits).")
 STRUCTURED_NUDGE = (f"You have not called the {STRUCTURED_OUTPUT_TOOL_NAME} tool yet. Call it now with "
                     "the result; the task is not finished until it is accepted.")
+#: Text tool-call mode: a reply with a code block, no call, in a turn that changed no file
+#: (measured: Qwen2.5-Coder-1.5B answered a task with the new module in a code block and no call,
+#: twice in a row; nothing was written). Said once per turn; the model may still end the turn.
+CODE_WITHOUT_CALL_NUDGE = (
+    "Your reply has a code block but no tool call, so no file has changed. To write the code to a file, "
+    "put the call on the line before the block:\n"
+    '{"name": "write_file", "arguments": {"path": "FILE"}}\n'
+    "```python\n...the whole file...\n```\n"
+    "If the task is done, reply without a code block.")
 CONTEXT_NUDGE = ("Your last response was cut off: the conversation had filled the model's context window. "
                  "Its earlier part is summarized above now; continue where you stopped.")
 

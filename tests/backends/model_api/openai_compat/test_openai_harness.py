@@ -410,6 +410,26 @@ async def test_text_tool_calls_give_a_files_text_and_an_edits_texts_as_code_bloc
     assert "Error: Bad arguments for write_file: missing 1 required positional argument: 'content'" in fifth
 
 
+async def test_a_code_block_without_a_call_is_answered_with_how_to_write_it_once_a_turn(scripted_model_server, repo):
+    """Text mode: a reply with the new code in a block and no call (what Qwen2.5-Coder-1.5B gave,
+    twice) does not end a turn that changed nothing: the model is told how to write it, once.
+    After a file changed, a block in the final answer ends the turn as usual."""
+    module = "def f():\n    return 1\n"
+    server = scripted_model_server([
+        reply(text("```python\n" + module + "```")),
+        reply(text('{"name": "write_file", "arguments": {"path": "f.py"}}\n```python\n' + module + "```")),
+        reply(text("Done: f.py now reads\n```python\n" + module + "```")),
+    ])
+    result = await make_agent(server, "chat", openai_tool_calls="text").execute("Write f.py", cwd=repo)
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert (repo / "f.py").read_text() == module
+    assert len(server.model_requests) == 3
+    second = json.dumps(server.model_requests[1].body)
+    assert "Your reply has a code block but no tool call, so no file has changed" in second
+    third = json.dumps(server.model_requests[2].body)
+    assert third.count("Your reply has a code block but no tool call") == 1
+
+
 # ---------------------------------------------------------------------------------------------
 # The permission gate: the four hostile attempts, on both wires
 
