@@ -25,11 +25,12 @@ from agenter.backends._programs import codex as _codex_program
 from agenter.backends._programs.codex import CREDENTIALS as CODEX_CREDENTIALS
 from agenter.backends._programs.codex import Refusals, RolloutTail, response_item
 from agenter.backends._prompts import REFUSAL_TOOL_NAME, output_schema, strict_schema
+from agenter.backends._steer import EMPTY, IDLE, undelivered
 from agenter.backends.agents.codex import _events, _setup
 from agenter.backends.agents.codex._options import CodexOptions
 from agenter.backends.agents.codex._permissions import ENFORCED_KINDS, Answering, Approvals, Decision, gated_tool
 from agenter.backends.agents.codex._rpc import AppServerConnection, Closed, Notification
-from agenter.backends.agents.codex._steering import Steering, undelivered
+from agenter.backends.agents.codex._steering import Steering
 from agenter.backends.agents.codex._tools_server import SERVER_NAME, TOKEN_ENV_VAR, ToolsServer
 from agenter.backends.base import (
     BackendCapabilities,
@@ -334,11 +335,10 @@ class CodexBackend(BaseBackend[CodexOptions]):
         context. A STEERED message reports it where Codex recorded it; a STATUS names one Codex
         refused or never recorded (the turn was ending). Between turns there is no turn to steer."""
         if not isinstance(text, str) or not text.strip():
-            return "the message is empty"
+            return EMPTY
         conn = self._conn
         if not self._in_turn or conn is None or conn.closed is not None:
-            return ("no request is running (the agent is idle or its work is being validated): "
-                    "send it as the next request")
+            return IDLE
         self._steering.waiting.append(text)
         conn.events.put_nowait(Notification(STEER_EVENT, {}))  # wakes the turn's loop
         return None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from agenter.backends._steer import steered, undelivered
 from agenter.backends.base import BackendMessage, MessageType
 
 #: Codex items that are tool calls: a steer recorded after one goes with the calls' results.
@@ -66,8 +67,7 @@ class Steering:
             return
         text = self._sent.pop(item.get("clientId") or "", None)
         if text is not None:
-            self._recorded.append(BackendMessage(MessageType.STEERED, content=text,
-                                                 details={"text": text, "where": self.where()}))
+            self._recorded.append(steered(text, self.where()))
 
     def model_moved(self) -> list[BackendMessage]:
         """The model answers a request made after the recorded steers: they landed (STEERED)."""
@@ -98,8 +98,3 @@ class Steering:
         self._recorded.clear()
         return out
 
-
-def undelivered(text: str, why: str) -> BackendMessage:
-    """The STATUS naming a steering message that did not reach the model."""
-    return BackendMessage(MessageType.STATUS, content=f"a steering message was not delivered: {why} "
-                          f"({text[:80]!r}); send it as the next request", details={"steer_undelivered": text})
