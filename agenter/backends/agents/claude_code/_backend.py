@@ -226,21 +226,20 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
         try:
             steering.start(connection.client)
             await connection.client.query(prompt)
-            stream = connection.client.receive_messages()
             result: Any = None
-            while True:
-                message = await self._next(stream, follow_up=result is not None)
-                if message is None:
-                    break
-                for item in [*steering.landed(message), *self._translated(message, events)]:
-                    yield item
-                if isinstance(message, ResultMessage):
-                    result = message
-                    if not await steering.after_result():
-                        break
-                    # A steer the CLI takes in with a turn of its own: that turn is this request's.
-                    self._settle(message, events, connection)
-                    events = TurnTranslator(self.redact)
+            async with contextlib.aclosing(connection.client.receive_messages()) as stream:
+                owed = False  # a result came, and the CLI owes a steer a turn of its own
+                while (message := await self._next(stream, owed=owed)) is not None:
+                    for item in [*steering.landed(message), *self._translated(message, events)]:
+                        yield item
+                    owed = False
+                    if isinstance(message, ResultMessage):
+                        result = message
+                        if not await steering.after_result():
+                            break
+                        # That turn is this request's: read on, with what this one used settled.
+                        self._settle(message, events, connection)
+                        events, owed = TurnTranslator(self.redact), True
             if result is None:
                 raise self._error("Claude Code ended the turn without a result (the CLI exited or "
                                   "closed its output)", kind="agent_crash")
@@ -261,12 +260,12 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
             if self._connection is connection and (not finished or steering.abandoned):
                 await asyncio.shield(self._stop_connection(graceful=False))
 
-    async def _next(self, stream: AsyncIterator[Any], *, follow_up: bool) -> Any:
-        """The CLI's next message; None when its output ends, or when a turn the CLI owes a steer
-        does not start in time (the CLI is then stopped: a turn left running would answer the
-        next request one message behind)."""
+    async def _next(self, stream: AsyncIterator[Any], *, owed: bool) -> Any:
+        """The CLI's next message; None when its output ends, or when the turn the CLI owes a
+        steer does not start in time (the CLI is then stopped: a turn left running would answer
+        the next request one message behind)."""
         try:
-            if follow_up:
+            if owed:
                 return await asyncio.wait_for(anext(stream), FOLLOW_UP_TIMEOUT)
             return await anext(stream)
         except StopAsyncIteration:

@@ -125,3 +125,48 @@ async def test_a_message_the_cli_cannot_take_is_named():
     assert sent["message"] == {"role": "user", "content": "never taken in"} and sent["uuid"]
     assert [m.details for m in steering.close("the turn ended first")] == [{"steer_undelivered": "never taken in"}]
     assert steering.close("again") == []
+
+
+@agent_test
+@needs_cli
+async def test_a_steer_the_cli_never_takes_up_ends_with_the_cli_stopped(scripted_model_server, repo, cli_env,
+                                                                         no_leftover_cli, monkeypatch):
+    """The guard against a stray turn: a message the CLI does not take in (here: one whose uuid
+    it has seen already, which it skips) is named in a status after the wait, and the CLI is
+    stopped; the next request resumes the conversation in a new one."""
+    import types
+
+    from agenter.backends.agents.claude_code import _steering
+
+    monkeypatch.setattr(_steering, "uuid", types.SimpleNamespace(uuid4=lambda: "5b0e1c62-0000-4000-8000-000000000001"))
+    monkeypatch.setattr(_steering, "FOLLOW_UP_TIMEOUT", 3.0)
+    monkeypatch.setattr("agenter.backends.agents.claude_code._backend.FOLLOW_UP_TIMEOUT", 3.0)
+    server = scripted_model_server([reply(tool_call("Bash", {"command": "sleep 3"})), reply(text("First done.")),
+                                    reply(text("Second done."), delay=2), reply(text("Third done."))])
+    agent = make_agent(server, cli_env, validators=[], sandbox=False)
+    async with agent.session(cwd=repo) as session:
+        first = []
+        async for event in session.stream_execute("Sleep.", require_changes=False):
+            first.append(event)
+            if event.kind is CodingEventType.COMMAND_STARTED:
+                assert session.steer("Taken in.")
+        assert [e.data["text"] for e in first if e.kind is CodingEventType.STEERED] == ["Taken in."]
+
+        async def steer_once_asked() -> Any:
+            while len(server.model_requests) < 3:
+                await asyncio.sleep(0.05)
+            return session.steer("Skipped by the CLI.")
+
+        steering = asyncio.ensure_future(steer_once_asked())
+        try:
+            second = [e async for e in session.stream_execute("Again.", require_changes=False)]
+        finally:
+            assert await asyncio.wait_for(steering, 5)
+        third = await session.execute("Once more.", require_changes=False)
+    result = second[-1].result
+    assert result.status is CodingStatus.COMPLETED and result.summary == "Second done.", result.error
+    notes = [e.data["content"] for e in second if e.kind is CodingEventType.STATUS and "not delivered" in e.data["content"]]
+    assert len(notes) == 1 and "did not take it up within 3 s" in notes[0] and "Skipped by the CLI." in notes[0]
+    assert not [e for e in second if e.kind is CodingEventType.STEERED]
+    assert third.status is CodingStatus.COMPLETED and third.summary == "Third done."
+    assert "First done." in json.dumps(server.model_requests[3].body["messages"])  # the same conversation
