@@ -25,10 +25,12 @@ from agenter.backends._failures import classify
 from agenter.backends._programs.claude import CREDENTIALS as CLAUDE_CREDENTIALS
 from agenter.backends._programs.claude import SHELL_TOOL, denied_calls, usage_from
 from agenter.backends._prompts import REFUSAL_TOOL_NAME, output_schema
+from agenter.backends._steer import EMPTY, IDLE
 from agenter.backends.agents.claude_code import _setup
 from agenter.backends.agents.claude_code._events import TurnTranslator, describe_result_error, describe_sdk_error
 from agenter.backends.agents.claude_code._options import ClaudeCodeOptions
 from agenter.backends.agents.claude_code._permissions import ENFORCED_KINDS, Permissions
+from agenter.backends.agents.claude_code._steering import FOLLOW_UP_TIMEOUT, Steering
 from agenter.backends.base import (
     BackendCapabilities,
     BackendMessage,
@@ -79,8 +81,8 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
     auto_rank: ClassVar[int | None] = 10
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, native_tool_loop=True, mcp=True, filesystem_read=True,
-        filesystem_edit=True, shell=True, custom_tools=True, structured_output=True, resume=True, sandbox=True
-    )
+        filesystem_edit=True, shell=True, custom_tools=True, structured_output=True, resume=True, sandbox=True,
+        steering=True)
     options_model: ClassVar[type[ClaudeCodeOptions]] = ClaudeCodeOptions
     price_provider: ClassVar[str | None] = "anthropic"
     internal_paths: ClassVar[tuple[str, ...]] = (".claude/.cc-writes/",)
@@ -97,6 +99,7 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
         self._connection: _Connection | None = None
         self._shutdowns: list[asyncio.Task[None]] = []
         self._made_dirs: list[Path] = []
+        self._steering = Steering()  # session.steer: Claude Code's streaming input (see _steering)
 
     @classmethod
     def requirements(cls, settings: BackendSettings[Any]) -> Sequence[Requirement]:
@@ -218,35 +221,81 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
         connection = self._connection
         assert connection is not None
         events = TurnTranslator(self.redact)
+        steering = self._steering
         finished = False
         try:
-            got_result = False
+            steering.start(connection.client)
             await connection.client.query(prompt)
-            async for message in connection.client.receive_response():
-                out = events.translate(message)
-                self._absorb(events)
-                for item in out:
-                    if item.type is MessageType.FILE_EDIT and item.details:
-                        # The path as the model gave it (often absolute): relative to the workspace.
-                        path = item.details["path"]
-                        item.details["path"] = self.relative(path) or path
-                    yield item
-                if isinstance(message, ResultMessage):
-                    got_result = True
-                    self._finish(message, events, connection)
-            if not got_result:
+            result: Any = None
+            async with contextlib.aclosing(connection.client.receive_messages()) as stream:
+                owed = False  # a result came, and the CLI owes a steer a turn of its own
+                while (message := await self._next(stream, owed=owed)) is not None:
+                    for item in [*steering.landed(message), *self._translated(message, events)]:
+                        yield item
+                    owed = False
+                    if isinstance(message, ResultMessage):
+                        result = message
+                        if not await steering.after_result():
+                            break
+                        # That turn is this request's: read on, with what this one used settled.
+                        self._settle(message, events, connection)
+                        events, owed = TurnTranslator(self.redact), True
+            if result is None:
                 raise self._error("Claude Code ended the turn without a result (the CLI exited or "
                                   "closed its output)", kind="agent_crash")
+            why = (f"Claude Code did not take it up within {FOLLOW_UP_TIMEOUT:g} s of its turn's end"
+                   if steering.abandoned else "Claude Code's output ended first")
+            for item in steering.close(why):
+                yield item
+            self._finish(result, events, connection)
             finished = True
         except ClaudeSDKError as exc:
             raise self._sdk_error(exc, "Claude Code failed") from None
         finally:
+            steering.close("the turn ended first")
             if not finished:
                 # Cancelled (time budget), abandoned, or failed: count what the turn used so far,
                 # and stop the CLI now.
                 self.ledger.abandon_running()
-                if self._connection is connection:
-                    await asyncio.shield(self._stop_connection(graceful=False))
+            if self._connection is connection and (not finished or steering.abandoned):
+                await asyncio.shield(self._stop_connection(graceful=False))
+
+    async def _next(self, stream: AsyncIterator[Any], *, owed: bool) -> Any:
+        """The CLI's next message; None when its output ends, or when the turn the CLI owes a
+        steer does not start in time (the CLI is then stopped: a turn left running would answer
+        the next request one message behind)."""
+        try:
+            if owed:
+                return await asyncio.wait_for(anext(stream), FOLLOW_UP_TIMEOUT)
+            return await anext(stream)
+        except StopAsyncIteration:
+            return None
+        except TimeoutError:
+            self._steering.abandoned = True
+            return None
+
+    def _translated(self, message: Any, events: TurnTranslator) -> list[BackendMessage]:
+        out = events.translate(message)
+        self._absorb(events)
+        for item in out:
+            if item.type is MessageType.FILE_EDIT and item.details:
+                # The path as the model gave it (often absolute): relative to the workspace.
+                path = item.details["path"]
+                item.details["path"] = self.relative(path) or path
+        return out
+
+    def steer(self, text: str) -> str | None:
+        """Send a user message to the running turn through Claude Code's streaming input: the CLI
+        takes it in with the next tool results, or, when the model was answering without tool
+        calls, in a turn of its own right after, which this request reads to its end (see
+        _steering). Between turns there is no turn to steer: a message written then would start
+        a turn no request reads."""
+        if not isinstance(text, str) or not text.strip():
+            return EMPTY
+        if not self._steering.open or self._connection is None:
+            return IDLE
+        self._steering.send(text)
+        return None
 
     def _absorb(self, events: TurnTranslator) -> None:
         """What the latest message told us: session, model, written files, usage so far."""
@@ -263,8 +312,8 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
         if usage.total_tokens:
             self.ledger.running(usage)
 
-    def _finish(self, result: Any, events: TurnTranslator, connection: _Connection) -> None:
-        """Usage, cost, refusal and structured output from the turn's result message."""
+    def _settle(self, result: Any, events: TurnTranslator, connection: _Connection) -> None:
+        """What one turn of the CLI used (its result message), and what it refused by itself."""
         if isinstance(result.session_id, str) and result.session_id:
             self._session_id = result.session_id
         turn = usage_from(result.usage)
@@ -274,6 +323,10 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
         cost = connection.cost.cost(float(reported)) if isinstance(reported, int | float) else None
         self.ledger.settle(turn, cost=cost)
         self._own_refusals(result.permission_denials)
+
+    def _finish(self, result: Any, events: TurnTranslator, connection: _Connection) -> None:
+        """Usage, cost, refusal and structured output from the request's last result message."""
+        self._settle(result, events, connection)
         if self.refusal() is None and events.api_refusal is not None:
             reason, category = events.api_refusal
             self.refuse({"reason": reason, "category": category})

@@ -25,10 +25,12 @@ from agenter.backends._programs import codex as _codex_program
 from agenter.backends._programs.codex import CREDENTIALS as CODEX_CREDENTIALS
 from agenter.backends._programs.codex import Refusals, RolloutTail, response_item
 from agenter.backends._prompts import REFUSAL_TOOL_NAME, output_schema, strict_schema
+from agenter.backends._steer import EMPTY, IDLE, undelivered
 from agenter.backends.agents.codex import _events, _setup
 from agenter.backends.agents.codex._options import CodexOptions
 from agenter.backends.agents.codex._permissions import ENFORCED_KINDS, Answering, Approvals, Decision, gated_tool
 from agenter.backends.agents.codex._rpc import AppServerConnection, Closed, Notification
+from agenter.backends.agents.codex._steering import Steering
 from agenter.backends.agents.codex._tools_server import SERVER_NAME, TOKEN_ENV_VAR, ToolsServer
 from agenter.backends.base import (
     BackendCapabilities,
@@ -51,6 +53,8 @@ log = logging.getLogger("agenter.backends.agents.codex")
 REQUEST_TIMEOUT = 60.0
 #: Synthetic notification the approvals queue to report their decisions in turn order.
 DECISION_EVENT = "agenter/decision"
+#: Synthetic notification session.steer queues to wake the turn: a message is waiting.
+STEER_EVENT = "agenter/steer"
 #: The refusal tool as the model finds it: through tool_search, in the MCP server's namespace.
 REFUSAL_TOOL = f"mcp__{SERVER_NAME}.{REFUSAL_TOOL_NAME}"
 
@@ -64,7 +68,7 @@ class CodexBackend(BaseBackend[CodexOptions]):
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, native_tool_loop=True, mcp=True, filesystem_read=True,
         filesystem_edit=True, shell=True, apply_patch=True, custom_tools=True, structured_output=True,
-        resume=True, sandbox=True)
+        resume=True, sandbox=True, steering=True)
     options_model: ClassVar[type[BackendOptions]] = CodexOptions
     price_provider: ClassVar[str | None] = "openai"
     permission_kinds: ClassVar[frozenset[str]] = ENFORCED_KINDS
@@ -81,6 +85,9 @@ class CodexBackend(BaseBackend[CodexOptions]):
         self._stream = _events.ItemStream(self.redact)
         self._rollout: RolloutTail | None = None
         self._refusals = Refusals()
+        #: session.steer's messages (see _steering), and whether a turn runs to take them.
+        self._steering = Steering()
+        self._in_turn = False
 
     # ------------------------------------------------------------------ settings
     @classmethod
@@ -246,9 +253,13 @@ class CodexBackend(BaseBackend[CodexOptions]):
         finished = interrupted = False
         failure: _events.TurnFailure | None = None
         self._stream.start_turn()
+        self._steering.start_turn()
+        self._in_turn = True
         try:
             result = await conn.request("turn/start", params, REQUEST_TIMEOUT)
             turn_id = (result.get("turn") or {}).get("id")
+            for message in await self._send_steers(conn, turn_id):  # taken while turn/start was answered
+                yield message
             while not finished:
                 event = await conn.events.get()
                 if isinstance(event, Closed):
@@ -259,12 +270,18 @@ class CodexBackend(BaseBackend[CodexOptions]):
                     # Codex reports usage apart from any item: say so, so budgets see it now.
                     if data.get("threadId") in (None, self._session_id):
                         self._stream.observe_usage(data)
+                        for message in self._steering.model_moved():  # a model call after the steers
+                            yield message
                     note = self._record_usage(data)
                     if note:
                         yield BackendMessage(MessageType.STATUS, note)
                     continue
                 if method == DECISION_EVENT:
                     yield BackendMessage(MessageType.STATUS, data["text"], is_error=data["declined"])
+                    continue
+                if method == STEER_EVENT:
+                    for message in await self._send_steers(conn, turn_id):
+                        yield message
                     continue
                 if data.get("threadId") not in (None, self._session_id):
                     continue
@@ -281,6 +298,11 @@ class CodexBackend(BaseBackend[CodexOptions]):
                         failure = _events.turn_failure(turn, _setup.model_server(self.options))
                     continue
                 item = data.get("item") or {}
+                if method == "item/started" and item.get("type") != "userMessage":
+                    for message in self._steering.model_moved():  # the model answers after the steers
+                        yield message
+                if method == "item/completed":
+                    self._steering.completed(item)
                 if method == "item/completed" and item.get("type") == "agentMessage":
                     final_text = item.get("text") or final_text
                 if method == "item/completed" and item.get("type") == "fileChange":
@@ -296,11 +318,45 @@ class CodexBackend(BaseBackend[CodexOptions]):
                     # The refusal tool was called: the task ends here, no further model call.
                     interrupted = True
                     conn.send_nowait("turn/interrupt", {"threadId": self._session_id, "turnId": turn_id})
+            self._in_turn = False
+            for message in self._steering.unrecorded():
+                yield message
         finally:
+            self._in_turn = False
             if not finished and not interrupted and turn_id and conn.closed is None:
                 conn.send_nowait("turn/interrupt", {"threadId": self._session_id, "turnId": turn_id})
             self._name_refusals()
         self._finish_turn(final_text, failure)
+
+    def steer(self, text: str) -> str | None:
+        """Take a user message for the running turn. The turn sends it to Codex as `turn/steer`,
+        Codex's own way to add input to a turn in flight; Codex gives it to the model with its
+        next request (after the tool calls running now, with their results), in the same turn and
+        context. A STEERED message reports it where Codex recorded it; a STATUS names one Codex
+        refused or never recorded (the turn was ending). Between turns there is no turn to steer."""
+        if not isinstance(text, str) or not text.strip():
+            return EMPTY
+        conn = self._conn
+        if not self._in_turn or conn is None or conn.closed is not None:
+            return IDLE
+        self._steering.waiting.append(text)
+        conn.events.put_nowait(Notification(STEER_EVENT, {}))  # wakes the turn's loop
+        return None
+
+    async def _send_steers(self, conn: AppServerConnection, turn_id: str | None) -> list[BackendMessage]:
+        """Send the waiting steers as `turn/steer` for the running turn; STATUS for those refused."""
+        out: list[BackendMessage] = []
+        for text in self._steering.take():
+            if turn_id is None or self._session_id is None:
+                out.append(undelivered(text, "Codex named no running turn"))
+                continue
+            params = self._steering.request(self._session_id, turn_id, text)
+            try:
+                await conn.request("turn/steer", params, REQUEST_TIMEOUT)
+            except BackendError as exc:  # the turn ended meanwhile, or the process did
+                self._steering.refused(params)
+                out.append(undelivered(text, self.redact(str(exc))))
+        return out
 
     def _name_refusals(self) -> None:
         """The calls Codex refused by itself so far (its rollout's records; what agenter declined

@@ -55,6 +55,7 @@ from agenter.backends._prompts import (
     STRUCTURED_OUTPUT_TOOL_NAME,
     output_schema,
 )
+from agenter.backends._steer import EMPTY, IDLE, steered, undelivered
 from agenter.backends.base import BackendMessage, BackendSettings, BaseBackend, MessageType, OptionsT, SessionSpec
 from agenter.backends.model_api._harness.compaction import Compactor
 from agenter.backends.model_api._harness.conversation import append_user_content, close_open_tool_uses
@@ -373,9 +374,9 @@ class HarnessBackend(BaseBackend[OptionsT]):
         with the next request after the tool results, or, when the model had finished, as a new
         message the turn goes on with. Between turns there is nothing to deliver it to."""
         if not isinstance(text, str) or not text.strip():
-            return "the message is empty"
+            return EMPTY
         if not self._in_turn:
-            return "no request is running (the agent is idle or its work is being validated): send it as the next request"
+            return IDLE
         self._steers.append(text)
         return None
 
@@ -383,8 +384,7 @@ class HarnessBackend(BaseBackend[OptionsT]):
         """The pending steers as text blocks for the next user message, and their STEERED messages."""
         steers, self._steers = self._steers, []
         blocks: list[Block] = [{"type": "text", "text": STEER_NOTE + text} for text in steers]
-        return blocks, [BackendMessage(MessageType.STEERED, content=text, details={"text": text, "where": where})
-                        for text in steers]
+        return blocks, [steered(text, where) for text in steers]
 
     async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
         append_user_content(self._messages, [{"type": "text", "text": prompt}])
@@ -395,9 +395,7 @@ class HarnessBackend(BaseBackend[OptionsT]):
                 yield message
             self._in_turn = False
             for text in self._steers:  # the turn ended another way (refused, out of responses)
-                yield BackendMessage(MessageType.STATUS, content=f"a steering message was not delivered: the turn "
-                                     f"ended first ({text[:80]!r}); send it as the next request",
-                                     details={"steer_undelivered": text})
+                yield undelivered(text, "the turn ended first")
         finally:
             self._in_turn = False
             self._steers = []
