@@ -148,6 +148,14 @@ class WrapperBackend(BackendClass, Generic[OptionsT]):
         current = self._member.denials() if self._member is not None else []
         return self._past_denials + [d for d in current if d not in self._past_denials]
 
+    def steer(self, text: str) -> str | None:
+        """The running member takes the message (its STEERED message comes through the turn)."""
+        member = self._member
+        if member is None:
+            return "no member of this backend is running: send it as the next request"
+        reason: str | None = member.steer(text)
+        return reason
+
     async def permit(self, call: ToolCall) -> PermissionDecision:
         if self._member is None:
             raise BackendError(f"the {self.name} backend has no backend running", backend=self.name)

@@ -81,3 +81,21 @@ async def test_what_cannot_be_delivered_says_why(tmp_path: Path):
             if receipt is None:
                 receipt = session.steer("hello")
     assert receipt is not None and not receipt and "no steering capability" in (receipt.reason or "")
+
+
+async def test_a_fallback_chain_passes_a_steer_to_its_running_member(tmp_path: Path):
+    (tmp_path / "notes.txt").write_text("one\n")
+    script = [reply(tool_call("read_file", {"path": "notes.txt"})), reply(text("Read it; done."))]
+    with ScriptedModelServer(script) as server:
+        member = ("anthropic-sdk", {"base_url": server.base_url, "api_key": KEY})
+        chain = AutonomousCodingAgent(backend=[member, member], mode="analysis")
+        async with chain.session(cwd=tmp_path) as session:
+            events, receipts = [], []
+            async for event in session.stream_execute("Read notes.txt."):
+                events.append(event)
+                if event.kind is CodingEventType.TOOL_CALL_STARTED and not receipts:
+                    receipts.append(session.steer("Also mention the line count."))
+        second = server.model_requests[1]
+    assert receipts[0] and "Also mention the line count." in sent(second)
+    assert [e.data["where"] for e in events if e.kind is CodingEventType.STEERED] == [
+        "after the tool calls, with their results"]
