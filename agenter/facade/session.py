@@ -460,10 +460,11 @@ async def approve_paused(config: AgentConfig, handle: str, decisions: Any) -> As
     """A paused run continued with a person's answers (AutonomousCodingAgent.approve): the
     record found in the agent's store and checked (the handle, the backend, the answers), then
     claimed (a handle is used once), then run as a request of its own whose first turn continues
-    the paused one. Every check fails before the first event, leaving the run paused."""
+    the paused one. Every check fails before the first event, leaving the run paused; a run that
+    could not begin its turn gives the record back (it stays paused)."""
     from agenter.session.pause import answers_for, request_of
     from agenter.store import StoreError, claim_pause, load_pause
-    from agenter.store._pauses import already_used, unreachable
+    from agenter.store._pauses import already_used, release_pause, unreachable
 
     store = config.backend_class.pause_store(config.settings, config.log_dir)
     try:
@@ -483,10 +484,17 @@ async def approve_paused(config: AgentConfig, handle: str, decisions: Any) -> As
     except StoreError as exc:
         raise unreachable(store, exc) from None
     continuation = Continuation(handle=handle, record=record, answers=answers)
-    async with contextlib.aclosing(one_request(config, request, resumed_from={**(origin or {}), "pause": handle},
-                                               continuation=continuation)) as events:
-        async for event in events:
-            yield event
+    began = False
+    try:
+        async with contextlib.aclosing(one_request(config, request, resumed_from={**(origin or {}), "pause": handle},
+                                                   continuation=continuation)) as events:
+            async for event in events:
+                began = began or event.type is CodingEventType.ITERATION_START
+                yield event
+    finally:
+        if not began:  # the continued turn never began (the folder busy, the backend not starting)
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(release_pause, store, handle, record)
 
 
 def _usage_of(result: CodingResult) -> Usage:

@@ -12,7 +12,8 @@ it read (the stores' compare-and-set): of two processes approving one handle at 
 and the other gets ConversationConflictError, which `claim` reports as an already used handle.
 The record stays in the store afterwards, so a second approve says "already used" rather than
 "unknown". A store that cannot be reached raises StoreError naming it, and leaves the record as
-it was.
+it was. A continued run that could not begin its turn (the folder busy, the backend not
+starting) gives the record back (`release_pause`), so the run stays paused.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from typing import Any
 from agenter._errors import ConfigurationError
 from agenter.store._base import ConversationConflictError, ConversationStore, StoreError, is_session_id
 
-__all__ = ["PAUSE_KIND", "HeldPause", "claim_pause", "is_pause_record", "load_pause", "new_handle", "save_pause"]
+__all__ = ["PAUSE_KIND", "HeldPause", "claim_pause", "is_pause_record", "load_pause", "new_handle", "release_pause",
+           "save_pause"]
 
 #: The `kind` in a pause record's metadata (a conversation store's id that holds one is a handle).
 PAUSE_KIND = "agenter-pause"
@@ -90,6 +92,21 @@ def claim_pause(store: ConversationStore, held: HeldPause) -> dict[str, Any]:
     except ConversationConflictError:
         raise already_used(held) from None
     return record
+
+
+def release_pause(store: ConversationStore, handle: str, claimed: dict[str, Any]) -> bool:
+    """Give back a record this process claimed (`claimed`, as `claim_pause` wrote it) when the
+    continued run did not begin: it is paused again. False when it changed since (another
+    process's write wins) or cannot be read."""
+    stored = store.load(handle)
+    if stored is None or stored.metadata.get("resumed_at") != claimed.get("resumed_at"):
+        return False
+    record = {key: value for key, value in stored.metadata.items() if key != "resumed_at"}
+    try:
+        store.save(handle, [], {**record, "state": "paused"}, revision=stored.revision)
+    except ConversationConflictError:
+        return False
+    return True
 
 
 def already_used(held: HeldPause) -> ConfigurationError:

@@ -530,7 +530,9 @@ class HarnessBackend(BaseBackend[OptionsT]):
                 yield message
             self._pending_results = None
             if self._tools.pending:  # a call waits for a person: the run pauses here
-                append_user_content(self._messages, results)
+                feedback, self._text_feedback = self._text_feedback, None
+                append_user_content(self._messages, results + (
+                    [{"type": "text", "text": feedback}] if feedback is not None else []))
                 await self._save_conversation()
                 yield self._pause_here()
                 return

@@ -7,6 +7,7 @@ tokens, cost and iterations go on from the recorded ones. What is refused, and h
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from agenter import AutonomousCodingAgent, CodingEventType, CodingStatus
 from agenter._errors import ConfigurationError
 from agenter.backends.model_api._harness.dispatch import PAUSED_RESULT
 from agenter.permissions import PermissionRequest
+from agenter.sandbox.folder_lock import FolderBusyError, claim_folder
 from agenter.store import FileConversationStore, StoreError
 from agenter.testing import reply, text, tool_call
 
@@ -118,6 +120,25 @@ async def test_deny_tells_the_model_a_person_refused_and_the_run_goes_on(scripte
 
 @agent_test
 @pytest.mark.timeout(300)
+async def test_tool_calls_written_in_the_reply_pause_and_continue_in_text_mode(scripted_model_server, repo):
+    server = scripted_model_server([
+        reply(text('Writing both.\n```json\n{"name": "write_file", "arguments": {"path": "a.txt", "content": "a\\n"}}'
+                   '\n```\n```json\n{"name": "write_file", "arguments": {"path": "secret.txt", "content": "s\\n"}}\n```')),
+        reply(text("Both written.")),
+    ])
+    paused = await make_agent(server, "openai-chat", openai_tool_calls="text").execute("Write them", cwd=repo)
+    assert paused.status is CodingStatus.PAUSED, paused.error
+    assert [c.input["path"] for c in paused.pending] == ["secret.txt"] and (repo / "a.txt").exists()
+    resumed = await make_agent(server, "openai-chat", openai_tool_calls="text").approve(paused.resume_handle)
+    assert resumed.status is CodingStatus.COMPLETED, resumed.error
+    assert (repo / "secret.txt").read_text() == "s\n"
+    body = server.model_requests[1].body
+    assert "tools" not in body and PAUSED_RESULT not in json.dumps(body)
+    assert "secret.txt" in body["messages"][-1]["content"]  # the results, as text
+
+
+@agent_test
+@pytest.mark.timeout(300)
 async def test_always_is_carried_and_a_later_ask_pauses_again_with_a_new_handle(scripted_model_server, repo):
     server = scripted_model_server([
         reply(tool_call("write_file", {"path": "secret.txt", "content": "1\n"})),
@@ -163,7 +184,7 @@ async def test_on_permission_answering_defer_pauses_and_an_answer_is_used_as_bef
     paused = await agent.execute("Write them", cwd=repo)
     assert paused.status is CodingStatus.PAUSED and asked == ["other.txt", "secret.txt"]
     assert (repo / "other.txt").exists() and [c.tool for c in paused.pending] == ["write_file"]
-    resumed = await agent.approve(paused.resume_handle)  # the same agent object may continue it too
+    resumed = await asyncio.to_thread(agent.approve_sync, paused.resume_handle)  # the same agent object too
     assert resumed.status is CodingStatus.COMPLETED and (repo / "secret.txt").exists()
     assert asked == ["other.txt", "secret.txt"]  # the answer given was used: nobody was asked again
 
@@ -194,6 +215,14 @@ async def test_bad_answers_are_one_line_errors_that_leave_the_run_paused(scripte
     await refused(agent.approve(paused.session_id), "unknown resume handle")
     wrong = await make_agent(server, conversation_store=str(store)).execute("x", cwd=repo, resume=handle)
     assert wrong.status is CodingStatus.ERROR and "is the handle of a paused run" in (wrong.error or "")
+    # A run that cannot begin (another run works in the folder) gives the handle back.
+    busy = claim_folder(repo, "autonomous")
+    busy.acquire()
+    try:
+        with pytest.raises(FolderBusyError):
+            await agent.approve(handle)
+    finally:
+        busy.release()
     assert len(server.model_requests) == 1 and not (repo / "secret.txt").exists()
     # None of that used the handle: it still continues the run, once.
     resumed = await agent.approve(handle)
