@@ -28,7 +28,8 @@ PROBLEMS_SHOWN = 5
 SUMMARY_LINES = 20
 
 # The live display's heading colour per final status; the heading itself is the status.
-_COLOURS = {"completed": "green", "completed_with_limit_exceeded": "yellow", "refused": "yellow"}
+_COLOURS = {"completed": "green", "completed_with_limit_exceeded": "yellow", "refused": "yellow",
+            "paused": "yellow"}
 # The live display's colour of a line's mark.
 _TONES = {"ok": "green", "bad": "red", "warn": "yellow"}
 
@@ -113,8 +114,10 @@ class EventText:
                         f"-{data.get('lines_removed', '?')})", "file_edited")
         if kind in ("permission_decision", "permission"):
             denied = bool(data.get("is_error"))
-            return Line(f"permission {'denied' if denied else 'allowed'}: {tool} {one_line(content)}".rstrip(),
-                        "permission_decision", tone="warn" if denied else "")
+            deferred = (data.get("tool_input") or {}).get("decision") == "defer"
+            verdict = "deferred" if deferred else "denied" if denied else "allowed"
+            return Line(f"permission {verdict}: {tool} {one_line(content)}".rstrip(),
+                        "permission_decision", tone="warn" if denied or deferred else "")
         if kind in ("usage_updated", "usage"):
             usage = data.get("usage") or {}
             return Line(f"usage {usage.get('total_tokens', 0)} tokens, ${usage.get('cost_usd', 0) or 0:.4f}",
@@ -146,6 +149,22 @@ class EventText:
         if len(errors) > PROBLEMS_SHOWN:
             lines.append(Line(f"… {len(errors) - PROBLEMS_SHOWN} more", "validation_result", depth=1))
         return lines
+
+
+def paused_lines(data: dict[str, Any]) -> list[str]:
+    """A paused run's calls (what each would do, and the rule that asked) and how to continue."""
+    pending = [call for call in data.get("pending") or [] if isinstance(call, dict)]
+    lines = []
+    for call in pending:
+        target = call.get("command") or ", ".join(str(p) for p in call.get("paths") or []) or one_line(
+            json.dumps(call.get("input"), default=str), 100)
+        why = f" ({call.get('rule')})" if call.get("needs_approval") and call.get("rule") else ""
+        mark = "waits for approval" if call.get("needs_approval") else "then, after it"
+        lines.append(f"{mark}: {call.get('tool')} {one_line(str(target), 120)}{why}  [call {call.get('id')}]")
+    handle = data.get("resume_handle")
+    if handle:
+        lines.append(f"continue: agenter approve {handle}   (or --deny; --always; --call ID for one call)")
+    return lines
 
 
 def final_summary(data: dict[str, Any], status: str, last_text: str) -> list[str]:
@@ -316,7 +335,7 @@ class LiveDisplay:
         elif kind == "iteration_start":
             self.console.print(f"[cyan]▶ iteration {self.progress.iteration}[/]", highlight=False)
             self.activity = "waiting for the model…"
-        elif kind in ("completed", "failed", "refused"):
+        elif kind in ("completed", "failed", "refused", "paused"):
             self._outcome(kind, data)
         elif kind == "session_end":
             duration = data.get("duration", 0) or 0
@@ -332,7 +351,12 @@ class LiveDisplay:
         colour = _COLOURS.get(status, "red")
         heading = status.replace("_", " ").upper()
         detail = data.get("error") or data.get("reason") or ""
+        if kind == "paused":
+            asking = sum(1 for call in data.get("pending") or [] if isinstance(call, dict) and call.get("needs_approval"))
+            detail = f"{plural(asking, 'call')} wait{'s' if asking == 1 else ''} for your approval"
         self.console.print(f"[bold {colour}]{heading}[/]  {escape(str(detail))}".rstrip(), highlight=False)
+        for line in paused_lines(data) if kind == "paused" else []:
+            self.console.print("  " + escape(line), highlight=False)
         summary = final_summary(data, status, self.text.last_text)
         for number, line in enumerate(summary):
             self.console.print(("  summary: " if number == 0 else "           ") + escape(line), highlight=False)
@@ -414,10 +438,12 @@ class TranscriptPrinter:
             files = ", ".join(data.get("files_modified") or []) or "none"
             print(f"  ◀ iteration {data.get('iteration')}: {'passed' if data.get('passed') else 'not passed'}; "
                   f"files {files}; {data.get('tokens', 0)} tokens, ${data.get('cost', 0):.4f}")
-        elif kind in ("completed", "failed", "refused"):
+        elif kind in ("completed", "failed", "refused", "paused"):
             status = str(data.get("status") or kind).replace("_", " ").upper()
             detail = data.get("error") or data.get("reason") or data.get("summary") or ""
             print(f"  {status}  {one_line(str(detail))}")
+            for line in paused_lines(data) if kind == "paused" else []:
+                print(f"    {line}")
         elif kind == "session_end":
             print(f"  {plural(int(data.get('iterations') or 0), 'iteration')} · {data.get('tokens', 0)} tokens · "
                   f"${data.get('cost', 0) or 0:.4f} · {data.get('duration', 0) or 0:.1f} s")

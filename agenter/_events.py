@@ -1,7 +1,7 @@
 """Events a session emits, in this order:
 
 SESSION_START → (ITERATION_START → BACKEND_MESSAGE* → VALIDATION_START → VALIDATION_RESULT*
-→ ITERATION_END)+ → COMPLETED | FAILED | REFUSED → SESSION_END (always last).
+→ ITERATION_END)+ → COMPLETED | FAILED | REFUSED | PAUSED → SESSION_END (always last).
 
 What the agent did arrives as BACKEND_MESSAGE events; `event.kind` names it in one vocabulary
 for every backend (text_delta, tool_call_started, command_finished, file_edited, ...; see
@@ -28,6 +28,7 @@ class CodingEventType(str, Enum):
     COMPLETED = "completed"
     FAILED = "failed"
     REFUSED = "refused"
+    PAUSED = "paused"  # calls wait for a person: data holds pending (the calls) and resume_handle
     SESSION_END = "session_end"
     FALLBACK = "fallback"  # a fallback chain moved on: data holds from, to, reason, reverted, kept
     # What the agent did: the `kind` of a BACKEND_MESSAGE event.

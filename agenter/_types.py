@@ -161,6 +161,10 @@ class CodingStatus(str, Enum):
     REFUSED = "refused"
     FAILED = "failed"
     ERROR = "error"
+    #: A call needed approval that nobody could give now (on_ask="pause", or on_permission
+    #: returned "defer"): the run stopped before it, kept so that `agent.approve(handle)` (or
+    #: `agenter approve HANDLE`) continues it later. Not a failure, and not done: `ok` is False.
+    PAUSED = "paused"
 
 
 class Usage(BaseModel):
@@ -293,6 +297,30 @@ class ValidationResult(BaseModel):
         return self.blocking and not self.passed
 
 
+class PendingCall(BaseModel):
+    """A tool call a paused run did not run, as the permission gate saw it when the run paused.
+
+    `needs_approval` is True for the call that asked and for later calls of the same model
+    response the gate would ask about too; the others (a read the gate allows, say) are pending
+    only because they come after it, and run on resume without a question. `rule` and `stage`
+    say what made the gate ask (an ask rule `ask shell:git push*`, a safety check
+    `safety:outside-workspace`, the mode `mode:default`), `reason` says it in words, `paths` and
+    `command` are what the gate judged.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(description="The tool call's id: the key of its answer in agent.approve(handle, {id: ...}).")
+    tool: str
+    input: dict[str, Any] = Field(default_factory=dict)
+    needs_approval: bool = True
+    rule: str = ""
+    stage: str = ""
+    reason: str = ""
+    paths: list[str] = Field(default_factory=list)
+    command: str | None = None
+
+
 class CodingResult(BaseModel):
     """The truthful outcome of a session: what status, what changed, what it cost."""
 
@@ -339,6 +367,12 @@ class CodingResult(BaseModel):
     model: str | None = None
     session_id: str | None = Field(
         default=None, description="The agent's own session id, to resume (CodingRequest.resume).")
+    pending: list[PendingCall] = Field(
+        default_factory=list, description="PAUSED: the tool calls not run, in order, the first of them the one "
+                                          "that asked (docs/approvals.md).")
+    resume_handle: str | None = Field(
+        default=None, description="PAUSED: what agent.approve(handle) or `agenter approve HANDLE` continues the "
+                                  "run with (single use).")
 
     @property
     def ok(self) -> bool:

@@ -1,6 +1,7 @@
 """`agenter run "PROMPT" --cwd DIR --backend NAME`: a coding run from the shell.
 
-Exit codes: 0 completed, 1 not completed, 2 usage error, 130 interrupted (Ctrl-C).
+Exit codes: 0 completed, 1 not completed, 2 usage error, 3 paused (calls wait for approval:
+`agenter approve HANDLE` continues the run), 130 interrupted (Ctrl-C).
 --json prints one event per line (NDJSON) for pipelines; the last line is always session_end.
 --log-dir DIR writes the run's transcript there; `agenter show FILE` renders a transcript and
 `agenter runs DIR` lists them; --resume FILE|ID continues an earlier run. See docs/cli.md and
@@ -28,11 +29,12 @@ from agenter._cliview import INTERRUPTED, LiveDisplay, NdjsonDisplay, Progress
 EXIT_OK = 0
 EXIT_NOT_COMPLETED = 1
 EXIT_USAGE = 2
+EXIT_PAUSED = 3  # the run paused at calls that wait for a person (--on-ask pause): `agenter approve`
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a job stopped by Ctrl-C
 
 # The live display's classes under their earlier names (tests and callers use them).
 _LiveDisplay, _NdjsonDisplay, _Progress = LiveDisplay, NdjsonDisplay, Progress
-__all__ = ["EXIT_INTERRUPTED", "EXIT_NOT_COMPLETED", "EXIT_OK", "EXIT_USAGE", "INTERRUPTED", "main"]
+__all__ = ["EXIT_INTERRUPTED", "EXIT_NOT_COMPLETED", "EXIT_OK", "EXIT_PAUSED", "EXIT_USAGE", "INTERRUPTED", "main"]
 
 # Request and budget fields as the user typed them, so no message names a pydantic field.
 _FLAGS = {
@@ -72,6 +74,7 @@ def _parser() -> _Parser:
     parser.add_argument("-V", "--version", action="version", version=f"agenter {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _run_parser(sub)
+    _approve_parser(sub)
     backends = sub.add_parser("backends", help="the backends: installed or not, version, path, credentials")
     backends.add_argument("--names", action="store_true", help="print only the backend names")
     backends.add_argument("--json", action="store_true", help="one JSON object per backend")
@@ -117,6 +120,34 @@ def _run_parser(sub: Any) -> None:
     run.add_argument("--resume", default=None, metavar="TRANSCRIPT|ID",
                      help="continue an earlier run: its transcript file or the agent's session id "
                           "(backends that keep their session across processes)")
+    run.add_argument("--permission", action="append", default=None, metavar="RULE",
+                     help="a line of the permission policy (docs/permissions.md): a rule such as "
+                          "'ask shell:git push*' or a setting such as 'mode default'; repeatable")
+    run.add_argument("--on-ask", choices=("deny", "pause"), default="deny",
+                     help="what a call that needs approval does with nobody to ask: deny it (default), or "
+                          "pause the run (exit 3; `agenter approve HANDLE` continues it; docs/approvals.md)")
+
+
+def _approve_parser(sub: Any) -> None:
+    approve = sub.add_parser("approve", help="continue a paused run: allow (or deny) the calls it waits for",
+                             description="Continue a run that paused at calls waiting for approval (agenter run "
+                                         "--on-ask pause). Every call that needs approval gets the answer unless "
+                                         "--call names some.")
+    approve.add_argument("handle", help="the handle the paused run printed (pause-...)")
+    answer = approve.add_mutually_exclusive_group()
+    answer.add_argument("--deny", action="store_true", help="refuse the calls (the agent is told, and goes on)")
+    answer.add_argument("--always", action="store_true",
+                        help="allow the calls, and the same tool on the same target for the rest of the run")
+    approve.add_argument("--call", action="append", default=None, metavar="ID",
+                         help="answer only this pending call (repeatable); the others are decided as usual")
+    approve.add_argument("--store", default=None, metavar="PATH|URL",
+                         help="where the run was kept: the store of its conversation (a folder, sqlite:///FILE.db, "
+                              "redis://HOST:PORT/DB); default: beside --log-dir's transcripts, else the user's cache")
+    approve.add_argument("--log-dir", default=None, metavar="DIR",
+                         help="the --log-dir of the paused run (its store is there), and of the continued run")
+    approve.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                         help="a backend option for the continued run (an API key the record does not keep)")
+    approve.add_argument("--json", action="store_true", help="print events as NDJSON on stdout")
 
 
 def _parse(parser: _Parser, argv: list[str]) -> argparse.Namespace:
@@ -208,6 +239,28 @@ def _usage_problems(args: argparse.Namespace) -> list[str]:
         return [*problems, backend]
     if args.resume is not None:
         problems += [problem for problem in [_resume_problem(args.resume, args.backend)] if problem]
+    return problems + _permission_problems(args)
+
+
+def _permission_problems(args: argparse.Namespace) -> list[str]:
+    """--permission lines that are no policy, and --on-ask pause on a backend that cannot pause."""
+    from agenter import ConfigurationError
+    from agenter._cliargs import not_text_problem
+    from agenter.permissions import PermissionPolicy
+
+    problems = [problem for line in args.permission or [] if (problem := not_text_problem("--permission", line))]
+    for line in [] if problems else args.permission or []:
+        try:
+            PermissionPolicy.parse(line)
+        except ConfigurationError as exc:
+            problems.append(f"--permission {line!r}: {str(exc).removeprefix('line 1: ')}")
+    if args.on_ask == "pause" and args.backend != "auto":
+        from agenter.backends import load_backend
+        from agenter.facade.agent import pausing_backends
+
+        if not load_backend(args.backend).capabilities.pause:
+            problems.append(f"--on-ask pause: the {args.backend} backend cannot pause a run; backends that can: "
+                            f"{', '.join(pausing_backends())}")
     return problems
 
 
@@ -426,6 +479,8 @@ class _Command:
             from agenter.planner.cli import run_plan
 
             return run_plan(args)
+        if args.command == "approve":
+            return asyncio.run(self.approve(args))
         problems = _usage_problems(args)
         if problems:
             for problem in problems:
@@ -443,7 +498,8 @@ class _Command:
         try:
             agent = AutonomousCodingAgent(
                 backend=args.backend, model=args.model, validators=args.validator,
-                sandbox=not args.no_sandbox, log_dir=args.log_dir, **parse_options(args.option))
+                sandbox=not args.no_sandbox, log_dir=args.log_dir, on_ask=args.on_ask,
+                permissions="\n".join(args.permission) if args.permission else None, **parse_options(args.option))
             request = CodingRequest(prompt=args.prompt, cwd=args.cwd, system_prompt=args.system_prompt,
                                     allowed_write_paths=args.allow_write, resume=args.resume,
                                     budget=Budget(**budget) if budget else None)
@@ -453,25 +509,80 @@ class _Command:
         if missing_key:
             return _fail([missing_key])
 
+        return await self._show_run(args, agent, agent.stream_execute(request))
+
+    async def _show_run(self, args: argparse.Namespace, agent: Any, stream: Any) -> int:
+        """Display a run's events; its exit code."""
+        from pydantic import ValidationError
+
+        from agenter import ConfigurationError
+        from agenter.store import StoreError
+
         display = self.display = NdjsonDisplay() if args.json else LiveDisplay(
             cost_note=_cost_note(agent.backend_name, agent.options))
         try:
             # aclosing: a display that fails (a closed pipe) ends the run here, not at shutdown.
-            async with contextlib.aclosing(agent.stream_execute(request)) as events:
+            async with contextlib.aclosing(stream) as events:
                 async for event in events:
                     display.show(event)
-        except (ConfigurationError, ValidationError) as exc:
-            # Raised before the session starts (the request is checked first), so no event
-            # stream is open that would need a final line.
-            return _fail(_error_lines(exc, args.backend))
+        except (ConfigurationError, ValidationError, StoreError) as exc:
+            # Raised before the session starts (the request, or the paused run and its answers,
+            # are checked first), so no event stream is open that would need a final line.
+            return _fail(_error_lines(exc, agent.backend_name))
         finally:
             display.close()
-        return EXIT_OK if display.progress.status == "completed" else EXIT_NOT_COMPLETED
+        status = display.progress.status
+        return EXIT_OK if status == "completed" else EXIT_PAUSED if status == "paused" else EXIT_NOT_COMPLETED
+
+    async def approve(self, args: argparse.Namespace) -> int:
+        """`agenter approve HANDLE`: the paused run found, the agent it ran with built again (its
+        record keeps the backend, model and options, without secrets), then continued."""
+        from pydantic import ValidationError
+
+        from agenter import AutonomousCodingAgent, ConfigurationError
+        from agenter._cliargs import pair_problems, parse_options
+        from agenter.store import StoreError
+
+        problems = pair_problems("--option", args.option)
+        if problems:
+            return _fail(problems)
+        try:
+            record = await asyncio.to_thread(_paused_record, args)
+            described = record.get("agent") or {}
+            options = {**(described.get("options") or {}), **parse_options(args.option)}
+            if args.store is not None:
+                options["conversation_store"] = args.store
+            agent = AutonomousCodingAgent(
+                backend=described.get("backend") or record.get("backend"), model=described.get("model"),
+                validators=described.get("validators"), sandbox=described.get("sandbox", True),
+                mode=described.get("mode", "autonomous"), permissions=described.get("permissions"),
+                on_ask=described.get("on_ask", "pause"), permission_timeout=described.get("permission_timeout", 60.0),
+                log_dir=args.log_dir, **options)
+        except (ConfigurationError, ValidationError, StoreError) as exc:
+            return _fail([_describe_error(exc)])
+        answer = "deny" if args.deny else "always" if args.always else "allow"
+        decisions: Any = {call: answer for call in args.call} if args.call else answer
+        return await self._show_run(args, agent, agent.stream_approve(args.handle, decisions))
 
     def interrupted(self) -> None:
         if self.display is not None:
             self.display.interrupted()
             self.display.close()
+
+
+def _paused_record(args: argparse.Namespace) -> dict[str, Any]:
+    """The paused run's record, from --store, else beside --log-dir, else the user's cache."""
+    from agenter.store import FileConversationStore, StoreError, load_pause, open_store
+    from agenter.store._pauses import already_used, unreachable
+
+    store = open_store(args.store) if args.store is not None else FileConversationStore.beside(args.log_dir)
+    try:
+        held = load_pause(store, args.handle)
+    except StoreError as exc:
+        raise unreachable(store, exc) from None
+    if held.used:
+        raise already_used(held)
+    return held.record
 
 
 # ---------------------------------------------------------------------------- transcripts

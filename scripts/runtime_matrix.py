@@ -26,7 +26,7 @@ HEADINGS = {"text_completion": "text", "streaming": "stream", "structured_output
             "native_tool_loop": "tool loop", "custom_tools": "custom tools", "mcp": "mcp",
             "filesystem_read": "fs read", "filesystem_edit": "fs edit", "shell": "shell",
             "apply_patch": "apply_patch", "subagents": "subagents", "sandbox": "sandbox", "resume": "resume",
-            "steering": "steer"}
+            "steering": "steer", "pause": "pause"}
 #: For a backend whose enforced kinds depend on its settings (it overrides permission_kinds_for).
 PER_SETTINGS = "depends on its settings: the agent program and its mode (docs/permissions.md)"
 

@@ -65,7 +65,7 @@ RESULT_FIELDS = {
     "cache_write_tokens", "total_tokens", "estimated_input_tokens", "estimated_output_tokens", "total_cost_usd",
     "duration_seconds", "output", "error",
     "exceeded_limit", "error_kind", "refusal_reason", "validation_errors", "validation", "diff", "attempts",
-    "permission_denials", "backend", "model", "session_id",
+    "permission_denials", "backend", "model", "session_id", "pending", "resume_handle",
 }
 
 

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, run
 from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
 
 from agenter._errors import BackendError, ConfigurationError
-from agenter._types import ModifiedFiles, Usage
+from agenter._types import ModifiedFiles, PendingCall, Usage
 from agenter.backends._prompts import (
     AGENTER_TOOL_NAMES,
     REFUSAL_REPLY,
@@ -53,7 +53,7 @@ from agenter.backends._prompts import (
 from agenter.backends.capabilities import BackendCapabilities
 from agenter.host.redact import Redactor
 from agenter.host.requirements import Credentials, Program, Requirement, check_requirements, find_program
-from agenter.permissions import PermissionDecision, PermissionGate, PermissionPolicy, ToolCall
+from agenter.permissions import PermissionAnswer, PermissionDecision, PermissionGate, PermissionPolicy, ToolCall
 from agenter.sandbox.paths import relative_to
 from agenter.tools import Tool
 from agenter.usage import UsageLedger
@@ -203,6 +203,9 @@ class BackendSettings(Generic[OptionsT]):
     #: The agent's mode (also each session's `SessionSpec.mode`), for a backend whose runtime
     #: differs by mode (openai: the context path of analysis and patch mode).
     mode: str = "autonomous"
+    #: What a question nobody answers does: "deny" it, or "pause" the run (backends with the
+    #: pause capability; docs/approvals.md).
+    on_ask: str = "deny"
 
 
 @dataclass
@@ -258,6 +261,9 @@ class TurnReport:
     unfinished_tools: tuple[str, ...] = ()
     #: A wrapper's members, each with its part (fallback.Attempt: `as_dict()`); empty for one backend.
     attempts: tuple[Any, ...] = ()
+    #: The calls the turn stopped before because their question waits for a person (a backend
+    #: with the pause capability): the session pauses the run (`hold`) when there are any.
+    pending: tuple[PendingCall, ...] = ()
 
 
 @dataclass
@@ -285,6 +291,10 @@ class CodingBackend(Protocol):
       session reads a turn's outcome there and nowhere else.
     - `permit(call)` decides a call agenter makes on the agent's behalf (patch mode's writes)
       through the session's permission gate; a refusal is recorded like the agent's own.
+    - A backend with the `pause` capability may end a turn at calls that wait for a person
+      (`TurnReport.pending`); the session then calls `hold(record)`, which keeps the paused run
+      where a later process finds it and returns its handle, and that process continues the turn
+      with `continue_paused(held, answers)` on a backend connected to resume its session.
     - `disconnect()` ends the session: no process, thread or connection the backend started may
       outlive it, also after a cancelled turn or a failed connect. Calling it twice is harmless.
     """
@@ -324,6 +334,16 @@ class CodingBackend(Protocol):
     def steer(self, text: str) -> str | None:
         """Deliver a user message to the turn that runs, at its next safe point: None when taken
         (a STEERED message in the turn says where it landed), else why it cannot be."""
+
+    async def hold(self, record: dict[str, Any]) -> str:
+        """Keep a paused run (the session's `record` and the backend's own state) for a later
+        process; returns its handle. Raises StoreError when it cannot be kept."""
+
+    def continue_paused(self, held: dict[str, Any],
+                        answers: dict[str, str]) -> AsyncGenerator[BackendMessage, None]:
+        """The paused turn, continued: the pending calls with the person's `answers` (call id →
+        "allow", "deny" or "always"; a call without one is decided as usual), then the turn
+        goes on as `execute` would. `held` is the record `hold` kept."""
 
     @property
     def session_id(self) -> str | None:
@@ -397,6 +417,13 @@ class BackendClass:
     def requirements(cls, settings: BackendSettings[Any]) -> Sequence[Requirement]:
         """What this machine must have for these settings (extras, programs, Python version)."""
         return ()
+
+    @classmethod
+    def pause_store(cls, settings: BackendSettings[Any], log_dir: Path | None) -> Any:
+        """Where this backend keeps paused runs for an agent with these settings and log_dir
+        (an agenter.store ConversationStore). Only a backend with the pause capability has one."""
+        raise ConfigurationError(f"the {cls.name} backend cannot pause a run (no pause capability)",
+                                 parameter="on_ask")
 
     @classmethod
     def locate(cls, options: Any) -> str | None:
@@ -500,6 +527,7 @@ class BaseBackend(BackendClass, Generic[OptionsT]):
         self.gate: PermissionGate | None = None
         self._decisions: list[PermissionDecision] = []
         self._unfinished: list[str] = []
+        self._pending: list[PendingCall] = []
 
     # ------------------------------------------------------------------ the contract
     @property
@@ -533,7 +561,8 @@ class BaseBackend(BackendClass, Generic[OptionsT]):
         self.gate = PermissionGate(
             settings.permissions or PermissionPolicy(mode="bypass"), self._cwd,
             on_permission=settings.on_permission, ask_timeout=settings.permission_timeout,
-            on_decision=self._decisions.append)
+            on_decision=self._decisions.append, on_ask="pause" if settings.on_ask == "pause" else "deny",
+            can_pause=self.capabilities.pause)
         from agenter.sandbox.changes import ChangeDetector
 
         # The first walk of the workspace runs (in a thread) while the agent starts.
@@ -554,7 +583,19 @@ class BaseBackend(BackendClass, Generic[OptionsT]):
         # threads importing one dependency at once (httpx2) can meet a half-initialised module.
         self.ledger.preload()
 
-    async def execute(self, prompt: str) -> AsyncGenerator[BackendMessage, None]:
+    def execute(self, prompt: str) -> AsyncGenerator[BackendMessage, None]:
+        return self._run_turn(lambda: self._turn(prompt))
+
+    def continue_paused(self, held: dict[str, Any], answers: dict[str, str]) -> AsyncGenerator[BackendMessage, None]:
+        return self._run_turn(lambda: self._continue_paused(held, answers))
+
+    async def hold(self, record: dict[str, Any]) -> str:
+        """A backend with the pause capability writes this (see the contract)."""
+        raise BackendError(f"the {self.name} backend cannot pause a run (no pause capability)", backend=self.name)
+
+    async def _run_turn(self, start: Callable[[], AsyncIterator[BackendMessage]]) -> AsyncGenerator[BackendMessage, None]:
+        """One turn, whichever way it starts: its messages, the usage updates and permission
+        decisions between them, the change detection around it."""
         if self._state != "connected":
             raise BackendError(f"the {self.name} backend is not connected", backend=self.name)
         self._modified = ModifiedFiles()
@@ -562,10 +603,11 @@ class BaseBackend(BackendClass, Generic[OptionsT]):
         self._structured = None
         self._refusal = None
         self._unfinished = []
+        self._pending = []
         if self._detector is None:
             raise BackendError(f"the {self.name} backend is not connected", backend=self.name)
         await self._detector.begin_turn()
-        messages = self._turn(prompt)
+        messages = start()
         try:
             async for message in messages:
                 for decision in self._take_decisions():
@@ -613,7 +655,8 @@ class BaseBackend(BackendClass, Generic[OptionsT]):
 
     def last_turn(self) -> TurnReport:
         return TurnReport(files=self._modified, output=self._structured, refusal=self._refusal,
-                          denials=self._turn_denials, unfinished_tools=tuple(self._unfinished))
+                          denials=self._turn_denials, unfinished_tools=tuple(self._unfinished),
+                          pending=tuple(self._pending))
 
     def modified_files(self) -> ModifiedFiles:
         """The latest turn's files (last_turn() reports them with the rest)."""
@@ -667,6 +710,11 @@ class BaseBackend(BackendClass, Generic[OptionsT]):
     def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
         raise NotImplementedError
 
+    def _continue_paused(self, held: dict[str, Any], answers: dict[str, str]) -> AsyncIterator[BackendMessage]:
+        """A backend with the pause capability continues a paused turn here (see the contract)."""
+        raise BackendError(f"the {self.name} backend cannot continue a paused run (no pause capability)",
+                           backend=self.name)
+
     async def _disconnect(self) -> None:
         """End everything `_connect` and the turns started."""
 
@@ -686,16 +734,25 @@ class BaseBackend(BackendClass, Generic[OptionsT]):
             system_prompt=spec.system_prompt, output_type=spec.output_type, refusal_tool=refusal_tool,
             output_channel=output_channel, output_tool=output_tool, contract=contract)
 
-    async def permit(self, call: ToolCall) -> PermissionDecision:
+    async def permit(self, call: ToolCall, *, answer: PermissionAnswer | None = None,
+                     defer: bool = False) -> PermissionDecision:
         """Decide a tool call through the session's permission gate. A denial is recorded (it
-        goes to result.permission_denials); the caller tells the model `decision.reason`."""
+        goes to result.permission_denials); the caller tells the model `decision.reason`.
+        `answer`: a person's answer given beforehand (a paused run continued); `defer=True`: the
+        caller can stop before the call when nobody can answer now (the decision is then
+        "defer", and the caller reports the call with `defer_calls`)."""
         gate = self.gate
         if gate is None:
             raise BackendError(f"the {self.name} backend is not connected", backend=self.name)
-        decision = await gate.decide(call)
-        if not decision.allowed:
+        decision = await gate.decide(call, answer=answer, defer=defer)
+        if decision.behavior == "deny":
             self.deny(decision.tool, decision.summary, decision.reason, decision.rule)
         return decision
+
+    def defer_calls(self, pending: Sequence[PendingCall]) -> None:
+        """The turn stops before these calls: they wait for a person's answer (the session
+        pauses the run; `last_turn().pending`)."""
+        self._pending.extend(pending)
 
     def leave_confinement_to_the_sandbox(self) -> None:
         """With no policy given, staying inside the workspace is the `sandbox` option's business,
@@ -711,7 +768,7 @@ class BaseBackend(BackendClass, Generic[OptionsT]):
         decisions, self._decisions[:] = list(self._decisions), []
         return [BackendMessage(MessageType.PERMISSION, self.redact(d.reason), tool_name=d.tool,
                                tool_input=self.redact.data(d.event_data()),  # type: ignore[arg-type]
-                               is_error=not d.allowed) for d in decisions]
+                               is_error=d.behavior == "deny") for d in decisions]
 
     def deny(self, tool: str, target: str, reason: str, rule: str = "") -> Denial:
         """Record a refused action (the model is told `reason` by the caller)."""

@@ -37,6 +37,7 @@ class BackendCapabilities:
     sandbox: bool = False  # sandbox=True can be honoured
     resume: bool = False  # a retry prompt lands in the same conversation
     steering: bool = False  # takes a user message while a turn runs (session.steer)
+    pause: bool = False  # an ask nobody answers now pauses the run (on_ask="pause"; agent.approve resumes)
 
     def names(self) -> list[str]:
         """The capabilities this backend has."""

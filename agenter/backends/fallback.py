@@ -132,9 +132,10 @@ def _member(entry: Entry) -> _Member:
 
 
 def _common(capabilities: Sequence[BackendCapabilities]) -> BackendCapabilities:
-    """What every member can do (the chain can promise no more)."""
-    return BackendCapabilities(**{f.name: all(getattr(c, f.name) for c in capabilities)
-                                  for f in fields(BackendCapabilities)})
+    """What every member can do (the chain can promise no more). A chain never pauses: a paused
+    run is continued by the backend that paused it, which a chain does not keep across processes."""
+    common = {f.name: all(getattr(c, f.name) for c in capabilities) for f in fields(BackendCapabilities)}
+    return BackendCapabilities(**{**common, "pause": False})
 
 
 def fallback_chain(*backends: Entry, name: str | None = None) -> type[FallbackBackend]:

@@ -12,7 +12,7 @@ checked the same way, against the same backend.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +52,9 @@ class AgentConfig:
     #: Patch mode: the user's permission policy, which judges the files agenter writes for the
     #: agent (the agent itself runs under its plan mode; None: only the safety checks).
     write_policy: Any = None
+    #: The agent as a paused run's record describes it (JSON data: backend, model, options
+    #: without secrets, ...), so `agenter approve` can build the same agent in another process.
+    description: dict[str, Any] = field(default_factory=dict)
 
     @property
     def capabilities(self) -> BackendCapabilities:

@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, SecretStr, ValidationError
 
 from agenter._compat import OPTIONS_017, deprecated
 from agenter._errors import ConfigurationError
@@ -39,6 +39,12 @@ class AutonomousCodingAgent:
     `log_dir` writes a transcript of every run there (JSONL, see docs/sessions.md);
     `tracer_provider` sends OpenTelemetry spans to that provider instead of the global one
     (docs/observability.md). `session(...)` keeps one agent conversation for many requests.
+
+    `on_ask="pause"` (backends with the pause capability: agenter's own agent) makes a call that
+    needs approval nobody can give now (no `on_permission`, or no answer in time) pause the run
+    instead of denying the call: the result is PAUSED with the calls and a handle, and
+    `approve(handle)` continues it, in this process or another (docs/approvals.md). An
+    `on_permission` that returns "defer" pauses the run the same way.
     """
 
     def __init__(self, backend: str | type[BackendClass] | Sequence[Any] | None = None,
@@ -48,7 +54,7 @@ class AutonomousCodingAgent:
                  raise_on_budget_exceeded: bool = False, mode: Mode = "autonomous",
                  permissions: Any = None, on_permission: Callable[..., Any] | None = None,
                  permission_timeout: float | None = 60.0, log_dir: str | os.PathLike[str] | None = None,
-                 tracer_provider: Any = None, **backend_options: Any):
+                 tracer_provider: Any = None, on_ask: str = "deny", **backend_options: Any):
         from agenter.validators import ValidatorChain, resolve_validators
 
         if backend is None:
@@ -83,6 +89,8 @@ class AutonomousCodingAgent:
         except Exception as exc:
             raise ConfigurationError(f"invalid tool: {exc}", parameter="tools") from exc
         self._validators = ValidatorChain(resolve_validators(validators))
+        self._validator_names = list(validators) if isinstance(validators, list | tuple) and all(
+            isinstance(v, str) for v in validators) else None
         self.sandbox = sandbox
         self.raise_on_budget_exceeded = raise_on_budget_exceeded
         self.options = self._parse_options(backend_options)
@@ -102,9 +110,10 @@ class AutonomousCodingAgent:
 
             policy = PermissionPolicy(mode="plan")
         self.permissions = policy
+        self.on_ask = self._on_ask(on_ask)
         self._settings = BackendSettings(model=model, tools=self.tools, sandbox=sandbox, options=self.options,
                                          permissions=policy, on_permission=on_permission,
-                                         permission_timeout=permission_timeout, mode=mode)
+                                         permission_timeout=permission_timeout, mode=mode, on_ask=self.on_ask)
         self._backend_class.check_settings(self._settings)
         check_mode(mode, self.capabilities, self.backend_name)
         self.mode: Mode = mode
@@ -114,6 +123,16 @@ class AutonomousCodingAgent:
         if self.log_dir is not None and self.log_dir.exists() and not self.log_dir.is_dir():
             raise ConfigurationError(f"log_dir {str(self.log_dir)!r} is not a directory", parameter="log_dir")
         self.tracer_provider = tracer_provider
+
+    def _on_ask(self, on_ask: object) -> str:
+        """on_ask, checked: "pause" needs a backend that can pause a run."""
+        if on_ask not in ("deny", "pause"):
+            raise ConfigurationError(f"on_ask must be 'deny' or 'pause', got {on_ask!r}", parameter="on_ask",
+                                     valid=["deny", "pause"])
+        if on_ask == "pause" and not self.capabilities.pause:
+            raise ConfigurationError(f"on_ask='pause' needs a backend that can pause a run; {self.backend_name} cannot "
+                                     f"(backends that can: {', '.join(pausing_backends())})", parameter="on_ask")
+        return str(on_ask)
 
     @staticmethod
     def _budget(budget: Budget | None, max_iterations: int | None) -> Budget:
@@ -204,13 +223,42 @@ class AutonomousCodingAgent:
 
     def execute_sync(self, request: CodingRequest | str, **request_fields: Any) -> CodingResult:
         """For callers without an event loop (scripts, notebooks with a running loop too)."""
-        coroutine = self.execute(request, **request_fields)
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(coroutine)
-        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            return pool.submit(asyncio.run, coroutine).result()
+        return _run_sync(self.execute(request, **request_fields))
+
+    # ------------------------------------------------------------------ paused runs
+    async def approve(self, handle: str, decisions: Any = None) -> CodingResult:
+        """Continue a paused run (`result.resume_handle`) with a person's answers, and return its
+        result: PAUSED again if a later call asks and nobody can answer, else as any run ends.
+
+        `decisions`: "allow" (the default), "deny" or "always" for every call that needs
+        approval, or a dict of call ids (`result.pending[i].id`) to those answers (a pending call
+        left out is decided as usual). "always" also allows the same tool on the same target for
+        the rest of the run. The agent must be of the backend that paused (its settings are this
+        agent's; the request, its budget and what was spent come from the paused run); the run
+        is found in this agent's conversation store. A handle is used once. ConfigurationError
+        (one line) for an unknown or used handle or a call that is not pending; StoreError when
+        the store cannot be reached (the run stays paused). See docs/approvals.md.
+        """
+        result: CodingResult | None = None
+        async with contextlib.aclosing(self.stream_approve(handle, decisions)) as events:
+            async for event in events:
+                if event.type is CodingEventType.SESSION_END:
+                    result = event.result
+        assert result is not None  # SESSION_END is always last
+        return result
+
+    async def stream_approve(self, handle: str, decisions: Any = None) -> AsyncGenerator[CodingEvent, None]:
+        """`approve`, yielding the continued run's events (SESSION_END last, with the result).
+        The handle and the answers are checked before the first event."""
+        from agenter.facade.session import approve_paused
+
+        async with contextlib.aclosing(approve_paused(self._config(), handle, decisions)) as events:
+            async for event in events:
+                yield event
+
+    def approve_sync(self, handle: str, decisions: Any = None) -> CodingResult:
+        """`approve` for callers without an event loop."""
+        return _run_sync(self.approve(handle, decisions))
 
     # ------------------------------------------------------------------ internals
     def _config(self) -> AgentConfig:
@@ -221,7 +269,35 @@ class AutonomousCodingAgent:
                            budget=self.budget, mode=self.mode,
                            raise_on_budget_exceeded=self.raise_on_budget_exceeded,
                            log_dir=self.log_dir, tracer_provider=self.tracer_provider,
-                           write_policy=self._write_policy)
+                           write_policy=self._write_policy, description=self._description())
+
+    def _description(self) -> dict[str, Any]:
+        """The agent as a paused run's record keeps it (see AgentConfig.description): what can
+        be written as JSON without a secret. Custom tools, validator objects and on_permission
+        cannot; `agenter approve` builds the agent without them."""
+        from pydantic_core import to_jsonable_python
+
+        from agenter.host.redact import Redactor
+
+        redact = Redactor(extra=self.options.secrets())
+        options: dict[str, Any] = {}
+        for name in sorted(self.options.model_fields_set):
+            value = getattr(self.options, name, None)
+            try:
+                data = to_jsonable_python(value)
+            except Exception:  # noqa: BLE001 - an option that is no JSON is left out
+                continue
+            if not isinstance(value, SecretStr) and redact.data(data) == data:
+                options[name] = data
+        policy = self._write_policy
+        permissions = None if policy is None else {
+            "rules": [str(rule) for rule in policy.rules], "mode": policy.mode,
+            "allowed_mcp_servers": list(policy.allowed_mcp_servers), "extra_roots": list(policy.extra_roots),
+            "read_roots": list(policy.read_roots), "protected_paths": list(policy.protected_paths)}
+        return {"backend": self.backend_name, "model": self.model, "sandbox": self.sandbox, "mode": self.mode,
+                "on_ask": self.on_ask, "permission_timeout": self._settings.permission_timeout,
+                "permissions": permissions, "validators": self._validator_names, "options": options,
+                "log_dir": str(self.log_dir) if self.log_dir is not None else None}
 
     async def _one_request(self, request: CodingRequest | str,
                            fields: dict[str, Any]) -> AsyncGenerator[CodingEvent, None]:
@@ -281,6 +357,30 @@ def default_backend() -> str:
         raise ConfigurationError(f"{DEFAULT_BACKEND_VARIABLE}={chosen!r} names no backend",
                                  parameter=DEFAULT_BACKEND_VARIABLE, valid=backend_names())
     return chosen
+
+
+def pausing_backends() -> list[str]:
+    """The registered backends that can pause a run (their capabilities declare it)."""
+    from agenter.backends import backend_names
+
+    names = []
+    for name in backend_names():
+        try:
+            if load_backend(name).capabilities.pause:
+                names.append(name)
+        except Exception:  # noqa: BLE001 - a backend that cannot load is not one
+            continue
+    return names
+
+
+def _run_sync(coroutine: Any) -> Any:
+    """Run `coroutine` to its end without an event loop of the caller's (in a thread when one runs)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def _arguments() -> list[str]:

@@ -38,13 +38,14 @@ from agenter.sandbox.folder_lock import claim_folder
 from agenter.session.budget import TIME, BudgetTracker, Limits
 from agenter.session.loop import CANCEL_GRACE_SECONDS, CodingRun
 from agenter.session.modes import output_type_for
+from agenter.session.pause import Continuation
 from agenter.session.telemetry import RunTrace, SessionTrace, tracer_for
 from agenter.session.transcript import TranscriptWriter
 
 if TYPE_CHECKING:
     from agenter.facade._config import AgentConfig
 
-__all__ = ["AgentSession", "one_request"]
+__all__ = ["AgentSession", "approve_paused", "one_request"]
 
 log = logging.getLogger("agenter.session")
 
@@ -92,6 +93,7 @@ class AgentSession:
         self._resumed_from = resumed_from
         self._log_dir = log_dir
         self._single = False  # a session of one request (one_request): its run connects
+        self._continuation: Continuation | None = None  # one_request of a paused run continued
         self._state = "new"
         self._cancelled = False
         self._backend: Any = None
@@ -397,7 +399,10 @@ class AgentSession:
         session_iterations = None
         if self.budget is not None and "max_iterations" in self.budget.model_fields_set:
             session_iterations = self._iterations
-        limits = Limits(budget, base=backend.usage(), session=self._tracker, session_iterations=session_iterations)
+        continuation, self._continuation = self._continuation, None
+        limits = Limits(budget, base=backend.usage(), session=self._tracker, session_iterations=session_iterations,
+                        carried=continuation.usage if continuation else None,
+                        carried_seconds=continuation.elapsed if continuation else 0.0)
         model = config.model or backend.default_model
         trace = None
         if self._tracer is not None:
@@ -416,7 +421,8 @@ class AgentSession:
                          connect=self._connect if self._single else None,
                          disconnect=self._disconnect if self._single else None,
                          write_policy=config.write_policy, on_permission=config.settings.on_permission,
-                         permission_timeout=config.settings.permission_timeout)
+                         permission_timeout=config.settings.permission_timeout, continuation=continuation,
+                         agent=config.description)
 
     def _finished(self, result: CodingResult) -> None:
         self._budgets[id(result)] = self._budget
@@ -429,14 +435,16 @@ class AgentSession:
                 f"state={self._state!r}, requests={len(self.results)})")
 
 
-async def one_request(config: AgentConfig, request: CodingRequest, *,
-                      resumed_from: dict[str, Any] | None) -> AsyncGenerator[CodingEvent, None]:
+async def one_request(config: AgentConfig, request: CodingRequest, *, resumed_from: dict[str, Any] | None,
+                      continuation: Continuation | None = None) -> AsyncGenerator[CodingEvent, None]:
     """The events of `request` run as a session of its own: opened, run, closed (what
     `execute()` and `stream_execute()` do). `request` is checked (`AgentConfig.check_request`);
     its budget bounds the start of the backend too. SESSION_END is last and carries the result;
-    a BUDGET_EXCEEDED result raises there when the agent was built to raise."""
+    a BUDGET_EXCEEDED result raises there when the agent was built to raise. `continuation`: the
+    request is a paused run's, continued (`approve_paused`)."""
     session = AgentSession(config, request, resumed_from=resumed_from, log_dir=config.log_dir)
     session._single = True
+    session._continuation = continuation
     finished: list[CodingResult] = []
     async with session:
         async with contextlib.aclosing(session._serve(request, finished)) as events:
@@ -446,6 +454,47 @@ async def one_request(config: AgentConfig, request: CodingRequest, *,
                     break
     if finished:
         config.raise_if_budget_exceeded(finished[0], request.budget or config.budget)
+
+
+async def approve_paused(config: AgentConfig, handle: str, decisions: Any) -> AsyncGenerator[CodingEvent, None]:
+    """A paused run continued with a person's answers (AutonomousCodingAgent.approve): the
+    record found in the agent's store and checked (the handle, the backend, the answers), then
+    claimed (a handle is used once), then run as a request of its own whose first turn continues
+    the paused one. Every check fails before the first event, leaving the run paused; a run that
+    could not begin its turn gives the record back (it stays paused)."""
+    from agenter.session.pause import answers_for, request_of
+    from agenter.store import StoreError, claim_pause, load_pause
+    from agenter.store._pauses import already_used, release_pause, unreachable
+
+    store = config.backend_class.pause_store(config.settings, config.log_dir)
+    try:
+        held = await asyncio.to_thread(load_pause, store, handle)
+    except StoreError as exc:
+        raise unreachable(store, exc) from None
+    if held.used:
+        raise already_used(held)
+    record = held.record
+    if record.get("backend") != config.backend_name:
+        raise ConfigurationError(f"resume handle {handle!r} is a paused {record.get('backend')} run: approve it with "
+                                 f"an agent of that backend, not {config.backend_name}", parameter="handle")
+    answers = answers_for(record, decisions)
+    request, origin = config.check_request(request_of(record), {})
+    try:
+        record = await asyncio.to_thread(claim_pause, store, held)
+    except StoreError as exc:
+        raise unreachable(store, exc) from None
+    continuation = Continuation(handle=handle, record=record, answers=answers)
+    began = False
+    try:
+        async with contextlib.aclosing(one_request(config, request, resumed_from={**(origin or {}), "pause": handle},
+                                                   continuation=continuation)) as events:
+            async for event in events:
+                began = began or event.type is CodingEventType.ITERATION_START
+                yield event
+    finally:
+        if not began:  # the continued turn never began (the folder busy, the backend not starting)
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(release_pause, store, handle, record)
 
 
 def _usage_of(result: CodingResult) -> Usage:

@@ -11,6 +11,7 @@ docs/permissions.md.
 from __future__ import annotations
 
 from agenter.permissions._gate import (
+    DEFER,
     PermissionAnswer,
     PermissionDecision,
     PermissionGate,
@@ -31,6 +32,7 @@ from agenter.permissions._safety import ShellAnalysis, analyze_shell
 from agenter.permissions._shell import ShellScript, SimpleCommand, Word, parse_shell
 
 __all__ = [
+    "DEFER",
     "MODES",
     "PROTECTED_PATHS",
     "TOOL_KINDS",

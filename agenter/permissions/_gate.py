@@ -8,6 +8,15 @@ allow rules decide the rest. A call that needs a decision goes to `on_permission
 code acting for one) with a deadline; without a callback, or without an answer in time, it is
 denied. Every decision is recorded and reported to `on_decision`, and a denial's reason is
 written for the model to read.
+
+Approvals that can wait: with `on_ask="pause"` (on a runtime that can pause, `can_pause`), an
+unanswered question (no callback, or none in time) is deferred instead of denied, and so is a
+call `on_permission` answers with "defer": the decision's behavior is "defer", and the caller
+(agenter's own agent) stops before the call and keeps the run for a later answer. That answer
+comes back as `decide(call, answer=...)`: a "no" denies; a "yes" allows unless a deny rule or a
+check that denies (validation, plan mode, capability) says otherwise, as it would have anyway.
+`approve_always(call)` allows the same tool on the same target without asking for the rest of
+the run (`approvals` lists them, so a run continued in another process keeps them).
 """
 
 from __future__ import annotations
@@ -21,14 +30,19 @@ from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agenter._errors import ConfigurationError
 from agenter.permissions._paths import Finding, ResolvedPath, Workspace
 from agenter.permissions._rules import PermissionPolicy, PermissionRule, ToolCall, ToolKind
 from agenter.permissions._safety import ShellAnalysis, analyze_shell, path_findings
 from agenter.sandbox.paths import relative_to
 
-__all__ = ["PermissionAnswer", "PermissionDecision", "PermissionGate", "PermissionRequest", "PermissionVerdict"]
+__all__ = ["DEFER", "PermissionAnswer", "PermissionDecision", "PermissionGate", "PermissionRequest",
+           "PermissionVerdict"]
 
 log = logging.getLogger(__name__)
+
+#: What `on_permission` returns to leave a call for later (the run pauses; see the module docstring).
+DEFER = "defer"
 
 Stage = Literal["deny_rule", "ask_rule", "validation", "safety", "mode", "allow_rule", "capability", "error"]
 
@@ -73,11 +87,15 @@ class PermissionDecision:
 
     rule: what decided it: a rule ('deny shell:git push*'), 'safety:<checks>', 'mode:<mode>',
         'validation', 'capability:<kind>', or for asked calls what made the question necessary.
+    behavior: "allow", "deny", or "defer": nobody could answer now and the run pauses before the
+        call (on_ask="pause", or on_permission returned "defer").
     asked: whether on_permission was consulted (or would have been: `answered_by` says which).
-    answered_by: for asked calls: 'callback', 'timeout', 'headless' (no callback), 'error'.
+    answered_by: for asked calls: 'callback', 'timeout', 'headless' (no callback), 'error',
+        'approval' (the answer given when a paused run was continued), 'always' (an earlier
+        "always" answer for the same tool and target).
     """
 
-    behavior: Literal["allow", "deny"]
+    behavior: Literal["allow", "deny", "defer"]
     reason: str
     rule: str
     stage: Stage
@@ -93,6 +111,11 @@ class PermissionDecision:
     @property
     def allowed(self) -> bool:
         return self.behavior == "allow"
+
+    @property
+    def deferred(self) -> bool:
+        """The call waits for a later answer (the run pauses before it)."""
+        return self.behavior == "defer"
 
     def event_data(self) -> dict[str, Any]:
         """The decision as event data: tool, input summary, rule, decision, and why."""
@@ -127,6 +150,9 @@ class PermissionGate:
     on_decision: called with every PermissionDecision (events); may be async.
     extra_roots / read_roots: added to the policy's.
     capabilities: the tool kinds this runtime can run (None = all).
+    on_ask: "deny" (the default): a question nobody answers is a denial; "pause": it is deferred.
+    can_pause: whether the runtime can pause before a deferred call (default: on_ask == "pause");
+        where it cannot, on_permission's "defer" is a denial that says so.
     """
 
     def __init__(self, policy: Any = None, cwd: str | os.PathLike[str] = ".", *,
@@ -134,7 +160,10 @@ class PermissionGate:
                  ask_timeout: float | None = 60.0, on_decision: DecisionHook | None = None,
                  extra_roots: Iterable[str | os.PathLike[str]] = (),
                  read_roots: Iterable[str | os.PathLike[str]] = (),
-                 capabilities: Collection[str] | None = None):
+                 capabilities: Collection[str] | None = None, on_ask: Literal["deny", "pause"] = "deny",
+                 can_pause: bool | None = None):
+        if on_ask not in ("deny", "pause"):
+            raise ConfigurationError(f"on_ask must be 'deny' or 'pause', got {on_ask!r}", parameter="on_ask")
         self.policy = PermissionPolicy.coerce(policy)
         self.workspace = Workspace(cwd, home=home, extra_roots=[*self.policy.extra_roots, *extra_roots],
                                    read_roots=[*self.policy.read_roots, *read_roots],
@@ -144,8 +173,12 @@ class PermissionGate:
         self.on_decision = on_decision
         self.capabilities = frozenset(capabilities) if capabilities is not None else None
         self.decisions: list[PermissionDecision] = []
+        self.on_ask = on_ask
+        self.can_pause = on_ask == "pause" if can_pause is None else bool(can_pause)
         self._ask_lock: asyncio.Lock | None = None
         self._specs: dict[PermissionRule, tuple[Any, bool]] = {}
+        #: What "always" answers allowed for the rest of the run: (kind, tool, target) keys.
+        self._always: dict[tuple[str, str, str], dict[str, str]] = {}
 
     @property
     def mode(self) -> str:
@@ -153,7 +186,7 @@ class PermissionGate:
 
     @property
     def denials(self) -> list[PermissionDecision]:
-        return [d for d in self.decisions if not d.allowed]
+        return [d for d in self.decisions if d.behavior == "deny"]
 
     def add_read_root(self, path: str | os.PathLike[str]) -> None:
         """Let calls read under `path` (e.g. the folder that holds saved tool results)."""
@@ -165,12 +198,22 @@ class PermissionGate:
 
     # ------------------------------------------------------------------ the decision
 
-    async def decide(self, call: ToolCall) -> PermissionDecision:
-        """Decide `call`, asking on_permission when the policy says ask. Never raises (except
-        cancellation)."""
+    async def decide(self, call: ToolCall, *, answer: PermissionAnswer | None = None,
+                     defer: bool = True) -> PermissionDecision:
+        """Decide `call`, asking on_permission when the policy says ask. `answer` is a person's
+        answer given beforehand (a paused run continued): used instead of asking; a "no" also
+        denies what the policy would allow, a "yes" never overrides a denial. `defer=False`: the
+        caller cannot stop before this call (a server started while connecting), so it is
+        never deferred. Never raises (except cancellation)."""
         verdict = self.evaluate(call)
-        if verdict.behavior == "ask":
-            decision = await self._ask(call, verdict)
+        if answer is not None and verdict.behavior != "deny":
+            decision = self._approved(call, verdict, answer)
+        elif verdict.behavior == "ask":
+            if _key(call) in self._always:
+                decision = self._decision(call, verdict, "allow", asked=True, answered_by="always",
+                                          reason="approved earlier for the rest of the run (\"always\")")
+            else:
+                decision = await self._ask(call, verdict, defer=defer)
         else:
             decision = self._decision(call, verdict, verdict.behavior)
         self.decisions.append(decision)
@@ -401,13 +444,54 @@ class PermissionGate:
 
     # ------------------------------------------------------------------ asking
 
-    async def _ask(self, call: ToolCall, verdict: PermissionVerdict) -> PermissionDecision:
+    # ------------------------------------------------------------------ answers given later
+
+    def approve_always(self, call: ToolCall) -> None:
+        """Allow calls of the same tool on the same target (its paths, its command, its URL or
+        server) without asking, for the rest of the run. A deny rule still denies them."""
+        self._always[_key(call)] = {"kind": call.kind, "tool": call.name, "target": _key(call)[2]}
+
+    @property
+    def approvals(self) -> list[dict[str, str]]:
+        """The "always" answers so far ({kind, tool, target}), to carry into a continued run."""
+        return [dict(item) for item in self._always.values()]
+
+    def restore_approvals(self, approvals: Iterable[dict[str, str]]) -> None:
+        """Take back what `approvals` listed (a run continued in another process)."""
+        for item in approvals:
+            kind, tool, target = str(item.get("kind", "")), str(item.get("tool", "")), str(item.get("target", ""))
+            self._always[(kind, tool, target)] = {"kind": kind, "tool": tool, "target": target}
+
+    def _approved(self, call: ToolCall, verdict: PermissionVerdict, answer: PermissionAnswer) -> PermissionDecision:
+        """The decision a person's earlier answer makes (see `decide`)."""
+        note = f": {answer.message}" if answer.message else ""
+        if answer.allow:
+            return self._decision(call, verdict, "allow", asked=True, answered_by="approval",
+                                  reason=f"approved when the paused run was continued{note}")
+        why = f" (approval was needed because {verdict.reason}.)" if verdict.behavior == "ask" else "."
+        return self._decision(call, verdict, "deny", asked=True, answered_by="approval",
+                              reason=f"Permission denied by a person when the paused run was continued{note}"
+                                     f"{why} Do not retry the same call; find another way, or say in your "
+                                     "answer why it is needed.")
+
+    def _deferred(self, call: ToolCall, verdict: PermissionVerdict, answered_by: str) -> PermissionDecision:
+        return self._decision(call, verdict, "defer", asked=True, answered_by=answered_by,
+                              reason=f"Paused: {_what(call)} needs approval because {verdict.reason}; the run "
+                                     "waits for a person's answer.")
+
+    # ------------------------------------------------------------------ asking
+
+    async def _ask(self, call: ToolCall, verdict: PermissionVerdict, *, defer: bool = True) -> PermissionDecision:
+        can_pause = self.can_pause and defer
+        pause = self.on_ask == "pause" and can_pause
         headless_tail = {"safety": "Do not try to work around it; if it is really needed, say so in your answer.",
                          "ask_rule": "There is no one to approve it in this session; do something else or say "
                                      "in your answer why it is needed."}.get(
             verdict.stage, "There is no one to approve it in this session; do something else or say in your "
                            "answer why it is needed.")
         if self.on_permission is None:
+            if pause:
+                return self._deferred(call, verdict, "headless")
             return self._decision(call, verdict, "deny", asked=True, answered_by="headless",
                                   reason=f"Permission denied: {_what(call)} needs approval because "
                                          f"{verdict.reason}. {headless_tail}")
@@ -419,6 +503,8 @@ class PermissionGate:
             try:
                 answer = await asyncio.wait_for(self._call_back(request), timeout=self.ask_timeout)
             except TimeoutError:
+                if pause:
+                    return self._deferred(call, verdict, "timeout")
                 return self._decision(call, verdict, "deny", asked=True, answered_by="timeout",
                                       reason=f"Permission denied: no answer to the permission request within "
                                              f"{self.ask_timeout or 0:g} s (it was needed because {verdict.reason}).")
@@ -427,6 +513,15 @@ class PermissionGate:
                 return self._decision(call, verdict, "deny", asked=True, answered_by="error",
                                       reason=f"Permission denied: the permission request failed "
                                              f"({type(exc).__name__}).")
+        if isinstance(answer, str) and answer.strip().lower() == DEFER:
+            if can_pause:
+                return self._deferred(call, verdict, "callback")
+            return self._decision(call, verdict, "deny", asked=True, answered_by="callback",
+                                  reason=f"Permission denied: on_permission answered 'defer' for {_what(call)}, "
+                                         "but the run cannot pause here (" + (
+                                             "its backend has no pause capability" if not self.can_pause else
+                                             "not before this call") + "), and approval was needed because "
+                                         f"{verdict.reason}.")
         if isinstance(answer, PermissionAnswer):
             allow, message = answer.allow, answer.message
         else:
@@ -453,7 +548,7 @@ class PermissionGate:
 
     # ------------------------------------------------------------------ records
 
-    def _decision(self, call: ToolCall, verdict: PermissionVerdict, behavior: Literal["allow", "deny"], *,
+    def _decision(self, call: ToolCall, verdict: PermissionVerdict, behavior: Literal["allow", "deny", "defer"], *,
                   asked: bool = False, answered_by: str | None = None, reason: str | None = None) -> PermissionDecision:
         return PermissionDecision(behavior=behavior, reason=reason or verdict.reason, rule=verdict.rule,
                                   stage=verdict.stage, tool=call.name, kind=call.kind, summary=call.summary(),
@@ -486,6 +581,18 @@ def _what(call: ToolCall) -> str:
     if call.kind == "network":
         return f"{call.name} of {summary}"
     return f"{call.name} `{summary}`"
+
+
+def _key(call: ToolCall) -> tuple[str, str, str]:
+    """What an "always" answer covers: the tool, and its target as the gate sees it (paths,
+    the command with its spacing folded, the URL or MCP tool)."""
+    if call.kind == "shell":
+        target = " ".join((call.command or "").split())
+    elif call.paths:
+        target = "\n".join(call.paths)
+    else:
+        target = _target(call) or call.summary(300)
+    return call.kind, call.name, target
 
 
 def _join(findings: Iterable[Finding]) -> str:

@@ -67,18 +67,21 @@ class Limits:
     """
 
     def __init__(self, budget: Budget, *, base: Usage | None = None, session: BudgetTracker | None = None,
-                 session_base: Usage | None = None, session_iterations: int | None = None):
+                 session_base: Usage | None = None, session_iterations: int | None = None,
+                 carried: Usage | None = None, carried_seconds: float = 0.0):
         """`session_iterations`: iterations the session's earlier requests ran, or None when the
-        session's budget does not count iterations."""
-        self.request = BudgetTracker(budget)
+        session's budget does not count iterations. `carried` and `carried_seconds`: what the
+        request spent before it paused (a paused run continued counts on from there)."""
+        self.request = BudgetTracker(budget, started=time.monotonic() - max(carried_seconds, 0.0))
         self.base = base or Usage()
+        self.carried = carried or Usage()
         self.session = session
         self.session_base = session_base or Usage()
         self.session_iterations = session_iterations
 
     def usage(self, total: Usage) -> Usage:
-        """The request's own usage."""
-        return total.minus(self.base)
+        """The request's own usage (with what it spent before a pause)."""
+        return total.minus(self.base) + self.carried
 
     def elapsed(self) -> float:
         return self.request.elapsed()

@@ -40,6 +40,7 @@ from agenter.host.redact import Redactor, strip_ansi
 from agenter.sandbox.paths import read_text_capped
 from agenter.session.budget import ITERATIONS, TIME, BudgetTracker, Limits
 from agenter.session.modes import PatchMode, output_type_for
+from agenter.session.pause import Continuation, pause_record
 from agenter.session.telemetry import RunTrace
 from agenter.session.transcript import TranscriptWriter, resolve_resume
 from agenter.validators import ValidationResult, ValidatorChain
@@ -238,6 +239,9 @@ class _RunState:
         self.tool_calls = 0
         self.tool_error = ""
         self.last_reply = ""
+        #: PAUSED: the calls that wait for a person, and the handle that continues the run.
+        self.pending: list[Any] = []
+        self.handle: str | None = None
 
 
 class CodingRun:
@@ -249,6 +253,12 @@ class CodingRun:
     backend is connected after SESSION_START, within the run's time and span (a backend that
     cannot start ends the run with ERROR, or BUDGET_EXCEEDED, and its events), and disconnected
     before the result is read, so nothing it started outlives SESSION_END.
+
+    A turn that ends at calls waiting for a person (TurnReport.pending) pauses the run: the
+    backend keeps it (`hold`, session/pause.py) and the result is PAUSED with the calls and the
+    handle. `continuation` is such a run continued: the first turn is the backend's
+    `continue_paused`, and the counts, files and refusals go on from the recorded ones. `agent`
+    describes the agent for the record (what `agenter approve` builds the agent from).
     """
 
     def __init__(self, backend: CodingBackend, request: CodingRequest, *, budget: Budget,
@@ -259,7 +269,8 @@ class CodingRun:
                  redactor: Redactor | None = None, write_policy: Any = None,
                  on_permission: Any = None, permission_timeout: float | None = 60.0,
                  connect: Callable[[], Awaitable[None]] | None = None,
-                 disconnect: Callable[[], Awaitable[None]] | None = None):
+                 disconnect: Callable[[], Awaitable[None]] | None = None,
+                 continuation: Continuation | None = None, agent: dict[str, Any] | None = None):
         self.backend = backend
         self.request = request
         self.budget = budget
@@ -293,6 +304,8 @@ class CodingRun:
         self._write_policy = write_policy
         self._on_permission = on_permission
         self._permission_timeout = permission_timeout
+        self._continuation = continuation
+        self._agent = agent or {}
 
     # ------------------------------------------------------------------ control
     def stop(self, reason: str = "cancelled by the caller") -> None:
@@ -339,9 +352,20 @@ class CodingRun:
             self._trace.on_event(event)
 
     async def _run(self) -> AsyncGenerator[CodingEvent, None]:
+        continuation = self._continuation
         if self._given_limits is None:
-            self._limits = Limits(self.budget, base=self.backend.usage())
+            self._limits = Limits(self.budget, base=self.backend.usage(),
+                                  carried=continuation.usage if continuation else None,
+                                  carried_seconds=continuation.elapsed if continuation else 0.0)
         state = _RunState(self.request.prompt)
+        if continuation is not None:
+            # The iteration that paused goes on as the same one; what it and the ones before it
+            # changed and refused is the run's, once.
+            state.iteration = continuation.iterations - 1
+            state.summary = continuation.summary
+            state.prompt = continuation.prompt or state.prompt
+            self._changed = continuation.files
+            self._denials = continuation.denials
         if self.mode == "patch":
             # Proposals are confined to the workspace whatever the sandbox setting: their paths
             # are the repository's.
@@ -408,11 +432,15 @@ class CodingRun:
         """One turn, its changes, its validation; raises _Outcome when the run is decided."""
         state.iteration += 1
         iteration = state.iteration
-        yield self._event(CodingEventType.ITERATION_START, iteration=iteration)
+        continuation, self._continuation = self._continuation, None
+        if continuation is not None:
+            yield self._event(CodingEventType.ITERATION_START, iteration=iteration, continues=continuation.handle)
+        else:
+            yield self._event(CodingEventType.ITERATION_START, iteration=iteration)
         turn = _TurnOutcome()
         state.started_turn = True
         # aclosing: if our consumer stops, the turn's task is cancelled right away.
-        async with contextlib.aclosing(self._run_turn(state.prompt, turn, iteration)) as turn_events:
+        async with contextlib.aclosing(self._run_turn(state.prompt, turn, iteration, continuation)) as turn_events:
             async for event in turn_events:
                 yield event
         if turn.last_text:
@@ -426,6 +454,8 @@ class CodingRun:
         self._collect_denials()
         ending = self._turn_ending(turn, changes, state)
         if ending is not None:
+            if ending.status is CodingStatus.PAUSED:
+                ending = await self._hold(state)
             yield self._iteration_end(iteration, False, changes)
             raise ending
         if self._patch is not None:
@@ -563,7 +593,26 @@ class CodingRun:
             return _Outcome(CodingStatus.BUDGET_EXCEEDED,
                             self._limits.describe(turn.exceeded, self.backend.usage(), session=turn.by_session)
                             + self._unfinished_note(), turn.exceeded)
+        if self._report.pending:
+            return _Outcome(CodingStatus.PAUSED)
         return None
+
+    async def _hold(self, state: _RunState) -> _Outcome:
+        """Have the backend keep the paused run (session/pause.py): PAUSED with the handle, or
+        ERROR naming why it could not be kept (the calls did not run either way)."""
+        pending = list(self._report.pending)
+        record = pause_record(
+            backend=self.backend_name, model=self.model, mode=self.mode, agent=self._agent, request=self.request,
+            budget=self.budget, iterations=state.iteration, elapsed=self._limits.elapsed(), usage=self._usage(),
+            files=self._changed, denials=self._denials, summary=state.summary, prompt=state.prompt, pending=pending)
+        try:
+            state.handle = await self.backend.hold(record)
+        except Exception as exc:  # noqa: BLE001 - a store that fails ends the run truthfully
+            return _Outcome(CodingStatus.ERROR, f"the run paused at {len(pending)} call(s) waiting for approval, "
+                            f"but it could not be kept to continue later: {self._describe_error(exc)}",
+                            kind=_error_kind(exc))
+        state.pending = pending
+        return _Outcome(CodingStatus.PAUSED)
 
     async def _validate(self, iteration: int, results: list[ValidationResult]) -> AsyncGenerator[CodingEvent, None]:
         """Validators on every file changed so far that still exists, within the time budget."""
@@ -654,13 +703,17 @@ class CodingRun:
                 f"{', '.join(unfinished)}")
 
     # ------------------------------------------------------------------ turn
-    async def _run_turn(self, prompt: str, outcome: _TurnOutcome, iteration: int) -> AsyncGenerator[CodingEvent, None]:
-        """Stream one backend turn as events; token and cost budgets are checked per message."""
+    async def _run_turn(self, prompt: str, outcome: _TurnOutcome, iteration: int,
+                        continuation: Continuation | None = None) -> AsyncGenerator[CodingEvent, None]:
+        """Stream one backend turn as events (a paused turn continued, with `continuation`); token
+        and cost budgets are checked per message."""
         context = self._trace.turn_context() if self._trace is not None else None
         checked: tuple[int, float] | None = None
+        turn = (self.backend.execute(prompt) if continuation is None
+                else self.backend.continue_paused(continuation.record, continuation.answers))
         try:
             async with contextlib.aclosing(
-                    _within_time(self.backend.execute(prompt), self._limits, f"turn-{iteration}",
+                    _within_time(turn, self._limits, f"turn-{iteration}",
                                  stops=self._stops, context=context)) as items:
                 async for item in items:
                     if isinstance(item, _Failure):
@@ -869,7 +922,9 @@ class CodingRun:
                         for r in state.validation],
             permission_denials=[d.as_dict() for d in self._denials],
             attempts=self._attempts(),
-            diff=diff, backend=self.backend_name, model=self.model, session_id=session_id)
+            diff=diff, backend=self.backend_name, model=self.model, session_id=session_id,
+            pending=state.pending if outcome.status is CodingStatus.PAUSED else [],
+            resume_handle=state.handle if outcome.status is CodingStatus.PAUSED else None)
 
     def _attempts(self) -> list[dict[str, Any]]:
         """Every backend a fallback chain tried (empty for a single backend)."""
@@ -879,6 +934,8 @@ class CodingRun:
             return []
 
     def _default_summary(self, status: CodingStatus, state: _RunState) -> str:
+        if status is CodingStatus.PAUSED:
+            return f"paused: {len(state.pending)} call(s) wait for a person's approval"
         if not state.started_turn:
             return f"{status.value}: the agent did not run"
         if not self._changed:
@@ -898,6 +955,10 @@ class CodingRun:
         if result.status in (CodingStatus.COMPLETED, CodingStatus.COMPLETED_WITH_LIMIT_EXCEEDED):
             return self._event(CodingEventType.COMPLETED, status=result.status.value,
                                exceeded_limit=result.exceeded_limit, **common)
+        if result.status is CodingStatus.PAUSED:
+            return self._event(CodingEventType.PAUSED, status=result.status.value,
+                               pending=[call.model_dump(mode="json") for call in result.pending],
+                               resume_handle=result.resume_handle, **common)
         if result.status is CodingStatus.REFUSED:
             refusal = self._report.refusal
             return self._event(CodingEventType.REFUSED, reason=result.refusal_reason,

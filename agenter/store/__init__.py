@@ -10,6 +10,8 @@ conversation beside the run's transcripts or in the user's cache directory;
 `redis` extra). `open_store` makes one from a path or a `sqlite://` / `redis://` URL. Every store
 scrubs secrets from what it writes and refuses session ids that could name another place;
 `agenter.testing.store_conformance` is the suite a store must pass. See docs/sessions.md.
+A paused run's record is kept in the same store, under its handle (`_pauses.py`,
+docs/approvals.md).
 
 Imports only the standard library and agenter's host layer; the SQLite and Redis stores' modules
 (sqlite3, redis) load when first named.
@@ -30,15 +32,17 @@ from agenter.store._base import (
 )
 from agenter.store._file import FileConversationStore, default_root
 from agenter.store._open import open_store
+from agenter.store._pauses import HeldPause, claim_pause, is_pause_record, load_pause, save_pause
 
 if TYPE_CHECKING:
     from agenter.store._redis import RedisConversationStore
     from agenter.store._sqlite import SQLiteConversationStore
 
 __all__ = [
-    "Conversation", "ConversationConflictError", "ConversationStore", "FileConversationStore", "Message",
-    "RedisConversationStore", "SQLiteConversationStore", "StoreError", "check_session_id", "default_root", "dumps", "encode_messages",
-    "encode_metadata", "open_store",
+    "Conversation", "ConversationConflictError", "ConversationStore", "FileConversationStore", "HeldPause", "Message",
+    "RedisConversationStore", "SQLiteConversationStore", "StoreError", "check_session_id", "claim_pause",
+    "default_root", "dumps", "encode_messages", "encode_metadata", "is_pause_record", "load_pause", "open_store",
+    "save_pause",
 ]
 
 #: Stores whose module imports what `import agenter.store` should not pay for (sqlite3, redis):

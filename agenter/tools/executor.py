@@ -7,6 +7,11 @@ folder and the model gets a preview and the path; an empty result becomes a shor
 exception becomes an error result. When the batch is aborted (the `abort` event, or the task
 running it is cancelled), every call without a result gets a "cancelled" one, so each tool_use
 still has its tool_result.
+
+A call the gate defers (its decision's behavior is "defer": nobody can answer its question now
+and the run is to pause) stops the batch there: the calls before it ran (or were denied) as
+usual; it and every call after it get a "deferred" result, which is not an answer for the model
+but the caller's cue to pause before them. Deferred results are not passed to `on_result`.
 """
 
 from __future__ import annotations
@@ -33,7 +38,11 @@ __all__ = ["ToolExecutor", "ToolResult", "ToolUse"]
 
 log = logging.getLogger(__name__)
 
-ToolStatus = Literal["ok", "error", "denied", "cancelled"]
+ToolStatus = Literal["ok", "error", "denied", "cancelled", "deferred"]
+
+#: The content of a deferred call's result, and of the calls after it (not run).
+DEFERRED_TEXT = "Not run: the call waits for a person's approval (the run pauses before it)."
+AFTER_DEFERRED_TEXT = "Not run: an earlier call of the same response waits for a person's approval."
 ToolRunner = Callable[[dict[str, Any]], Any]
 
 DEFAULT_PREVIEW_CHARS = 2_000
@@ -146,6 +155,10 @@ class ToolExecutor:
                     await self._run_serial(uses, group[0], results, abort)
         except _Aborted:
             pass
+        except _Deferred:
+            results[:] = [result if result is not None else ToolResult(use.id, use.name, AFTER_DEFERRED_TEXT,
+                                                                    status="deferred")
+                          for use, result in zip(uses, results, strict=True)]
         except asyncio.CancelledError:
             self.last_results = await self._finish(uses, results)
             raise
@@ -173,6 +186,9 @@ class ToolExecutor:
         use = uses[index]
         started = time.monotonic()
         denied, decision = await _guarded(self._decide(use), abort)
+        if denied is not None and denied.status == "deferred":
+            results[index] = denied
+            raise _Deferred
         if denied is not None:
             results[index] = await self._emit(denied)
             return
@@ -183,9 +199,13 @@ class ToolExecutor:
                               abort: asyncio.Event | None) -> None:
         # Decisions first, in order (questions to a person come one at a time, in the model's order).
         allowed: list[tuple[int, PermissionDecision | None, float]] = []
+        deferred = False
         for index in group:
             started = time.monotonic()
             denied, decision = await _guarded(self._decide(uses[index]), abort)
+            if denied is not None and denied.status == "deferred":
+                results[index], deferred = denied, True
+                break  # the calls after it wait with it; those before it run
             if denied is not None:
                 results[index] = await self._emit(denied)
             else:
@@ -199,6 +219,8 @@ class ToolExecutor:
 
         if allowed:
             await _guarded(asyncio.gather(*(one(i, d, s) for i, d, s in allowed)), abort)
+        if deferred:
+            raise _Deferred
 
     async def _finish(self, uses: list[ToolUse], results: list[ToolResult | None]) -> list[ToolResult]:
         final: list[ToolResult] = []
@@ -232,6 +254,8 @@ class ToolExecutor:
             log.warning("permission check for %s failed: %s", use.name, exc)
             return ToolResult(use.id, use.name, f"Permission denied: the permission check failed "
                                                 f"({type(exc).__name__}).", status="denied"), None
+        if decision.behavior == "defer":
+            return ToolResult(use.id, use.name, DEFERRED_TEXT, status="deferred", decision=decision), decision
         if not decision.allowed:
             return ToolResult(use.id, use.name, decision.reason, status="denied", decision=decision), decision
         return None, decision
@@ -324,6 +348,10 @@ async def _guarded(awaitable: Awaitable[Any], abort: asyncio.Event | None) -> An
 
 class _Aborted(Exception):
     """The abort event was set: the batch stops, run_batch returns normally."""
+
+
+class _Deferred(Exception):
+    """A call was deferred: the batch stops there, run_batch returns normally."""
 
 
 def _write(path: Path, text: str) -> None:

@@ -546,3 +546,82 @@ def test_path_components_split_like_pureposixpath() -> None:
         if path and rng.random() < 0.3:
             path = os.path.normpath(path)
         assert _split(path) == PurePosixPath(path).parts, path
+
+
+# ---------------------------------------------------------------------------------------------
+# Approvals that can wait (on_ask="pause", "defer", answers given later, "always")
+
+
+async def test_headless_with_on_ask_pause_defers_instead_of_denying(ws) -> None:
+    g = gate(ws, "ask edit:secret.txt", mode="bypass", on_ask="pause")
+    decision = await g.decide(ToolCall.edit("secret.txt"))
+    assert (decision.behavior, decision.deferred, decision.allowed) == ("defer", True, False)
+    assert (decision.rule, decision.stage, decision.answered_by) == ("ask edit:secret.txt", "ask_rule", "headless")
+    assert "waits for a person's answer" in decision.reason and g.denials == []
+    assert decision.event_data()["decision"] == "defer"
+    # What needs no question is decided as ever; a deny rule is not deferred.
+    assert (await g.decide(ToolCall.edit("other.txt"))).allowed
+    assert (await gate(ws, "deny edit:x", mode="bypass", on_ask="pause").decide(ToolCall.edit("x"))).behavior == "deny"
+
+
+async def test_a_callback_that_answers_is_used_and_defer_pauses(ws) -> None:
+    answers = iter([True, "defer", "DEFER"])
+    g = gate(ws, on_ask="pause", on_permission=lambda request: next(answers))
+    assert (await g.decide(ToolCall.shell("npm install"))).allowed
+    assert (await g.decide(ToolCall.shell("npm install"))).answered_by == "callback"
+    deferred = await g.decide(ToolCall.shell("npm publish"))
+    assert (deferred.behavior, deferred.answered_by) == ("defer", "callback")
+    # "defer" also pauses when on_ask is "deny", on a runtime that can pause.
+    g = gate(ws, can_pause=True, on_permission=lambda request: "defer")
+    assert (await g.decide(ToolCall.shell("npm publish"))).deferred
+
+
+async def test_defer_where_the_run_cannot_pause_is_a_denial_that_says_so(ws) -> None:
+    decision = await gate(ws, on_permission=lambda request: "defer").decide(ToolCall.shell("npm publish"))
+    assert decision.behavior == "deny" and "cannot pause" in decision.reason and "no pause capability" in decision.reason
+    g = gate(ws, on_ask="pause", on_permission=lambda request: "defer")
+    not_here = await g.decide(ToolCall.shell("npm publish"), defer=False)  # e.g. a server started at connect
+    assert not_here.behavior == "deny" and "not before this call" in not_here.reason
+    headless = await gate(ws, on_ask="pause").decide(ToolCall.shell("npm publish"), defer=False)
+    assert (headless.behavior, headless.answered_by) == ("deny", "headless")
+
+
+async def test_no_answer_in_time_defers_with_on_ask_pause(ws) -> None:
+    async def slow(request: PermissionRequest) -> bool:
+        await asyncio.sleep(5)
+        return True
+
+    decision = await gate(ws, on_ask="pause", on_permission=slow, ask_timeout=0.1).decide(ToolCall.shell("npm i"))
+    assert (decision.behavior, decision.answered_by) == ("defer", "timeout")
+
+
+async def test_an_answer_given_later_is_taken_instead_of_asking_and_never_beats_a_denial(ws) -> None:
+    asked: list[PermissionRequest] = []
+    g = gate(ws, "ask edit:secret.txt", "deny edit:locked.txt", mode="bypass", on_ask="pause",
+             on_permission=lambda request: asked.append(request) or True)
+    yes = await g.decide(ToolCall.edit("secret.txt"), answer=PermissionAnswer(True))
+    assert (yes.allowed, yes.answered_by, yes.rule) == (True, "approval", "ask edit:secret.txt") and asked == []
+    no = await g.decide(ToolCall.edit("secret.txt"), answer=PermissionAnswer(False, "not today"))
+    assert no.behavior == "deny" and "denied by a person" in no.reason and "not today" in no.reason
+    # A "no" refuses what the policy would allow; a "yes" does not override a deny rule.
+    assert (await g.decide(ToolCall.edit("free.txt"), answer=PermissionAnswer(False))).behavior == "deny"
+    locked = await g.decide(ToolCall.edit("locked.txt"), answer=PermissionAnswer(True))
+    assert (locked.behavior, locked.rule) == ("deny", "deny edit:locked.txt")
+    assert [d.tool for d in g.denials] == ["Edit", "Edit", "Edit"]
+
+
+async def test_always_allows_the_same_tool_on_the_same_target_and_is_carried(ws) -> None:
+    g = gate(ws, "ask shell:make deploy*", mode="bypass", on_ask="pause")
+    g.approve_always(ToolCall.shell("make   deploy"))
+    again = await g.decide(ToolCall.shell("make deploy"))
+    assert (again.allowed, again.answered_by) == (True, "always")
+    assert (await g.decide(ToolCall.shell("make deploy --prod"))).deferred  # another target still asks
+    carried = gate(ws, "ask shell:make deploy*", mode="bypass", on_ask="pause")
+    carried.restore_approvals(g.approvals)
+    assert g.approvals == [{"kind": "shell", "tool": "Bash", "target": "make deploy"}]
+    assert (await carried.decide(ToolCall.shell("make deploy"))).answered_by == "always"
+
+
+def test_on_ask_takes_deny_or_pause(ws) -> None:
+    with pytest.raises(ConfigurationError, match="on_ask must be 'deny' or 'pause'"):
+        gate(ws, on_ask="later")

@@ -305,3 +305,46 @@ async def test_abort_while_waiting_for_an_answer(tmp_path) -> None:
     asyncio.get_running_loop().call_later(0.1, abort.set)
     results = await executor.run_batch(uses("t", 2), abort=abort)
     assert [r.status for r in results] == ["cancelled", "cancelled"]
+
+
+# ---------------------------------------------------------------------------------------------
+# A deferred call (on_ask="pause"): the batch stops there
+
+
+async def test_a_deferred_call_stops_the_batch_there(tmp_path) -> None:
+    ran: list[str] = []
+    reported: list[str] = []
+
+    def write(arguments: dict) -> str:
+        ran.append(arguments["path"])
+        return "written"
+
+    gate = PermissionGate(PermissionPolicy(rules=["ask edit:secret.txt"], mode="bypass"), tmp_path, home="/h",
+                          on_ask="pause")
+    executor = ToolExecutor({"write": write}, specs={"write": ToolSpec(kind="edit", path_fields=("path",))},
+                            gate=gate, on_result=lambda result: reported.append(result.tool_use_id))
+    results = await executor.run_batch([ToolUse("1", "write", {"path": "a.txt"}),
+                                        ToolUse("2", "write", {"path": "secret.txt"}),
+                                        ToolUse("3", "write", {"path": "b.txt"})])
+    assert [r.status for r in results] == ["ok", "deferred", "deferred"]
+    assert ran == ["a.txt"] and reported == ["1"]  # deferred results are no answers for the model
+    assert results[1].decision is not None and results[1].decision.deferred
+    assert "waits for a person's approval" in results[1].content and "earlier call" in results[2].content
+    assert len(gate.decisions) == 2  # the call after the deferred one was not decided
+
+
+async def test_a_deferred_call_in_a_concurrent_group_lets_the_calls_before_it_run(tmp_path) -> None:
+    ran: list[str] = []
+
+    def look(arguments: dict) -> str:
+        ran.append(arguments["path"])
+        return "seen"
+
+    gate = PermissionGate(PermissionPolicy(rules=["ask read:private/**"], mode="bypass"), tmp_path, home="/h",
+                          on_ask="pause")
+    executor = ToolExecutor({"look": look}, specs={"look": ToolSpec(kind="read", read_only=True, concurrency_safe=True,
+                                                                    path_fields=("path",))}, gate=gate)
+    results = await executor.run_batch([ToolUse(str(i), "look", {"path": path})
+                                        for i, path in enumerate(["a", "b", "private/k", "c"])])
+    assert [r.status for r in results] == ["ok", "ok", "deferred", "deferred"]
+    assert sorted(ran) == ["a", "b"]

@@ -119,6 +119,10 @@ class TwoPathBackend(HarnessBackend[OptionsT], CompletionBackend[OptionsT]):
                 raise ConfigurationError(
                     f"{what} run in agenter's own agent, not on the context path of {mode} mode: "
                     f"pass {cls.context_option}='tools' to let the model call them", parameter=parameter)
+        if settings.on_ask == "pause":
+            raise ConfigurationError(
+                f"on_ask='pause' pauses agenter's own agent, not the context path of {mode} mode (the model "
+                f"calls no tool there): pass {cls.context_option}='tools' for the agent", parameter="on_ask")
 
     # ------------------------------------------------------------------ lifecycle
     async def _connect(self, spec: SessionSpec) -> None:

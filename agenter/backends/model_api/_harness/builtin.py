@@ -108,6 +108,8 @@ class _Running:
 
 
 _RUNNING: contextvars.ContextVar[_Running] = contextvars.ContextVar("agenter_harness_tool_call")
+#: The id of the tool call the gate is deciding (the key of a person's answer to a paused call).
+DECIDING: contextvars.ContextVar[str] = contextvars.ContextVar("agenter_harness_deciding")
 
 
 class ReplyTool:
@@ -133,6 +135,14 @@ class TurnExecutor(ToolExecutor):
                  **kwargs: Any):
         super().__init__(tools, **kwargs)
         self._on_start = on_start
+
+    @override
+    async def _decide(self, use: ToolUse) -> tuple[ToolResult | None, PermissionDecision | None]:
+        token = DECIDING.set(use.id)  # the gate's call knows which tool_use it is
+        try:
+            return await super()._decide(use)
+        finally:
+            DECIDING.reset(token)
 
     @override
     async def _invoke(self, use: ToolUse, decision: Any, started: float) -> ToolResult:

@@ -7,6 +7,13 @@ workspace, the bash tool in its sandbox, the user's custom tools, the tools of t
 the backend's `permit`, so denials are recorded and every decision is an event), reads run side by
 side, everything else alone, and oversize results go to the run's private folder. Every tool_use
 gets exactly one tool_result, also when the turn is cancelled mid-batch.
+
+A call the gate defers (on_ask="pause", or on_permission's "defer": nobody can answer its question
+now) stops the response's calls there: the calls before it ran, it and every call after it are
+`pending` (answered with a placeholder result, PAUSED_RESULT, so the conversation stays whole),
+and the loop pauses the run. When the run is continued, the pending calls come back through
+`run_tools` with the person's answers (call id → "allow", "deny" or "always"), which the gate
+takes instead of asking.
 """
 
 from __future__ import annotations
@@ -19,10 +26,12 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from agenter._types import PendingCall
 from agenter.backends._confinement import session_confinement
 from agenter.backends._prompts import REFUSAL_TOOL_NAME, STRUCTURED_OUTPUT_TOOL_NAME
 from agenter.backends.base import BackendMessage, MessageType, SessionSpec, ToolReply
 from agenter.backends.model_api._harness.builtin import (
+    DECIDING,
     READ_TOOLS,
     PermitGate,
     Relay,
@@ -49,6 +58,7 @@ from agenter.backends.model_api._harness.shell import (
     shell_env,
     timeout_of,
 )
+from agenter.permissions import PermissionAnswer, ToolCall
 from agenter.tools.executor import ToolResult, ToolUse
 
 if TYPE_CHECKING:
@@ -56,11 +66,14 @@ if TYPE_CHECKING:
 
     from agenter.backends.model_api._harness.loop import HarnessBackend
     from agenter.backends.model_api._harness.mcptools import MCPToolset
-    from agenter.permissions import PermissionGate
+    from agenter.permissions import PermissionDecision, PermissionGate
     from agenter.tools.spec import ToolSpec
 
 #: Characters of a tool's result an event carries (the model gets the whole result).
 EVENT_TEXT_LIMIT = 4000
+#: The result a pending call has in the conversation while the run is paused (replaced by the
+#: call's real result when the run is continued).
+PAUSED_RESULT = "Not run yet: this call waits for a person's approval (the run is paused)."
 
 
 def truncate(text: str, limit: int) -> str:
@@ -87,6 +100,12 @@ class ToolRunner:
         self._shell_env: dict[str, str] = {}
         self._custom_tools = {tool.name: tool for tool in backend.settings.tools}
         self.mcp: MCPToolset | None = None
+        #: The calls the latest response stopped before (see the module docstring), the input
+        #: errors among them, and the answers given for calls of a continued run (id → answer).
+        self.pending: list[PendingCall] = []
+        self.pending_errors: dict[str, str] = {}
+        self._answers: dict[str, str] = {}
+        self._deferred: list[ToolResult] = []
 
     # ------------------------------------------------------------------ lifecycle
     async def open(self, spec: SessionSpec) -> None:
@@ -173,7 +192,7 @@ class ToolRunner:
             tools[name], specs[name] = ReplyTool(self._run_custom_tool), custom_tool_spec(tool)
         for name, mcp_tool in (self.mcp.tools if self.mcp is not None else {}).items():
             tools[name], specs[name] = ReplyTool(self._run_mcp_tool), mcp_tool.spec(RESULT_CHARS)
-        gate = cast("PermissionGate", PermitGate(backend.permit, lambda: backend.gate))
+        gate = cast("PermissionGate", PermitGate(self._permit, lambda: backend.gate))
         return TurnExecutor(tools, specs=specs, gate=gate, results_dir=self.results_dir,
                             on_start=self._announce, on_result=self._report_result)
 
@@ -187,32 +206,90 @@ class ToolRunner:
             name == STRUCTURED_OUTPUT_TOOL_NAME and self.backend.spec.output_type is not None)
 
     async def run_tools(self, content: list[dict[str, Any]], input_errors: Mapping[str, str],
-                        results: list[dict[str, Any]]) -> AsyncIterator[BackendMessage]:
+                        results: list[dict[str, Any]],
+                        answers: Mapping[str, str] | None = None) -> AsyncIterator[BackendMessage]:
         """Answer every tool_use of one response, in order, into `results`.
 
         Consecutive calls of the session's tools go to the executor together (the gate first,
         read-only ones side by side); agenter's refusal and output tools, and calls whose input
         could not be read, are answered on their own. Once the turn has ended (refusal, accepted
-        output), the calls after it are answered without running.
+        output), the calls after it are answered without running. A deferred call and the calls
+        after it are `pending` (placeholder results). `answers`: a person's answers to calls of
+        a paused run (tool_use id → "allow", "deny" or "always").
         """
+        self.pending, self.pending_errors, self._deferred = [], {}, []
+        blocks = [block for block in content if block["type"] == "tool_use"]
+        self._take_answers(answers or {}, blocks)
         batch: list[dict[str, Any]] = []
-        for block in content:
-            if block["type"] != "tool_use":
-                continue
-            if self.turn_ended():
-                results.append(tool_result(block["id"], SKIPPED_RESULT, is_error=True))
-                continue
-            error = input_errors.get(block["id"])
-            if error is None and not self._is_agenter_tool(block["name"]):
-                batch.append(block)
-                continue
+        try:
+            for index, block in enumerate(blocks):
+                if self.turn_ended():
+                    results.append(tool_result(block["id"], SKIPPED_RESULT, is_error=True))
+                    continue
+                error = input_errors.get(block["id"])
+                if error is None and not self._is_agenter_tool(block["name"]):
+                    batch.append(block)
+                    continue
+                async for message in self._run_batch(batch, results):
+                    yield message
+                if self._deferred:
+                    self._hold_from(batch, blocks[index:], input_errors, results)
+                    return
+                batch = []
+                async for message in self._call_inline(block, results, error):
+                    yield message
             async for message in self._run_batch(batch, results):
                 yield message
-            batch = []
-            async for message in self._call_inline(block, results, error):
-                yield message
-        async for message in self._run_batch(batch, results):
-            yield message
+            if self._deferred:
+                self._hold_from(batch, [], input_errors, results)
+        finally:
+            self._answers = {}
+
+    def _take_answers(self, answers: Mapping[str, str], blocks: list[dict[str, Any]]) -> None:
+        """The answers of a continued run; an "always" answer allows its tool on its target
+        for the rest of the run (the gate remembers it)."""
+        self._answers = dict(answers)
+        gate, executor = self.backend.gate, self._executor
+        if gate is None or executor is None:
+            return
+        for block in blocks:
+            arguments = block.get("input")
+            if answers.get(block["id"]) == "always" and block["name"] in executor.tools and isinstance(arguments, dict):
+                gate.approve_always(executor.spec_for(block["name"]).call(block["name"], arguments))
+
+    async def _permit(self, call: ToolCall) -> PermissionDecision:
+        """The gate's decision for the executor's call: with the person's answer when the call
+        was pending in a paused run, and deferred when nobody can answer now."""
+        answer = self._answers.get(DECIDING.get(""))
+        given = None if answer is None else PermissionAnswer(answer != "deny")
+        return await self.backend.permit(call, answer=given, defer=True)
+
+    def _hold_from(self, batch: list[dict[str, Any]], after: list[dict[str, Any]], input_errors: Mapping[str, str],
+                   results: list[dict[str, Any]]) -> None:
+        """The first deferred call of `batch` (the calls the executor had) and every call after
+        it (`after`: not reached) are pending: placeholders in `results`, and each as the gate
+        sees it now (the deferred one asked; a later one may need no approval)."""
+        first = self._deferred[0].tool_use_id
+        start = next(i for i, block in enumerate(batch) if block["id"] == first)
+        gate, executor = self.backend.gate, self._executor
+        assert gate is not None and executor is not None
+        for position, block in enumerate([*batch[start:], *after]):
+            results.append(tool_result(block["id"], PAUSED_RESULT, is_error=True))
+            name, arguments = block["name"], block.get("input")
+            error = input_errors.get(block["id"])
+            if error is not None:
+                self.pending_errors[block["id"]] = error
+            shown = dict(arguments) if isinstance(arguments, dict) else {"input": arguments}
+            if error is not None or name not in executor.tools or not isinstance(arguments, dict):
+                self.pending.append(PendingCall(id=block["id"], tool=name, input=shown, needs_approval=False))
+                continue
+            call = executor.spec_for(name).call(name, arguments)
+            verdict = gate.evaluate(call)
+            self.pending.append(PendingCall(
+                id=block["id"], tool=name, input=shown, needs_approval=position == 0 or verdict.behavior == "ask",
+                rule=verdict.rule, stage=verdict.stage, reason=verdict.reason, paths=list(call.paths),
+                command=call.command))
+        self._deferred = []
 
     async def _call_inline(self, block: dict[str, Any], results: list[dict[str, Any]],
                            input_error: str | None) -> AsyncIterator[BackendMessage]:
@@ -271,7 +348,11 @@ class ToolRunner:
                 else:
                     answered = executor.last_results or []
             self._relay = None
-            results.extend(result.to_block() for result in answered)
+            for result in answered:
+                if result.status == "deferred":
+                    self._deferred.append(result)
+                else:
+                    results.append(result.to_block())
 
     async def _announce(self, use: ToolUse) -> None:
         """The executor is about to run `use` (it passed the gate): report the call and wait until

@@ -28,7 +28,14 @@ from typing import Any
 from agenter._errors import ConfigurationError
 from agenter.backends.model_api._harness.conversation import close_open_tool_uses, invariant_violations
 from agenter.host.redact import Redactor
-from agenter.store import Conversation, ConversationStore, FileConversationStore, Message, check_session_id
+from agenter.store import (
+    Conversation,
+    ConversationStore,
+    FileConversationStore,
+    Message,
+    check_session_id,
+    is_pause_record,
+)
 
 __all__ = ["ConversationKeeper", "stores_for"]
 
@@ -68,6 +75,9 @@ async def load(store: ConversationStore, session_id: str, *, backend: str,
     stored = await asyncio.to_thread(store.load, session_id)
     if stored is None:
         return None
+    if is_pause_record(stored.metadata):
+        raise ConfigurationError(f"{session_id!r} is the handle of a paused run, not a conversation: continue it "
+                                 "with agent.approve(handle) or `agenter approve HANDLE`", parameter="resume")
     owner = stored.metadata.get("backend")
     if owner not in (None, backend):
         raise ConfigurationError(f"the stored conversation {session_id!r} is of the {owner} backend, not {backend}: "

@@ -35,6 +35,13 @@ started at connect and ended at disconnect). The conversation is kept in a conve
 end of a turn and after a compaction), and a connect with `SessionSpec.resume_session_id` loads it
 (`_load_conversation`), so `resume=` continues a run of another process (in text tool-call mode
 too: the store's metadata says so, and the resumed session starts in it).
+
+Approvals that can wait (docs/approvals.md): a call the gate defers ends the turn with the calls
+of its response from it on pending (dispatch.py): the conversation is saved with placeholder
+results for them, the turn reports them (`defer_calls`), and the session has the run kept by
+`hold` (a pause record beside the conversation, in the same store). A later process connects to
+resume the conversation and `continue_paused` runs the pending calls with the person's answers,
+puts their results where the placeholders were, and goes on with the loop from there.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from agenter._errors import BackendError, ConfigurationError
@@ -59,7 +67,7 @@ from agenter.backends._steer import EMPTY, IDLE, steered, undelivered
 from agenter.backends.base import BackendMessage, BackendSettings, BaseBackend, MessageType, OptionsT, SessionSpec
 from agenter.backends.model_api._harness.compaction import Compactor
 from agenter.backends.model_api._harness.conversation import append_user_content, close_open_tool_uses
-from agenter.backends.model_api._harness.dispatch import ToolRunner
+from agenter.backends.model_api._harness.dispatch import PAUSED_RESULT, ToolRunner
 from agenter.backends.model_api._harness.files import (
     FILE_TOOL_DEFINITIONS,
     FILE_TOOL_NAMES,
@@ -96,9 +104,10 @@ from agenter.backends.model_api._harness.wire import (
     WireRequest,
     WireResponse,
 )
+from agenter.host.redact import Redactor
 from agenter.host.requirements import PythonPackage, Requirement
 from agenter.sandbox.confine import ShellSandboxAvailable
-from agenter.store import ConversationStore
+from agenter.store import ConversationStore, StoreError, save_pause
 
 MAX_CUTOFF_NUDGES = 3
 
@@ -184,6 +193,8 @@ class HarnessBackend(BaseBackend[OptionsT]):
         self._store: ConversationStore | None = None
         self._resume_store: ConversationStore | None = None
         self._loaded: Any = None  # the agenter.store.Conversation a resume loaded
+        #: What `hold` adds of the harness's own to a pause record (input errors of pending calls).
+        self._held: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ what a provider writes
     @classmethod
@@ -272,6 +283,22 @@ class HarnessBackend(BaseBackend[OptionsT]):
 
         config = cls._config_of(settings)
         check_network_rules(settings, backend=cls.name, shell=config.shell, shell_option=config.shell_option)
+        if settings.on_ask == "pause" and config.conversation_store is False:
+            raise ConfigurationError("on_ask='pause' keeps the paused run beside its conversation, and "
+                                     "conversation_store=False keeps none: give a store (or leave the default)",
+                                     parameter="on_ask")
+
+    @classmethod
+    def pause_store(cls, settings: BackendSettings[Any], log_dir: Path | None) -> ConversationStore:
+        """The store the conversation of a run with these settings is kept in, where its pause
+        record is too (the conversation_store option; by default the file store beside log_dir's
+        transcripts, else in the user's cache)."""
+        store, _ = stores_for(cls._config_of(settings).conversation_store, log_dir, None,
+                              Redactor(extra=settings.options.secrets()))
+        if store is None:
+            raise ConfigurationError("conversation_store=False keeps no paused run: approve with the store the "
+                                     "run kept it in", parameter="conversation_store")
+        return store
 
     # ------------------------------------------------------------------ state
     @property
@@ -390,8 +417,65 @@ class HarnessBackend(BaseBackend[OptionsT]):
         append_user_content(self._messages, [{"type": "text", "text": prompt}])
         self._in_turn = True
         await self._save_conversation()
+        async for message in self._in_a_turn(self._tool_loop()):
+            yield message
+
+    async def _continue_paused(self, held: dict[str, Any], answers: dict[str, str]) -> AsyncIterator[BackendMessage]:
+        """The paused turn, continued (see the module docstring)."""
+        own = held.get("harness") or {}
+        blocks = self._paused_blocks([str(call.get("id")) for call in held.get("pending") or []])
+        gate = self.gate
+        assert gate is not None
+        gate.restore_approvals(own.get("approvals") or [])
+        self._max_tokens = int(own.get("max_tokens") or self._max_tokens)
+        self._escalated = bool(own.get("escalated"))
+        self._in_turn = True
+        async for message in self._in_a_turn(self._resume_loop(blocks, own.get("input_errors") or {}, answers)):
+            yield message
+
+    def _paused_blocks(self, ids: list[str]) -> list[Block]:
+        """The pending calls' tool_use blocks, from the loaded conversation: it must end where the
+        run paused (their placeholder results last), else it went on without them."""
+        messages = self._messages
+        last = messages[-1]["content"] if messages and messages[-1]["role"] == "user" else []
+        waiting = {block.get("tool_use_id") for block in last if isinstance(block, dict)
+                   and block.get("type") == "tool_result" and block.get("content") == PAUSED_RESULT}
+        calls = messages[-2]["content"] if len(messages) > 1 and messages[-2]["role"] == "assistant" else []
+        blocks = [block for block in calls if isinstance(block, dict) and block.get("type") == "tool_use"
+                  and block.get("id") in ids]
+        if not ids or waiting != set(ids) or len(blocks) != len(ids):
+            raise ConfigurationError(
+                f"the conversation {self.session_id!r} went on after the run paused (it no longer ends at the "
+                "calls waiting for approval), so the paused calls cannot be answered", parameter="handle")
+        return blocks
+
+    async def _resume_loop(self, blocks: list[Block], input_errors: dict[str, str],
+                           answers: dict[str, str]) -> AsyncIterator[BackendMessage]:
+        """The pending calls with the answers, their results in place of the placeholders, then
+        the loop goes on (or pauses again at a later call that asks)."""
+        results: list[Block] = []
         try:
-            async for message in self._tool_loop():
+            async for message in self._tools.run_tools(blocks, input_errors, results, answers):
+                yield message
+        finally:  # also when cancelled: the calls that ran have their results, the rest still wait
+            answered = {block["tool_use_id"]: block for block in results}
+            last = self._messages[-1]
+            last["content"] = [answered.get(block.get("tool_use_id"), block) if block.get("type") == "tool_result"
+                               else block for block in last["content"]]
+        await self._save_conversation()
+        if self._tools.pending:
+            yield self._pause_here()
+            return
+        if self._tools.turn_ended():
+            return
+        async for message in self._tool_loop():
+            yield message
+
+    async def _in_a_turn(self, loop: AsyncIterator[BackendMessage]) -> AsyncIterator[BackendMessage]:
+        """A turn's loop, and what every turn ends with: steers not delivered reported, every
+        tool_use answered, the conversation saved."""
+        try:
+            async for message in loop:
                 yield message
             self._in_turn = False
             for text in self._steers:  # the turn ended another way (refused, out of responses)
@@ -447,6 +531,13 @@ class HarnessBackend(BaseBackend[OptionsT]):
             async for message in self._tools.run_tools(content, response.input_errors, results):
                 yield message
             self._pending_results = None
+            if self._tools.pending:  # a call waits for a person: the run pauses here
+                feedback, self._text_feedback = self._text_feedback, None
+                append_user_content(self._messages, results + (
+                    [{"type": "text", "text": feedback}] if feedback is not None else []))
+                await self._save_conversation()
+                yield self._pause_here()
+                return
             follow_up: list[Block] = list(results)
             feedback, self._text_feedback = self._text_feedback, None
             if feedback is not None:  # a text call that could not be read: the model corrects it
@@ -495,6 +586,29 @@ class HarnessBackend(BaseBackend[OptionsT]):
             await self._save_conversation()
         yield BackendMessage(MessageType.STATUS, content=(
             f"stopped after {limit} model responses in this iteration ({self.config.max_turns_option})"))
+
+    def _pause_here(self) -> BackendMessage:
+        """End the turn at the pending calls: the turn reports them (the session pauses the run)."""
+        pending = self._tools.pending
+        self.defer_calls(pending)
+        self._held = {"input_errors": dict(self._tools.pending_errors)}
+        asking = [call for call in pending if call.needs_approval]
+        return BackendMessage(MessageType.STATUS, content=(
+            f"paused: {len(asking)} call(s) wait for a person's approval ({asking[0].tool}: {asking[0].reason})"
+            if asking else f"paused: {len(pending)} call(s) wait"), details={"pending": [c.id for c in pending]})
+
+    async def hold(self, record: dict[str, Any]) -> str:
+        """Keep the paused run beside its conversation (agenter.store's pause records): the
+        session's record with the harness's own part (the gate's "always" answers, the output
+        limit as raised, input errors of pending calls). StoreError when the store fails."""
+        store = self._store
+        if store is None:
+            raise StoreError(f"the {self.name} backend keeps no conversation (conversation_store=False), so the "
+                             "paused run cannot be kept")
+        gate = self.gate
+        own = {**self._held, "approvals": gate.approvals if gate is not None else [],
+               "max_tokens": self._max_tokens, "escalated": self._escalated}
+        return await asyncio.to_thread(save_pause, store, {**record, "session_id": self.session_id, "harness": own})
 
     async def _compact(self, number: int, overflow: BackendError | None) -> BackendMessage:
         compactor = self._compactor

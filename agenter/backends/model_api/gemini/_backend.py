@@ -36,7 +36,7 @@ class GeminiBackend(HarnessBackend[GeminiOptions]):
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, structured_output=True, native_tool_loop=True,
         custom_tools=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True,
-        mcp=True, steering=True)
+        mcp=True, steering=True, pause=True)
     options_model: ClassVar[type[GeminiOptions]] = GeminiOptions
     price_provider: ClassVar[str | None] = "google"
     tool_name_pattern: ClassVar[re.Pattern[str]] = _TOOL_NAME

@@ -42,7 +42,7 @@ class LiteLLMBackend(TwoPathBackend[LiteLLMOptions]):
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, structured_output=True, native_tool_loop=True,
         custom_tools=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True,
-        mcp=True, steering=True)
+        mcp=True, steering=True, pause=True)
     options_model: ClassVar[type[BackendOptions]] = LiteLLMOptions
     api_label: ClassVar[str] = "LiteLLM"
     context_option: ClassVar[str] = "litellm_context"

@@ -45,7 +45,7 @@ class OpenAICompatBackend(TwoPathBackend[OpenAIOptions]):
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, structured_output=True, native_tool_loop=True,
         custom_tools=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True,
-        mcp=True, steering=True)
+        mcp=True, steering=True, pause=True)
     options_model: ClassVar[type[OpenAIOptions]] = OpenAIOptions
     price_provider: ClassVar[str | None] = "openai"
     api_label: ClassVar[str] = "OpenAI-compatible API"
