@@ -53,7 +53,7 @@ def test_registered_under_litellm():
     # a session on the context path runs with the completion backends' capabilities.
     assert backend.capabilities.names() == [
         "text_completion", "streaming", "structured_output", "native_tool_loop", "custom_tools", "mcp",
-        "filesystem_read", "filesystem_edit", "shell", "sandbox", "resume", "steering"]
+        "filesystem_read", "filesystem_edit", "shell", "sandbox", "resume", "steering", "pause"]
     agent = AutonomousCodingAgent(backend="litellm", model="openai/gpt-5-mini", mode="patch")
     assert backend(agent._settings).capabilities.names() == ["text_completion", "streaming", "structured_output",
                                                              "sandbox"]

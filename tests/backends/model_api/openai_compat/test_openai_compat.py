@@ -36,7 +36,7 @@ def test_registered_under_openai():
     # backend on the context path has the completion backends' capabilities.
     assert OpenAICompatBackend.capabilities.names() == [
         "text_completion", "streaming", "structured_output", "native_tool_loop", "custom_tools", "mcp",
-        "filesystem_read", "filesystem_edit", "shell", "sandbox", "resume", "steering"]
+        "filesystem_read", "filesystem_edit", "shell", "sandbox", "resume", "steering", "pause"]
     settings = BackendSettings(model="m", tools=[], sandbox=True, mode="patch", options=OpenAIOptions(api_key="k"))
     assert OpenAICompatBackend(settings).capabilities.names() == [
         "text_completion", "streaming", "structured_output", "sandbox"]
