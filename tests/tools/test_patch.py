@@ -376,14 +376,37 @@ LEAP = ('_DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]\n\n\ndef is_le
         'def days_in_year(year):\n    """365 or 366."""\n    return 366 if is_leap_year(year) else 365\n')
 
 
-def test_content_that_is_only_the_changed_part_is_refused(project: Path):
+def test_content_that_is_only_the_changed_definitions_replaces_them(project: Path):
     # What Qwen2.5-Coder-1.5B proposed for calendar_utils.py: the one function it fixed, as the
-    # whole file. Written, it would have deleted the other two.
+    # whole file. Written as given, it would have deleted the other two; it replaces its namesake.
     (project / "cal.py").write_text(LEAP)
-    fragment = "def is_leap_year(year):\n    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)\n"
-    error = refused(project, modify("cal.py", content=fragment))
+    fixed = "def is_leap_year(year):\n    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)\n"
+    result = apply(project, modify("cal.py", content=fixed))
+    old_def = 'def is_leap_year(year):\n    """Whether `year` has a February 29th."""\n    return year % 4 == 0\n'
+    assert (project / "cal.py").read_text() == LEAP.replace(old_def, fixed)
+    assert result.written == {"cal.py"} and "-    return year % 4 == 0\n" in result.diff
+    # An import it needs goes at the top (after the imports, or the docstring, when there are some);
+    # decorators go with their function; no newline at the end is no problem.
+    (project / "cal.py").write_text('"""Days."""\n' + LEAP.replace("def days_in_year", "@staticmethod\ndef days_in_year"))
+    apply(project, modify("cal.py", content="import calendar\n\n\n@other\ndef days_in_year(year):\n"
+                                                "    return 365 + calendar.isleap(year)"))
+    text = (project / "cal.py").read_text()
+    assert text.startswith('"""Days."""\nimport calendar\n_DAYS = ')
+    assert text.endswith("@other\ndef days_in_year(year):\n    return 365 + calendar.isleap(year)\n")
+    assert "@staticmethod" not in text and text.count("def is_leap_year") == 1
+
+
+def test_content_that_is_only_the_changed_part_is_refused(project: Path):
+    (project / "cal.py").write_text(LEAP)
+    # Not only definitions the file has (a new name, a statement, half its definitions or more):
+    # the content is the whole file, and one this short is refused as a fragment.
+    for fragment in ("_DAYS = [31, 29]\n", "def leap(year):\n    return True\n",
+                     "def is_leap_year(year):\n    return True\n\n\ndef days_in_year(year):\n    return 1\n"):
+        error = refused(project, modify("cal.py", content=fragment))
+        assert error.by_path["cal.py"][0].startswith("content replaces the whole file, but yours has "), fragment
+    error = refused(project, modify("cal.py", content="_DAYS = [31, 29]\n"))
     assert error.by_path == {"cal.py": [
-        "content replaces the whole file, but yours has 2 non-blank line(s) where 'cal.py' has 14, and keeps 1 of "
+        "content replaces the whole file, but yours has 1 non-blank line(s) where 'cal.py' has 14, and keeps 0 of "
         "them: writing it would delete the rest. Give the complete new file in content (every unchanged line too), "
         "or change only the part that changes with search_replace"]}
     assert (project / "cal.py").read_text() == LEAP
