@@ -9,7 +9,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 BENCHMARKS = ("bench_import", "bench_turn_overhead", "bench_change_detection", "bench_cache_share",
-              "bench_patch", "bench_transcript", "bench_store", "bench_pause", "bench_planner", "bench_batch", "bench_cli_backends", "bench_cold_start",
+              "bench_patch", "bench_transcript", "bench_store", "bench_pause", "bench_planner", "bench_batch", "bench_batch_pause", "bench_cli_backends", "bench_cold_start",
               "bench_loop_stall", "bench_event_path", "bench_shell_sandbox", "bench_openai_agents",
               "bench_google_adk")
 

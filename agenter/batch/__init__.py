@@ -7,7 +7,9 @@
 
 Rows are appended to the results file as tasks end; running again with the same file skips the
 ids that already have a row, so an interrupted batch resumes. `engine="ray"` runs each task as a
-Ray task (extra `agenter-sdk[ray]`). See docs/batch.md.
+Ray task (extra `agenter-sdk[ray]`). A task whose run pauses for approval (on_ask="pause") gets
+a row with status "paused" and keeps its workspace; `run_batch(..., approve={task_id: "allow"})`
+continues it there later. See docs/batch.md.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ _EXPORTS: dict[str, str] = {
     "BatchRow": "_models", "BatchTask": "_models", "RayOptions": "_models", "TaskCap": "_models",
     "TaskDefaults": "_models", "load_tasks": "_models",
     "ResultsFile": "_results", "read_rows": "_results",
-    "RunSettings": "_runner", "run_task": "_runner",
+    "RunSettings": "_runner", "run_task": "_runner", "approve_task": "_runner", "PAUSED_STATUS": "_models",
     "BatchSummary": "_summary",
     "Workspace": "_workspace", "WorkspaceError": "_workspace", "create_workspace": "_workspace",
     "tree_diff": "_workspace",
@@ -31,7 +33,7 @@ _EXPORTS: dict[str, str] = {
     "export_swebench": "swebench", "predictions": "swebench",
 }
 
-__all__ = ["BatchInputError", "BatchLimits", "BatchProgress", "BatchRow", "BatchSummary", "BatchTask",
+__all__ = ["PAUSED_STATUS", "approve_task", "BatchInputError", "BatchLimits", "BatchProgress", "BatchRow", "BatchSummary", "BatchTask",
     "LocalExecutor", "PASSED_STATUSES", "RayOptions", "ResultsFile", "RichProgress", "RunSettings",
     "TaskCap", "TaskDefaults", "Workspace", "WorkspaceError", "create_workspace", "export_swebench",
     "load_tasks", "predictions", "read_rows", "run_batch", "run_batch_sync", "run_task", "tree_diff"]
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
     from agenter.batch._engine import run_batch as run_batch
     from agenter.batch._engine import run_batch_sync as run_batch_sync
     from agenter.batch._models import PASSED_STATUSES as PASSED_STATUSES
+    from agenter.batch._models import PAUSED_STATUS as PAUSED_STATUS
     from agenter.batch._models import BatchInputError as BatchInputError
     from agenter.batch._models import BatchLimits as BatchLimits
     from agenter.batch._models import BatchRow as BatchRow
@@ -66,6 +69,7 @@ if TYPE_CHECKING:
     from agenter.batch._results import ResultsFile as ResultsFile
     from agenter.batch._results import read_rows as read_rows
     from agenter.batch._runner import RunSettings as RunSettings
+    from agenter.batch._runner import approve_task as approve_task
     from agenter.batch._runner import run_task as run_task
     from agenter.batch._summary import BatchSummary as BatchSummary
     from agenter.batch._workspace import Workspace as Workspace

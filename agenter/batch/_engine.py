@@ -9,15 +9,25 @@ import logging
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from agenter._errors import ConfigurationError
 from agenter._types import CodingStatus
-from agenter.batch._models import BatchLimits, BatchRow, BatchTask, RayOptions, TaskCap, TaskDefaults, load_tasks
+from agenter.batch._models import (
+    ANSWERS,
+    BatchLimits,
+    BatchRow,
+    BatchTask,
+    RayOptions,
+    TaskCap,
+    TaskDefaults,
+    load_tasks,
+)
 from agenter.batch._results import ResultsFile, check_writable, crash_row, read_rows
-from agenter.batch._runner import AgentCache, RunSettings, run_task
+from agenter.batch._runner import AgentCache, RunSettings, approve_task, run_task
 from agenter.batch._summary import BatchSummary
 from agenter.batch._workspace import Workspace, remove_tree
 from agenter.batch.progress import BatchProgress
@@ -32,7 +42,20 @@ class Executor(Protocol):
 
     async def run(self, task: BatchTask, cap: TaskCap | None, on_cost: CostCallback) -> BatchRow: ...
 
+    async def approve(self, task: BatchTask, paused: BatchRow, answers: Any, on_cost: CostCallback) -> BatchRow:
+        """Continue a paused task where its workspace is (approve_task)."""
+        ...
+
     async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Job:
+    """What the batch does with one task: run it, or continue its paused row with answers."""
+
+    task: BatchTask
+    paused: BatchRow | None = None
+    answers: Any = None
 
 
 class LocalExecutor:
@@ -47,6 +70,10 @@ class LocalExecutor:
     async def run(self, task: BatchTask, cap: TaskCap | None, on_cost: CostCallback) -> BatchRow:
         return await run_task(task, self.defaults, self.settings, cap=cap, on_cost=on_cost, agents=self._agents,
                               remove_later=self._remove_later)
+
+    async def approve(self, task: BatchTask, paused: BatchRow, answers: Any, on_cost: CostCallback) -> BatchRow:
+        return await approve_task(task, self.defaults, self.settings, paused, answers, on_cost=on_cost,
+                                  agents=self._agents)
 
     def _remove_later(self, workspace: Workspace) -> None:
         # The row need not wait for the removal (tens of ms on a busy disk); close() waits for all.
@@ -101,19 +128,26 @@ class _Batch:
                 return f"the batch's time budget ({self.limits.max_time_seconds} s) ran out"
         return TaskCap(max_cost_usd=cost, max_time_seconds=time_left)
 
-    async def _one(self, task: BatchTask, cap: TaskCap) -> None:
+    async def _one(self, job: Job, cap: TaskCap) -> None:
+        task, before = job.task, (job.paused.cost_usd if job.paused is not None else 0.0)
         try:
-            row = await self.executor.run(task, cap, self._on_cost)
+            if job.paused is None:
+                row = await self.executor.run(task, cap, self._on_cost)
+            else:
+                # A continued run's cost includes what it spent before it paused (an earlier batch's).
+                row = await self.executor.approve(task, job.paused, job.answers,
+                                                  lambda tid, cost: self._on_cost(tid, max(cost - before, 0.0)))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # an engine failure is the task's row, never a lost batch
             log.exception("task %s: the engine failed", task.id)
-            row = crash_row(task, exc)
+            row = crash_row(task, exc) if job.paused is None else job.paused.model_copy(update={
+                "error": f"not continued: the engine failed ({type(exc).__name__}: {exc})", "error_kind": "approve"})
         await self.results.append(row)
         self.this_run.append(row)
         self.rows[row.id] = row
         self.live_cost.pop(task.id, None)
-        self.finished_cost += row.cost_usd
+        self.finished_cost += max(row.cost_usd - before, 0.0)
         if self.progress is not None:
             self.progress.task_finished(row)
             self.progress.cost(self.spent())
@@ -131,9 +165,10 @@ class _Batch:
             self.running.pop(finished, None)
             finished.result()  # a row that could not be written ends the batch: resume needs it
 
-    async def run(self, todo: list[BatchTask]) -> None:
+    async def run(self, todo: list[Job]) -> None:
         try:
-            for task in todo:
+            for job in todo:
+                task = job.task
                 while len(self.running) >= self.concurrency:
                     await self._wait_one()
                 cap = self._cap()
@@ -144,7 +179,7 @@ class _Batch:
                 self.live_cost[task.id] = 0.0
                 if self.progress is not None:
                     self.progress.task_started(task.id)
-                self.running[asyncio.create_task(self._one(task, cap), name=f"batch-task-{task.id}")] = task.id
+                self.running[asyncio.create_task(self._one(job, cap), name=f"batch-task-{task.id}")] = task.id
             while self.running:
                 await self._wait_one()
         except BaseException as exc:
@@ -184,9 +219,58 @@ def _executor(engine: str, defaults: TaskDefaults, settings: RunSettings, ray: R
     return LocalExecutor(defaults, settings)
 
 
-def _todo(tasks: list[BatchTask], rows: dict[str, BatchRow], retry: Collection[str]) -> list[BatchTask]:
-    """The tasks this run does: those without a row, or whose row's status is retried."""
-    return [t for t in tasks if t.id not in rows or rows[t.id].status in retry]
+def _todo(tasks: list[BatchTask], rows: dict[str, BatchRow], retry: Collection[str],
+          answers: Mapping[str, Any] | None = None) -> list[Job]:
+    """What this run does: the tasks without a row, or whose row's status is retried, and the
+    paused tasks answered (continued, not run again)."""
+    answers = answers or {}
+    return [Job(t, rows[t.id], answers[t.id]) if t.id in answers else Job(t) for t in tasks
+            if t.id in answers or t.id not in rows or rows[t.id].status in retry]
+
+
+def _answer_problem(answer: Any, row: BatchRow) -> str | None:
+    if isinstance(answer, str):
+        return None if answer in ANSWERS else f"answer {answer!r} is not one of {', '.join(ANSWERS)}"
+    if not isinstance(answer, Mapping):
+        return f"an answer is {', '.join(ANSWERS)} or a dict of call ids to those, got {type(answer).__name__}"
+    waiting = [str(call.get("id")) for call in row.pending]
+    for call, value in answer.items():
+        if call not in waiting:
+            return f"call {call!r} is not pending in task {row.id!r} (pending: {', '.join(waiting) or 'none'})"
+        if value not in ANSWERS:
+            return f"answer {value!r} for call {call!r} is not one of {', '.join(ANSWERS)}"
+    return None
+
+
+def _answers(approve: str | Mapping[str, Any] | None, tasks: list[BatchTask],
+             rows: dict[str, BatchRow], out: Path) -> dict[str, Any]:
+    """The answers of each paused task to continue: a ConfigurationError (one line) for an id
+    that is no task, has no row or is not paused, or an answer agent.approve would refuse."""
+    if approve is None:
+        return {}
+    ids = {task.id for task in tasks}
+    if isinstance(approve, str):
+        problem = None if approve in ANSWERS else f"approve {approve!r} is not one of {', '.join(ANSWERS)}"
+        if problem:
+            raise ConfigurationError(problem, parameter="approve", valid=list(ANSWERS))
+        return {task_id: approve for task_id, row in rows.items() if task_id in ids and row.paused}
+    if not isinstance(approve, Mapping):
+        raise ConfigurationError("approve is allow, deny, always (every paused task) or a dict of task ids to "
+                                 f"answers, got {type(approve).__name__}", parameter="approve")
+    for task_id, answer in approve.items():
+        row = rows.get(task_id)
+        if task_id not in ids:
+            problem = f"approve: {task_id!r} is not a task of this batch"
+        elif row is None:
+            problem = f"approve: task {task_id!r} has no row in {str(out)!r} (it has not run)"
+        elif not row.paused:
+            problem = f"approve: task {task_id!r} is not paused (its row's status: {row.status})"
+        else:
+            problem = _answer_problem(answer, row)
+            problem = f"approve: task {task_id!r}: {problem}" if problem else None
+        if problem:
+            raise ConfigurationError(problem, parameter="approve")
+    return dict(approve)
 
 
 def _uses_defaults(tasks: list[BatchTask], defaults: TaskDefaults) -> bool:
@@ -220,7 +304,8 @@ async def run_batch(tasks: str | Path | Iterable[BatchTask | dict[str, Any]], ou
                     git_cache: str | Path | None = None, retry: Collection[str] = (),
                     engine: Literal["local", "ray"] = "local", ray: RayOptions | None = None,
                     progress: BatchProgress | None = None,
-                    on_row: Callable[[BatchRow], Any] | None = None) -> BatchSummary:
+                    on_row: Callable[[BatchRow], Any] | None = None,
+                    approve: str | Mapping[str, Any] | None = None) -> BatchSummary:
     """Run every task that has no row in `out` yet and append one row per task as it ends.
 
     tasks: a JSONL file or BatchTask objects (or dicts). defaults: backend, model, options,
@@ -228,6 +313,11 @@ async def run_batch(tasks: str | Path | Iterable[BatchTask | dict[str, Any]], ou
     budget over the batch. retry: statuses whose rows do not count as done (e.g. {"error"}), so
     those tasks run again. engine "ray" runs each task as a Ray task (ray: a RayOptions).
     on_row(row) is called (and awaited if async) after each row is written.
+    approve continues paused tasks (rows with status paused, from this or an earlier run, in this
+    or another process): a dict of task ids to answers ("allow", "deny", "always", or a dict of
+    call ids to those), or one answer for every paused task. Each goes on in the workspace it
+    paused in, on an agent of its configuration (whose conversation store must be the one it
+    paused with), and its new row follows the paused one (read_rows keeps the last).
     Returns the summary; an interrupted batch writes no row for the tasks it stopped.
     """
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
@@ -244,7 +334,9 @@ async def run_batch(tasks: str | Path | Iterable[BatchTask | dict[str, Any]], ou
     _check_engine(engine)
     out = Path(out).expanduser()
     check_writable(out, "the results file", parameter="out")
-    if _uses_defaults(_todo(task_list, read_rows(out)[0], retry), defaults):
+    known = read_rows(out)[0]
+    todo = _todo(task_list, known, retry, _answers(approve, task_list, known, out))
+    if _uses_defaults([job.task for job in todo], defaults):
         _check_defaults(defaults, requirements=engine == "local")
     # A folder of this batch's own under the root: whatever a lost worker or an interruption left
     # in it (on this machine) is removed at the end with it.
@@ -254,11 +346,12 @@ async def run_batch(tasks: str | Path | Iterable[BatchTask | dict[str, Any]], ou
                            git_cache=str(git_cache) if git_cache else None)
     wall = time.monotonic()
     summary: BatchSummary | None = None
+    batch: _Batch | None = None
     results = ResultsFile(out)
     results.open()  # locked first, then read: no other batch can add rows in between
     try:
         rows, unreadable = read_rows(results.path)
-        todo = _todo(task_list, rows, retry)
+        todo = _todo(task_list, rows, retry, _answers(approve, task_list, rows, out))
         skipped = len(task_list) - len(todo)
         executor = _executor(engine, defaults, settings, ray, concurrency)
         batch = _Batch(executor, results, rows, concurrency, limits or BatchLimits(), progress, on_row)
@@ -278,9 +371,21 @@ async def run_batch(tasks: str | Path | Iterable[BatchTask | dict[str, Any]], ou
     finally:
         results.close()
         if not keep_workspaces:
-            await asyncio.shield(asyncio.to_thread(remove_tree, batch_root))
+            kept = {row.workspace for row in (batch.this_run if batch is not None else []) if row.paused}
+            await asyncio.shield(asyncio.to_thread(_remove_batch_root, batch_root, kept))
     assert summary is not None
     return summary
+
+
+def _remove_batch_root(root: Path, kept: set[str | None]) -> None:
+    """The batch's folder of workspaces, but for the paused tasks' (their approval goes on there)."""
+    if not any(kept):
+        remove_tree(root)
+        return
+    with contextlib.suppress(OSError):
+        for child in root.iterdir():
+            if str(child) not in kept:
+                remove_tree(child)
 
 
 def run_batch_sync(tasks: str | Path | Iterable[BatchTask | dict[str, Any]], out: str | Path,

@@ -16,6 +16,10 @@ from agenter._types import Budget, describe_validation_error
 
 #: Statuses whose validators passed (the pass rate counts these).
 PASSED_STATUSES = frozenset({"completed", "completed_with_limit_exceeded"})
+#: A task whose run waits for a person's approval: neither passed nor failed (docs/approvals.md).
+PAUSED_STATUS = "paused"
+#: The answers a paused task's calls take (agent.approve's decisions).
+ANSWERS = ("allow", "deny", "always")
 
 
 class BatchTask(BaseModel):
@@ -158,7 +162,14 @@ class BatchRow(BaseModel):
     model: str | None = None
     repository: str = ""
     commit: str | None = Field(default=None, description="The commit the workspace was checked out at.")
-    workspace: str | None = Field(default=None, description="Kept workspace (keep_workspaces=True).")
+    workspace: str | None = Field(default=None, description="Kept workspace (keep_workspaces=True, or a paused "
+                                                            "task's: where its approval continues).")
+    workspace_cwd: str | None = Field(default=None, description="Where the agent worked in a paused task's "
+                                                                "workspace (a subfolder for a folder of a repository).")
+    resume_handle: str | None = Field(default=None, description="A paused task's handle: run_batch(approve=...) "
+                                                                "or `agenter batch --approve ID` continues it.")
+    pending: list[dict[str, Any]] = Field(default_factory=list, description="A paused task's waiting calls: id, "
+                                          "tool, paths, command, rule, reason, needs_approval.")
     worker: dict[str, Any] = Field(default_factory=dict, description="host and pid that ran the task.")
     started_at: float = 0.0
     finished_at: float = 0.0
@@ -167,6 +178,10 @@ class BatchRow(BaseModel):
     @property
     def passed(self) -> bool:
         return self.status in PASSED_STATUSES
+
+    @property
+    def paused(self) -> bool:
+        return self.status == PAUSED_STATUS
 
 
 class BatchInputError(ConfigurationError):

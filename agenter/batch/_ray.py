@@ -6,6 +6,10 @@ Without an address a local cluster is started (and shut down at the end); with o
 joins that cluster. If this process already joined a cluster (ray.init before run_batch), that
 one is used and left running. A worker lost mid-task (killed, out of memory, node gone) is
 retried by Ray up to `max_retries` times; after that the task's row says `worker_lost`.
+
+A paused task is continued (run_batch's `approve`) on the node that ran it, where its workspace
+is (the row's `worker.node`); when that node is gone, or the continuation is lost with its
+worker, the row stays paused and says why.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 from agenter._errors import RequirementError
 from agenter.batch._models import BatchRow, BatchTask, RayOptions, TaskCap, TaskDefaults
 from agenter.batch._results import crash_row
-from agenter.batch._runner import RunSettings, run_task
+from agenter.batch._runner import RunSettings, approve_task, run_task
 
 #: Ray failures that mean the worker (or its node) went away, not that the task failed.
 _LOST = ("WorkerCrashedError", "NodeDiedError", "OutOfMemoryError", "LocalRayletDiedError", "ObjectLostError",
@@ -45,6 +49,18 @@ def _task_on_worker(task_data: dict[str, Any], shared: tuple[TaskDefaults, RunSe
     return row.model_dump(mode="json")
 
 
+def _approve_on_worker(task_data: dict[str, Any], shared: tuple[TaskDefaults, RunSettings],
+                       paused_data: dict[str, Any], answers: Any) -> dict[str, Any]:
+    """The Ray task that continues a paused task on the node its workspace is on."""
+    import ray
+
+    defaults, settings = shared
+    task, paused = BatchTask.model_validate(task_data), BatchRow.model_validate(paused_data)
+    row = asyncio.run(approve_task(task, defaults, settings, paused, answers))
+    row.worker["node"] = ray.get_runtime_context().get_node_id()
+    return row.model_dump(mode="json")
+
+
 class RayExecutor:
     """Submits each task as a Ray task and awaits its row (see the module docstring)."""
 
@@ -67,6 +83,7 @@ class RayExecutor:
         self._remote = ray.remote(_task_on_worker).options(
             num_cpus=options.num_cpus_per_task, resources=dict(options.resources_per_task) or None,
             max_retries=options.max_retries, retry_exceptions=False, name="agenter-batch-task")
+        self._approve = ray.remote(_approve_on_worker)
         self._shared = ray.put((defaults, settings))
 
     async def run(self, task: BatchTask, cap: TaskCap | None, on_cost: Any) -> BatchRow:
@@ -83,6 +100,28 @@ class RayExecutor:
                 row.error = (f"the worker running this task was lost {self.options.max_retries + 1} time(s) "
                              f"({type(exc).__name__})")
             return row
+        return BatchRow.model_validate(data)
+
+    async def approve(self, task: BatchTask, paused: BatchRow, answers: Any, on_cost: Any) -> BatchRow:
+        placement: dict[str, Any] = {}
+        node = paused.worker.get("node")
+        if node:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            placement["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=node, soft=False)
+        remote = self._approve.options(
+            num_cpus=self.options.num_cpus_per_task, resources=dict(self.options.resources_per_task) or None,
+            max_retries=self.options.max_retries, retry_exceptions=False, name="agenter-batch-approve", **placement)
+        ref = remote.remote(task.model_dump(mode="json"), self._shared, paused.model_dump(mode="json"), answers)
+        try:
+            data = await ref
+        except asyncio.CancelledError:
+            self._ray.cancel(ref, force=True)
+            raise
+        except self._ray.exceptions.RayError as exc:
+            return paused.model_copy(update={"error": f"not continued: the Ray task failed ({type(exc).__name__}: "
+                                                      f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''})",
+                                             "error_kind": "approve"})
         return BatchRow.model_validate(data)
 
     async def close(self) -> None:

@@ -21,6 +21,8 @@ from agenter.batch._results import worker_info
 from agenter.batch._workspace import Workspace, WorkspaceError, create_workspace, public_url
 from agenter.host.redact import Redactor
 
+#: What a paused row keeps of each waiting call (its input, a file's content say, is left out).
+_PENDING_FIELDS = ("id", "tool", "paths", "command", "rule", "reason", "needs_approval")
 _SECRET_OPTION = re.compile(r"(key|token|secret|password|auth)", re.IGNORECASE)
 
 
@@ -122,6 +124,12 @@ def task_budget(task: BatchTask, defaults: TaskDefaults, cap: TaskCap | None) ->
 _AGENTS = AgentCache()
 
 
+class _NotContinued(Exception):
+    """agent.approve refused before the paused run went on (an unknown or used handle, an
+    answer for a call that is not pending, the store out of reach, the workspace gone): the
+    task stays paused."""
+
+
 async def run_task(task: BatchTask, defaults: TaskDefaults, settings: RunSettings, *,
                    cap: TaskCap | None = None, on_cost: Callable[[str, float], Any] | None = None,
                    agents: AgentCache | None = None,
@@ -130,19 +138,16 @@ async def run_task(task: BatchTask, defaults: TaskDefaults, settings: RunSetting
 
     `on_cost(task_id, cost_so_far)` is called as the session reports its running cost.
     `remove_later(workspace)` takes the workspace's removal off the task's path (the caller
-    then owns it); without it the workspace is removed before the row is returned.
+    then owns it); without it the workspace is removed before the row is returned. A task whose
+    run pauses keeps its workspace (its row names it): approve_task continues there.
     """
-    from agenter._events import CodingEventType
     from agenter._types import CodingRequest
 
     started, clock = time.time(), time.perf_counter()
     backend, name, model, options, validators = task_config(task, defaults)
-    row = BatchRow(id=task.id, status="error", backend=name, model=model, repository=public_url(task.repository),
-                   started_at=started, metadata=dict(task.metadata), worker=worker_info())
-    redact = Redactor(extra=[value for key, value in options.items()
-                             if isinstance(value, str) and _SECRET_OPTION.search(key)])
+    row = _new_row(task, name, model, started)
+    redact = _redactor(options)
     workspace = None
-    session_ended = False
     try:
         budget, row.capped_by_batch = task_budget(task, defaults, cap)
         agent = (agents or _AGENTS).get(backend, model, options, validators, defaults.sandbox)
@@ -155,39 +160,132 @@ async def run_task(task: BatchTask, defaults: TaskDefaults, settings: RunSetting
         request = CodingRequest(prompt=task.prompt, cwd=workspace.cwd, budget=budget,
                                 system_prompt=task.system_prompt or defaults.system_prompt,
                                 allowed_write_paths=task.allowed_write_paths)
-        agent_clock = time.perf_counter()
-        result: dict[str, Any] | None = None
-        async with contextlib.aclosing(agent.stream_execute(request)) as events:
-            async for event in events:
-                if event.type is CodingEventType.ITERATION_END and on_cost is not None:
-                    on_cost(task.id, float(event.data.get("cost") or 0.0))
-                elif event.type is CodingEventType.SESSION_END:
-                    result = event.data.get("result")
-        row.agent_seconds = round(time.perf_counter() - agent_clock, 4)
-        if result is None:
-            raise RuntimeError("the coding session ended without a result")
-        _fill(row, result)
-        session_ended = True
-        row.diff = await workspace.diff(row.files)
+        await _session(row, agent.stream_execute(request), workspace, task.id, on_cost, redact)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 - a task's crash is its row, never a lost batch
-        problem = redact(public_url(_describe(exc)))
-        if session_ended:
-            # The session ended but its diff could not be taken: keep its outcome, say what is missing.
-            row.diff_error = problem
-        else:
-            row.status, row.error, row.error_kind = "error", problem, error_kind(exc)
+        row.status, row.error, row.error_kind = "error", redact(public_url(_describe(exc))), error_kind(exc)
     finally:
-        if workspace is not None and not settings.keep_workspaces:
-            if remove_later is not None:
-                remove_later(workspace)
-            else:
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(workspace.remove())
-        row.finished_at = time.time()
-        row.duration_seconds = round(time.perf_counter() - clock, 4)
+        await _end(row, workspace, settings, remove_later, clock)
     return row
+
+
+async def approve_task(task: BatchTask, defaults: TaskDefaults, settings: RunSettings, paused: BatchRow,
+                       answers: Any, *, on_cost: Callable[[str, float], Any] | None = None,
+                       agents: AgentCache | None = None) -> BatchRow:
+    """Continue a paused task (its row `paused`) with `answers` (agent.approve's decisions) in
+    the workspace it paused in, on an agent of the task's configuration, and return its new row:
+    as run_task's, with the whole run's files, diff, tokens and cost (they carry over), PAUSED
+    again if a later call asks. When the run cannot go on (see _NotContinued) the row is the
+    paused one again with `error` saying why, so its handle is not lost."""
+    started, clock = time.time(), time.perf_counter()
+    backend, name, model, options, validators = task_config(task, defaults)
+    row = _new_row(task, name, model, started)
+    row.commit, row.capped_by_batch = paused.commit, list(paused.capped_by_batch)
+    redact = _redactor(options)
+    workspace = None
+    continued = True
+    try:
+        workspace = _kept_workspace(task, paused)
+        agent = (agents or _AGENTS).get(backend, model, options, validators, defaults.sandbox)
+        row.model = agent.model or model
+        if settings.keep_workspaces:
+            row.workspace = str(workspace.path)
+        assert paused.resume_handle is not None
+        await _session(row, agent.stream_approve(paused.resume_handle, answers), workspace, task.id, on_cost,
+                       redact, approving=True)
+    except asyncio.CancelledError:
+        raise
+    except _NotContinued as exc:
+        continued = False
+        problem = redact(public_url(str(exc)))
+        return paused.model_copy(update={"error": f"not continued: {problem}", "error_kind": "approve",
+                                         "finished_at": time.time()})
+    except Exception as exc:  # noqa: BLE001 - a task's crash is its row, never a lost batch
+        row.status, row.error, row.error_kind = "error", redact(public_url(_describe(exc))), error_kind(exc)
+    finally:
+        if continued:
+            # Removed here, not later: the batch folder it was kept in goes with its last workspace.
+            await _end(row, workspace, settings, None, clock)
+            if workspace is not None and not row.paused and not settings.keep_workspaces:
+                _remove_empty_parent(workspace.path)
+    return row
+
+
+def _new_row(task: BatchTask, backend: str, model: str | None, started: float) -> BatchRow:
+    return BatchRow(id=task.id, status="error", backend=backend, model=model, repository=public_url(task.repository),
+                    started_at=started, metadata=dict(task.metadata), worker=worker_info())
+
+
+def _redactor(options: dict[str, Any]) -> Redactor:
+    return Redactor(extra=[value for key, value in options.items()
+                           if isinstance(value, str) and _SECRET_OPTION.search(key)])
+
+
+def _kept_workspace(task: BatchTask, paused: BatchRow) -> Workspace:
+    """The workspace a paused task's row names, as run_task made it."""
+    if not paused.paused or not paused.resume_handle:
+        raise _NotContinued(f"task {task.id!r} is not paused (its row's status: {paused.status})")
+    if not paused.workspace or not Path(paused.workspace).is_dir():
+        raise _NotContinued(f"the paused task's workspace {paused.workspace!r} is gone (removed, or on another "
+                            "machine); run the task again (retry paused)")
+    path = Path(paused.workspace)
+    cwd = Path(paused.workspace_cwd) if paused.workspace_cwd else path
+    if paused.commit:
+        return Workspace(path=path, cwd=cwd, kind="git", commit=paused.commit)
+    return Workspace(path=path, cwd=cwd, kind="copy", source=Path(task.repository).expanduser().resolve())
+
+
+async def _session(row: BatchRow, events: Any, workspace: Workspace, task_id: str,
+                   on_cost: Callable[[str, float], Any] | None, redact: Redactor, *, approving: bool = False) -> None:
+    """Stream a coding session's events into the row, then take its diff. With `approving`, a
+    failure before the first event (approve's checks) is a _NotContinued."""
+    from agenter._events import CodingEventType
+
+    agent_clock = time.perf_counter()
+    result: dict[str, Any] | None = None
+    seen = False
+    try:
+        async with contextlib.aclosing(events) as stream:
+            async for event in stream:
+                seen = True
+                if event.type is CodingEventType.ITERATION_END and on_cost is not None:
+                    on_cost(task_id, float(event.data.get("cost") or 0.0))
+                elif event.type is CodingEventType.SESSION_END:
+                    result = event.data.get("result")
+    except Exception as exc:
+        if approving and not seen:
+            raise _NotContinued(_describe(exc)) from exc
+        raise
+    row.agent_seconds = round(time.perf_counter() - agent_clock, 4)
+    if result is None:
+        raise RuntimeError("the coding session ended without a result")
+    _fill(row, result)
+    try:
+        row.diff = await workspace.diff(row.files)
+    except Exception as exc:  # noqa: BLE001 - the session ended: keep its outcome, say what is missing
+        row.diff_error = redact(public_url(_describe(exc)))
+
+
+async def _end(row: BatchRow, workspace: Workspace | None, settings: RunSettings,
+               remove_later: Callable[[Workspace], Any] | None, clock: float) -> None:
+    """A paused task's workspace stays (named in its row); any other is removed unless kept."""
+    if workspace is not None and row.paused:
+        row.workspace, row.workspace_cwd = str(workspace.path), str(workspace.cwd)
+    elif workspace is not None and not settings.keep_workspaces:
+        if remove_later is not None:
+            remove_later(workspace)
+        else:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(workspace.remove())
+    row.finished_at = time.time()
+    row.duration_seconds = round(time.perf_counter() - clock, 4)
+
+
+def _remove_empty_parent(path: Path) -> None:
+    """The batch folder a paused task's workspace was kept in, once nothing else is in it."""
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()
 
 
 def _fill(row: BatchRow, result: dict[str, Any]) -> None:
@@ -208,6 +306,9 @@ def _fill(row: BatchRow, result: dict[str, Any]) -> None:
     if row.status == "error":
         row.error_kind = result.get("error_kind") or _session_error_kind(row.error or "")
     row.model = result.get("model") or row.model
+    row.resume_handle = result.get("resume_handle")
+    row.pending = [{key: call.get(key) for key in _PENDING_FIELDS} for call in result.get("pending") or []
+                   if isinstance(call, dict)]
 
 
 def _session_error_kind(error: str) -> str:

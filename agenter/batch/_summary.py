@@ -23,7 +23,8 @@ class BatchSummary:
     """The batch as the results file has it now, and what this run did.
 
     Over every task of the batch that has a row (this run's and earlier runs'): `statuses`,
-    `passed`, `pass_rate`, `cost_usd`, `p50_seconds`/`p95_seconds` (a task's whole duration)
+    `passed`, `paused` (waiting for approval: neither passed nor failed), `pass_rate` (of the
+    rows that are not paused), `cost_usd`, `p50_seconds`/`p95_seconds` (a task's whole duration)
     and `error_kinds`. This run only: `ran`, `skipped` (had a row already), `not_run` (no
     row: not started when the batch's budget ran out, or stopped by an interruption), `run_cost_usd`, `wall_seconds`.
     """
@@ -32,6 +33,7 @@ class BatchSummary:
     with_row: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
     passed: int = 0
+    paused: int = 0
     pass_rate: float | None = None
     cost_usd: float = 0.0
     p50_seconds: float | None = None
@@ -59,11 +61,13 @@ class BatchSummary:
         mine = [rows[i] for i in task_ids if i in rows]
         durations = [row.duration_seconds for row in mine]
         passed = sum(row.passed for row in mine)
+        paused = sum(row.paused for row in mine)
+        decided = len(mine) - paused
         p50, p95 = percentile(durations, 0.5), percentile(durations, 0.95)
         return cls(
             total=len(task_ids), with_row=len(mine),
             statuses=dict(Counter(row.status for row in mine).most_common()),
-            passed=passed, pass_rate=passed / len(mine) if mine else None,
+            passed=passed, paused=paused, pass_rate=passed / decided if decided else None,
             cost_usd=round(sum(row.cost_usd for row in mine), 6),
             p50_seconds=round(p50, 3) if p50 is not None else None,
             p95_seconds=round(p95, 3) if p95 is not None else None,
@@ -77,7 +81,7 @@ class BatchSummary:
         """The summary as a few lines of plain text."""
         rate = f"{self.pass_rate:.1%}" if self.pass_rate is not None else "n/a"
         out = [f"{self.with_row}/{self.total} tasks have a row · passed {self.passed} ({rate}) · "
-               f"cost ${self.cost_usd:.4f}"]
+               f"cost ${self.cost_usd:.4f}" + (f" · paused {self.paused} (waiting for approval)" if self.paused else "")]
         if self.p50_seconds is not None:
             out.append(f"time per task: p50 {self.p50_seconds:.2f} s · p95 {self.p95_seconds:.2f} s")
         if self.statuses:

@@ -1,7 +1,9 @@
 """`agenter batch TASKS.jsonl --out RESULTS.jsonl`: many tasks, one row each, resumable.
 
 Exit codes: 0 every task has a row and passed, 1 otherwise (a failed task or one left without a
-row), 2 usage error, 130 interrupted (run the same command again to resume). See docs/batch.md.
+row), 2 usage error, 3 every task passed or paused and some wait for approval (continue them with
+--approve ID or --approve-all), 130 interrupted (run the same command again to resume). See
+docs/batch.md.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from agenter._cliargs import budget_fields, pair_problems, parse_options, positi
 EXIT_OK = 0
 EXIT_NOT_ALL_PASSED = 1
 EXIT_USAGE = 2
+EXIT_PAUSED = 3
 EXIT_INTERRUPTED = 130
 
 
@@ -48,6 +51,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     whole.add_argument("--batch-max-time", type=float, default=None, help="seconds for the batch")
     whole.add_argument("--retry", action="append", default=[], metavar="STATUS",
                        help="re-run tasks whose row has this status, e.g. error (repeatable)")
+    whole.add_argument("--approve", action="append", default=[], metavar="TASK_ID[=ANSWER]",
+                       help="continue this paused task: ANSWER allow (default), deny or always for its waiting "
+                            "calls (repeatable; the agents' conversation_store must be the one it paused with)")
+    whole.add_argument("--approve-all", nargs="?", const="allow", default=None, metavar="ANSWER",
+                       help="continue every paused task: allow (default), deny or always")
     whole.add_argument("--keep-workspaces", action="store_true", help="leave each task's workspace in place")
     whole.add_argument("--workspace-root", default=None, help="where workspaces are made (default: a temp dir)")
     whole.add_argument("--git-cache", default=None, help="where mirrors of git URLs are kept")
@@ -70,6 +78,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+_ANSWERS = ("allow", "deny", "always")
+
+
+def _approve(args: argparse.Namespace) -> str | dict[str, str] | None:
+    """run_batch's `approve` from --approve and --approve-all."""
+    if args.approve_all is not None:
+        return str(args.approve_all)
+    if not args.approve:
+        return None
+    return {task_id.strip(): answer or "allow" for task_id, _, answer in (p.partition("=") for p in args.approve)}
+
+
 def _problems(args: argparse.Namespace) -> list[str]:
     problems = []
     if args.concurrency < 1:
@@ -85,6 +105,16 @@ def _problems(args: argparse.Namespace) -> list[str]:
             float(pair.partition("=")[2])
         except ValueError:
             problems.append(f"--ray-resource needs a number after '=', got {pair!r}")
+    for pair in args.approve:
+        task_id, _, answer = pair.partition("=")
+        if not task_id.strip():
+            problems.append(f"--approve needs a task id, got {pair!r}")
+        elif answer and answer not in _ANSWERS:
+            problems.append(f"--approve {pair!r}: the answer is allow, deny or always")
+    if args.approve_all is not None and args.approve_all not in _ANSWERS:
+        problems.append(f"--approve-all {args.approve_all!r}: the answer is allow, deny or always")
+    if args.approve and args.approve_all is not None:
+        problems.append("--approve and --approve-all: choose one")
     if args.engine != "ray" and (args.address or args.ray_resource):
         problems.append("--address and --ray-resource need --engine ray")
     return problems
@@ -126,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         summary = asyncio.run(run_batch(
             args.tasks, args.out, defaults=defaults, concurrency=args.concurrency, limits=limits,
             keep_workspaces=args.keep_workspaces, workspace_root=args.workspace_root, git_cache=args.git_cache,
-            retry=args.retry, engine=args.engine, ray=ray, progress=progress))
+            retry=args.retry, engine=args.engine, ray=ray, progress=progress, approve=_approve(args)))
     except ConfigurationError as exc:  # a bad tasks file, option or backend, found before any task ran
         print(f"agenter: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -140,6 +170,12 @@ def run(args: argparse.Namespace) -> int:
         count = export_swebench(args.out, args.swebench, model_name=args.swebench_model,
                                 only_passed=args.swebench_only_passed)
         print(f"wrote {count} SWE-bench prediction(s) to {args.swebench}", file=sys.stderr)
+    if summary.paused:
+        print(f"{summary.paused} task(s) wait for approval: run the same command with --approve TASK_ID "
+              "(=deny, =always) or --approve-all to continue them", file=sys.stderr)
     if args.json:
         print(json.dumps(summary.to_dict()))
-    return EXIT_OK if summary.all_passed else EXIT_NOT_ALL_PASSED
+    if summary.all_passed:
+        return EXIT_OK
+    paused_only = summary.complete and summary.paused and summary.passed + summary.paused == summary.total
+    return EXIT_PAUSED if paused_only else EXIT_NOT_ALL_PASSED

@@ -82,14 +82,18 @@ class RichProgress:
         self.running -= 1
         if row.passed:
             self.passed += 1
-        else:
+        elif not row.paused:
             self.failed += 1
         if not self.show_tasks:
             return
-        mark = "[green]✓[/]" if row.passed else "[red]✗[/]"
+        mark = "[green]✓[/]" if row.passed else "[yellow]‖[/]" if row.paused else "[red]✗[/]"
         detail = f"{row.iterations} it · ${row.cost_usd:.4f} · {row.duration_seconds:.1f} s"
         problem = ""
-        if not row.passed and (row.error or row.exceeded_limit):
+        if row.paused:
+            waiting = ", ".join(f"{call.get('tool')} {' '.join(call.get('paths') or []) or call.get('command') or ''}"
+                                .strip() for call in row.pending if call.get("needs_approval", True))
+            problem = f": waits for approval of {escape(waiting[:160])}"
+        elif not row.passed and (row.error or row.exceeded_limit):
             kind = f" ({row.error_kind})" if row.error_kind else ""
             first = (row.error or f"limit: {row.exceeded_limit}").strip().splitlines()
             problem = f"{kind}: {escape(first[0][:160]) if first else ''}"
