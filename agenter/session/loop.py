@@ -750,9 +750,9 @@ class CodingRun:
                 outcome.last_text = message.content
             if pieces is not None:
                 return None
-        elif kind is MessageType.TOOL_CALL:
+        elif kind in (MessageType.TOOL_CALL, MessageType.COMMAND_START):  # a command is a tool call
             outcome.tool_calls += 1
-        elif kind is MessageType.TOOL_RESULT and message.is_error:
+        elif kind in (MessageType.TOOL_RESULT, MessageType.COMMAND_END) and message.is_error:
             outcome.tool_error = message.content
         data = message.event_data()
         if kind is MessageType.STATUS and message.tool_name == "fallback":

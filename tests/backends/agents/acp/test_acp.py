@@ -797,7 +797,8 @@ async def test_codex_acp_full_access_commands_that_write_where_agenter_refuses_a
     assert "ran `printf x > ../outside.txt` without asking" in first["reason"]
     assert "outside the working directory" in first["reason"]
     assert result.error == (
-        "the agent changed no file in 1 iteration(s); without asking, the agent ran commands that write "
+        "the agent changed no file in 1 iteration(s): 2 tool call(s), none changed a file; its last reply: 'Done.'; "
+        "without asking, the agent ran commands that write "
         f"where agenter does not allow: {', '.join(sorted([outside, '.git/hooks', '.git/hooks/pre-commit']))}")
 
 
