@@ -5,7 +5,9 @@ processes must not outlive the test, and a user's cache private to the test run.
 from __future__ import annotations
 
 import os
+import signal
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,3 +70,18 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
             os.environ.pop("XDG_CACHE_HOME", None)
         else:
             os.environ["XDG_CACHE_HOME"] = saved
+
+
+@pytest.fixture(autouse=True)
+def _sigint_left_as_python_sets_it(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test (or a library it runs in this process) that leaves SIGINT ignored or blocked makes
+    every later child process deaf to Ctrl-C (children inherit both): the suite's Ctrl-C tests
+    then fail though they pass alone. Put back after each test, and name the test that did it."""
+    yield
+    handler = signal.getsignal(signal.SIGINT)
+    blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    if handler is not signal.default_int_handler or blocked:
+        warnings.warn(f"{request.node.nodeid} left SIGINT {'blocked' if blocked else repr(handler)}; restored",
+                      stacklevel=1)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
