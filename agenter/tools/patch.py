@@ -417,7 +417,29 @@ def _merged_definitions(path: str, old: bytes, content: str) -> str | None:
     None when the content is not such a fragment (it is then the whole file, as always)."""
     if not path.endswith(".py") or b"\x00" in old:
         return None
-    text = old.decode("utf-8", "surrogateescape")
+    return merge_definitions(old.decode("utf-8", "surrogateescape"), content, fragment=True)
+
+
+def defined_names(content: str) -> list[str] | None:
+    """The top-level functions and classes a Python text holds when it holds nothing else but
+    imports (a block of changed definitions), in order; None for anything else."""
+    try:
+        tree = ast.parse(content)
+    except (SyntaxError, ValueError):
+        return None
+    given = [node.name for node in tree.body if isinstance(node, _DEFINITIONS)]
+    imports = sum(1 for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom)))
+    if not given or len(given) + imports != len(tree.body) or len(set(given)) != len(given):
+        return None
+    return given
+
+
+def merge_definitions(text: str, content: str, *, fragment: bool = False) -> str | None:
+    """`text` (a Python module) with each top-level function or class that `content` gives
+    replacing the module's definition of the same name, and the imports `content` adds that the
+    module lacks; the rest of the module as it was. `content` must hold only such definitions
+    (every one defined by the module) and imports, else None. `fragment`: also None when it
+    gives half of the module's definitions or more (then it may be meant as the whole file)."""
     try:
         before, after = ast.parse(text), ast.parse(content)
     except (SyntaxError, ValueError):
@@ -426,7 +448,7 @@ def _merged_definitions(path: str, old: bytes, content: str) -> str | None:
     given = [node for node in after.body if isinstance(node, _DEFINITIONS)]
     imports = [node for node in after.body if isinstance(node, (ast.Import, ast.ImportFrom))]
     if (not given or len(given) + len(imports) != len(after.body) or len({n.name for n in given}) != len(given)
-            or any(node.name not in defined for node in given) or 2 * len(given) >= len(defined)):
+            or any(node.name not in defined for node in given) or (fragment and 2 * len(given) >= len(defined))):
         return None
     lines, new_lines = text.splitlines(keepends=True), content.splitlines(keepends=True)
 
@@ -462,24 +484,33 @@ _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def _check_whole(path: str, old: bytes, content: str) -> None:
-    """`content` replaces the whole file: one that is much shorter than the file and keeps few of
-    its lines is the changed part alone (what small models write: measured, Qwen2.5-Coder-1.5B
-    giving one function of a three-function module), and writing it would delete the rest.
-    Refused with what to do instead; a deliberate rewrite that small goes through diff or
-    search_replace. Files under FRAGMENT_MIN_LINES non-blank lines are not checked."""
+    """`content` replaces the whole file: refused when it is the changed part alone
+    (fragment_problem)."""
     if b"\x00" in old:
         return
-    before = [line.strip() for line in old.decode("utf-8", "surrogateescape").splitlines() if line.strip()]
+    problem = fragment_problem(path, old.decode("utf-8", "surrogateescape"), content)
+    if problem is not None:
+        raise _ChangeFailed(f"content replaces the whole file, but yours {problem}: writing it would delete the "
+                            "rest. Give the complete new file in content (every unchanged line too), or change "
+                            "only the part that changes with search_replace")
+
+
+def fragment_problem(path: str, old: str, content: str) -> str | None:
+    """Why `content` cannot replace the whole of `old` (the file `path`), or None ("has N
+    non-blank line(s) where PATH has M, and keeps K of them"): a content that is
+    much shorter than the file and keeps few of its lines is the changed part alone (what small
+    models write: measured, Qwen2.5-Coder-1.5B giving one function of a three-function module),
+    and writing it would delete the rest. A deliberate rewrite that small goes through diff or
+    search_replace. Files under FRAGMENT_MIN_LINES non-blank lines are not checked."""
+    before = [line.strip() for line in old.splitlines() if line.strip()]
     if len(before) < FRAGMENT_MIN_LINES:
-        return
+        return None
     after = [line.strip() for line in content.splitlines() if line.strip()]
     present = set(after)
     kept = sum(1 for line in before if line in present)
     if 2 * len(after) < len(before) and 2 * kept < len(before):
-        raise _ChangeFailed(
-            f"content replaces the whole file, but yours has {len(after)} non-blank line(s) where {path!r} has "
-            f"{len(before)}, and keeps {kept} of them: writing it would delete the rest. Give the complete new "
-            "file in content (every unchanged line too), or change only the part that changes with search_replace")
+        return f"has {len(after)} non-blank line(s) where {path!r} has {len(before)}, and keeps {kept} of them"
+    return None
 
 
 def _new_text(change: FileChange, text: str, names: set[str]) -> str:

@@ -29,7 +29,6 @@ import asyncio
 import json
 import os
 import re
-import subprocess
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +36,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from agenter._errors import BackendError, PathSecurityError
+from agenter._errors import BackendError
 from agenter._types import Usage
 from agenter.backends._failures import (  # the shared failure classifier
     KIND_ORDER,
@@ -50,6 +49,12 @@ from agenter.backends._failures import (  # the shared failure classifier
     kind_of_type,
 )
 from agenter.backends._prompts import parse_structured_output, strict_schema, validation_problems
+from agenter.backends._workspace import (
+    MAX_FILE_BYTES,
+    list_files,
+    read_text,
+    select_named_files,
+)
 from agenter.backends.base import (
     BackendCapabilities,
     BackendMessage,
@@ -67,23 +72,16 @@ from agenter.usage import is_known_model
 __all__ = [
     "Completion", "CompletionBackend", "CompletionOptions", "Failure", "OutputFormat", "Piece", "ReadRequest",
     "StreamIncomplete", "find_json", "list_files", "openai_failure", "render_repo_map",
-    "chat_usage", "retry_delay", "select_named_files",
+    "chat_usage", "read_text", "retry_delay", "select_named_files",
 ]
 
 OptionsT = TypeVar("OptionsT", bound="CompletionOptions")
 
 #: Characters per token for estimates (budgets, and usage a server did not report).
 CHARS_PER_TOKEN = 4
-#: A file larger than this is never read for the model (it is listed in the map only).
-MAX_FILE_BYTES = 512 * 1024
 #: Output of a test command sent back to the model (the end of it, where failures are).
 COMMAND_OUTPUT_CHARS = 4000
 EVENT_TEXT_LIMIT = 4000
-#: Directories never listed in the repository map when the workspace is not a git repository.
-SKIP_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox", ".mypy_cache",
-                       ".pytest_cache", ".ruff_cache", ".hypothesis", ".cache", ".idea", ".vscode",
-                       ".eggs", "dist", "build", "target", ".next", ".gradle", ".terraform"})
-MAX_LISTED_FILES = 20_000
 
 
 # ---------------------------------------------------------------------- options
@@ -342,7 +340,7 @@ class CompletionBackend(BaseBackend[OptionsT]):
         gate = self.gate
         if gate is not None and gate.evaluate(ToolCall.read(path, name="read_file")).behavior != "allow":
             return None
-        return _read_text(self._resolver, path)
+        return read_text(self._resolver, path)
 
     async def _read_step(self, prompt: str, context: _Context) -> AsyncIterator[BackendMessage]:
         limit = self.options.max_read_files
@@ -373,7 +371,7 @@ class CompletionBackend(BaseBackend[OptionsT]):
                 context.refused[path] = decision.reason
                 notes.append(f"{path}: refused")
                 continue
-            text = await self.in_thread(_read_text, self._resolver, path)
+            text = await self.in_thread(read_text, self._resolver, path)
             if text is None:
                 context.refused[path] = "not a readable text file in the repository"
                 notes.append(f"{path}: not readable")
@@ -622,32 +620,6 @@ class _Context:
         return "\n".join(parts)
 
 
-def list_files(root: Path) -> list[str]:
-    """The repository's files, relative POSIX paths, sorted: git's view (tracked and untracked,
-    ignored files left out) in a git work tree, else a walk that skips SKIP_DIRS."""
-    if (root / ".git").exists():
-        try:
-            result = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others",
-                                     "--exclude-standard"], capture_output=True, timeout=15, check=True)
-            paths = [p for p in result.stdout.decode("utf-8", "surrogateescape").split("\0") if p]
-            found = sorted({p for p in paths if os.path.isfile(root / p) and not os.path.islink(root / p)})
-            return found[:MAX_LISTED_FILES]
-        except (OSError, subprocess.SubprocessError):
-            pass
-    found = []
-    for directory, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info"))
-        base = Path(directory).relative_to(root)
-        for name in names:
-            full = os.path.join(directory, name)
-            if os.path.islink(full) or not os.path.isfile(full):
-                continue
-            found.append((base / name).as_posix())
-            if len(found) >= MAX_LISTED_FILES:
-                return sorted(found)
-    return sorted(found)
-
-
 def render_repo_map(files: Sequence[tuple[str, int | None]], budget_chars: int, first: Sequence[str] = ()) -> str:
     """One line per file ('path (N lines)'), within `budget_chars`: shallow paths (and `first`)
     win; what does not fit is summed up per top-level directory."""
@@ -678,37 +650,6 @@ def render_repo_map(files: Sequence[tuple[str, int | None]], budget_chars: int, 
     lines += [f"{top} ... {count} more file(s) not listed" if top != "." else
               f"... {count} more file(s) at the top level not listed" for top, count in sorted(missing.items())]
     return "\n".join(lines)
-
-
-_WORD_EDGE = r"(?<![\w/.-]){}(?![\w/-])"
-
-
-def select_named_files(prompt: str, files: Sequence[str]) -> list[str]:
-    """Files the task names: by path, or by a file name that is unique enough (at most 3 files)."""
-    named = []
-    by_name: dict[str, list[str]] = {}
-    for path in files:
-        by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
-        if "/" in path and path in prompt:
-            named.append(path)
-    for name, paths in by_name.items():
-        if "." not in name or len(name) < 4 or len(paths) > 3:
-            continue
-        if name in prompt and re.search(_WORD_EDGE.format(re.escape(name)), prompt):
-            named.extend(p for p in paths if p not in named)
-    return named
-
-
-def _read_text(resolver: Any, path: str) -> str | None:
-    """UTF-8 text of a regular file inside the workspace; None for binary, huge or refused files."""
-    try:
-        with resolver.open_for_read(path) as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
-    except (OSError, PathSecurityError, ValueError):
-        return None
-    if len(data) > MAX_FILE_BYTES or b"\x00" in data[:8192]:
-        return None
-    return data.decode("utf-8", "replace")
 
 
 def _size(path: Path) -> int:

@@ -164,6 +164,13 @@ class ToolRunner:
         await asyncio.to_thread(tmpdir.mkdir, 0o700, False, True)
         return str(tmpdir)
 
+    def read_text(self, path: str) -> str | None:
+        """A workspace file's text as the read tools see it (inside the sandbox); None when it is
+        absent, binary, too large or refused."""
+        from agenter.backends._workspace import read_text
+
+        return None if self._toolbox is None else read_text(self._toolbox.resolver, path)
+
     def offered_file_tools(self) -> list[str]:
         """File tools the model gets: the text editor or agenter's tools; in a read-only session
         only the tools that read."""

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -65,6 +66,7 @@ from agenter.backends._prompts import (
 )
 from agenter.backends._steer import EMPTY, IDLE, steered, undelivered
 from agenter.backends.base import BackendMessage, BackendSettings, BaseBackend, MessageType, OptionsT, SessionSpec
+from agenter.backends.model_api._harness.codeedits import code_edits
 from agenter.backends.model_api._harness.compaction import Compactor
 from agenter.backends.model_api._harness.conversation import append_user_content, close_open_tool_uses
 from agenter.backends.model_api._harness.dispatch import PAUSED_RESULT, ToolRunner
@@ -75,8 +77,12 @@ from agenter.backends.model_api._harness.files import (
     TEXT_EDITOR_TOOL_NAME,
 )
 from agenter.backends.model_api._harness.keeper import ConversationKeeper, load, same_store, stores_for
+from agenter.backends.model_api._harness.options import HarnessOptions
 from agenter.backends.model_api._harness.prompts import (
+    ATTACHED_NOTE,
+    CODE_EDITS_NOT_WRITTEN,
     CODE_WITHOUT_CALL_NUDGE,
+    CODE_WITHOUT_PATH_NUDGE,
     CONTEXT_NUDGE,
     CUTOFF_NUDGE,
     STEER_NOTE,
@@ -88,7 +94,9 @@ from agenter.backends.model_api._harness.shell import BASH_TOOL_NAME, bash_tool_
 from agenter.backends.model_api._harness.textcalls import (
     STOP_SEQUENCES,
     describe_tools,
+    fenced,
     looks_like_text_calls,
+    new_call_id,
     parse_calls,
     to_text_messages,
 )
@@ -110,6 +118,10 @@ from agenter.sandbox.confine import ShellSandboxAvailable
 from agenter.store import ConversationStore, StoreError, save_pause
 
 MAX_CUTOFF_NUDGES = 3
+#: The files a first prompt names that go with it (attach_named_files): at most this many, and
+#: this many characters of text in all (about 8k tokens).
+ATTACHED_FILES = 4
+ATTACHED_CHARS = 32_000
 
 
 @dataclass(frozen=True)
@@ -144,6 +156,12 @@ class LoopConfig:
     #: that sets it (named in messages).
     tool_calls: str = "native"
     tool_calls_option: str = "tool_calls"
+    #: Text mode: a reply that makes no call has its code blocks read as file edits (codeedits.py).
+    code_edits: bool = True
+    #: The files the task names go with its first message (their text in fenced blocks): True,
+    #: False, or None (in text tool-call mode only: small local models edit what they see, and
+    #: rarely read first).
+    attach_named_files: bool | None = None
     #: MCP servers whose tools the model gets (mcptools.py).
     mcp_servers: tuple[MCPServer, ...] = ()
     #: Where the conversation is kept (keeper.py): None, the default file store; False, nowhere
@@ -170,7 +188,11 @@ class HarnessBackend(BaseBackend[OptionsT]):
 
     def __init__(self, settings: BackendSettings[OptionsT]):
         super().__init__(settings)
-        self.config = self.loop_config(self.options)
+        config = self.loop_config(self.options)
+        if isinstance(self.options, HarnessOptions):  # the options every harness backend has
+            config = dataclasses.replace(config, code_edits=self.options.text_code_edits,
+                                         attach_named_files=self.options.attach_named_files)
+        self.config = config
         self._wire: ModelWire | None = None
         self._compactor: Compactor | None = None
         self._retry: RetryPolicy | None = None
@@ -186,6 +208,10 @@ class HarnessBackend(BaseBackend[OptionsT]):
         self._text_system: str | None = None
         self._text_feedback: str | None = None
         self._text_notice: str | None = None
+        #: The files the run's prompts name (the files an unlabelled code block may apply to), and
+        #: whether this turn told the model why a code block was not written.
+        self._named: list[str] = []
+        self._code_told = False
         #: Messages the user sent while a turn runs (steer), and whether one runs.
         self._steers: list[str] = []
         self._in_turn = False
@@ -407,6 +433,26 @@ class HarnessBackend(BaseBackend[OptionsT]):
         self._steers.append(text)
         return None
 
+    def _files_named_in(self, prompt: str) -> list[str]:
+        from agenter.backends._workspace import list_files, select_named_files
+
+        return select_named_files(prompt, list_files(self.cwd))
+
+    def _with_files(self, prompt: str, named: list[str]) -> tuple[str, list[str]]:
+        """The prompt with the text of the files it names (at most ATTACHED_FILES, within
+        ATTACHED_CHARS in all; a larger one is left for the model to read)."""
+        parts, shown, total = [], [], 0
+        for path in named[:ATTACHED_FILES]:
+            text = self._tools.read_text(path)
+            if text is None or total + len(text) > ATTACHED_CHARS:
+                continue
+            total += len(text)
+            shown.append(path)
+            parts.append(f"{path}\n{fenced(text if text.endswith(chr(10)) or not text else text + chr(10), path)}")
+        if not parts:
+            return prompt, []
+        return prompt + "\n\n" + ATTACHED_NOTE + "\n\n" + "\n\n".join(parts), shown
+
     def _take_steers(self, where: str) -> tuple[list[Block], list[BackendMessage]]:
         """The pending steers as text blocks for the next user message, and their STEERED messages."""
         steers, self._steers = self._steers, []
@@ -414,6 +460,15 @@ class HarnessBackend(BaseBackend[OptionsT]):
         return blocks, [steered(text, where) for text in steers]
 
     async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
+        first = not self._messages
+        named = await self.in_thread(self._files_named_in, prompt)
+        self._named.extend(path for path in named if path not in self._named)
+        attach = self.config.attach_named_files
+        if first and named and (attach or (attach is None and self._text_system is not None)):
+            prompt, shown = await self.in_thread(self._with_files, prompt, named)
+            if shown:
+                yield BackendMessage(MessageType.STATUS, content=f"the task names {', '.join(shown)}: their text "
+                                     "goes with it")
         append_user_content(self._messages, [{"type": "text", "text": prompt}])
         self._in_turn = True
         await self._save_conversation()
@@ -493,6 +548,7 @@ class HarnessBackend(BaseBackend[OptionsT]):
         compactions = 0  # in a row: a response the model completes resets it
         nudged_for_result = False
         nudged_for_code = False
+        self._code_told = False
         limit = self.config.max_turns
         responses = 0
         while responses < limit:
@@ -571,7 +627,8 @@ class HarnessBackend(BaseBackend[OptionsT]):
                     follow_up.append({"type": "text", "text": STRUCTURED_NUDGE})
                 elif not nudged_for_code and self._code_without_call(response):
                     nudged_for_code = True
-                    follow_up.append({"type": "text", "text": CODE_WITHOUT_CALL_NUDGE})
+                    follow_up.append({"type": "text", "text": CODE_WITHOUT_CALL_NUDGE if not self.config.code_edits
+                                      else CODE_WITHOUT_PATH_NUDGE})
                 else:
                     return
             if self._steers:
@@ -655,11 +712,53 @@ class HarnessBackend(BaseBackend[OptionsT]):
             self._text_notice = (
                 "the model wrote its tool calls in its reply instead of on the wire: reading them from the text "
                 f"from now on ({self.config.tool_calls_option}='text' starts that way)")
-        turn = parse_calls(response.text(), self._tool_definitions)
+        text = response.text()
+        turn = parse_calls(text, self._tool_definitions)
         self._text_feedback = turn.feedback
+        blocks, calls = turn.blocks, bool(turn.calls)
+        if not turn.calls and turn.error is None and self._edits_code_blocks():
+            blocks, calls = self._code_blocks_as_calls(text, blocks)
         kept = [block for block in response.content if block.get("type") not in ("text", "tool_use")]
-        return WireResponse(content=kept + turn.blocks, stop="tool_use" if turn.calls else response.stop,
+        return WireResponse(content=kept + blocks, stop="tool_use" if calls else response.stop,
                             usage=response.usage, stop_detail=response.stop_detail)
+
+    def _edits_code_blocks(self) -> bool:
+        return self.config.code_edits and any(tool.get("name") == "write_file" for tool in self._tool_definitions)
+
+    def _code_blocks_as_calls(self, text: str, blocks: list[Block]) -> tuple[list[Block], bool]:
+        """Text mode, a reply with no call: its code blocks as write_file calls (codeedits.py)."""
+        found = code_edits(text, read=self._tools.read_text, candidates=[*self._named, *self._files_read()])
+        if found.problems and not self._code_told:  # once a turn: the model may mean its block as text
+            self._code_told = True
+            self._text_feedback = CODE_EDITS_NOT_WRITTEN.format(problems="; ".join(found.problems))
+        if not found.edits:
+            return blocks, False
+        out: list[Block] = []
+        taken = 0
+        for edit in found.edits:
+            if text[taken:edit.start].strip():
+                out.append({"type": "text", "text": text[taken:edit.start].strip("\n")})
+            out.append({"type": "tool_use", "id": new_call_id(), "name": "write_file",
+                        "input": {"path": edit.path, "content": edit.content}})
+            taken = edit.end
+        if text[taken:].strip():
+            out.append({"type": "text", "text": text[taken:].strip("\n")})
+        self._text_notice = "; ".join(f"the reply's code block {edit.how}" for edit in found.edits) + \
+            " (a write_file call: text tool-call mode reads code blocks as edits)"
+        return out, True
+
+    def _files_read(self) -> list[str]:
+        """The paths the model's read_file calls named in this conversation."""
+        paths: list[str] = []
+        for message in self._messages:
+            if message["role"] != "assistant" or not isinstance(message["content"], list):
+                continue
+            for block in message["content"]:
+                if block.get("type") == "tool_use" and block.get("name") == "read_file":
+                    path = (block.get("input") or {}).get("path")
+                    if isinstance(path, str) and path not in paths:
+                        paths.append(path)
+        return paths
 
     def _code_without_call(self, response: WireResponse) -> bool:
         """Text mode: a reply that ends the turn with a code block while the turn changed no file

@@ -37,6 +37,18 @@ class HarnessOptions(BackendOptions):
                     "sqlite:///path.db or redis://host:port/db URL (agenter.store.open_store), a "
                     "ConversationStore (agenter.store) of your own, or False (only in this process).")
 
+    text_code_edits: bool = Field(
+        True,
+        description="Tool calls in text (the provider's tool_calls option 'text', or 'auto' once switched): a reply "
+                    "that makes no call has its code blocks read as file edits, a block after a line with a file's "
+                    "path, or Python functions and classes that one file the task names or the model read defines "
+                    "(docs/text-tool-calls.md). False: only calls change files.")
+    attach_named_files: bool | None = Field(
+        None,
+        description="The text of the files the task names (up to 4, 32,000 characters in all) goes with its first "
+                    "message. None (the default): only when tool calls are in text from the start (small local "
+                    "models edit what they see and rarely read first).")
+
     @field_validator("mcp_servers")
     @classmethod
     def _unique_names(cls, servers: list[MCPServer]) -> list[MCPServer]:

@@ -22,6 +22,18 @@ CODE_WITHOUT_CALL_NUDGE = (
     '{"name": "write_file", "arguments": {"path": "FILE"}}\n'
     "```python\n...the whole file...\n```\n"
     "If the task is done, reply without a code block.")
+#: The same, when code blocks are read as edits (codeedits.py): the block's file was not found.
+CODE_WITHOUT_PATH_NUDGE = (
+    "Your reply has a code block, but no file has changed: it does not say which file it is. To write it, "
+    "put the file's path alone on the line before the block:\n"
+    "calc.py\n"
+    "```python\n...the whole file, or only the functions you change...\n```\n"
+    "If the task is done, reply without a code block.")
+#: Before the text of the files the task names, attached to its first message.
+ATTACHED_NOTE = "The files named above, as they are now (each path, then its text):"
+#: After a reply's code blocks were read as edits (codeedits.py): what was written is in the
+#: results; what was not, and why.
+CODE_EDITS_NOT_WRITTEN = "Some code blocks of your reply were not written to a file: {problems}."
 CONTEXT_NUDGE = ("Your last response was cut off: the conversation had filled the model's context window. "
                  "Its earlier part is summarized above now; continue where you stopped.")
 

@@ -234,6 +234,12 @@ def _fence(body: str, info: str) -> str:
     return f"{marker}{info}\n{body}{marker}"
 
 
+def fenced(body: str, path: str) -> str:
+    """A file's text (ending with a line break, or empty) as a fenced block, its language from
+    the path."""
+    return _fence(body, _language(path))
+
+
 def _language(path: Any) -> str:
     """A code block's info string for a file, from its extension ("" when it has none)."""
     suffix = PurePosixPath(path).suffix[1:].lower() if isinstance(path, str) else ""
@@ -528,11 +534,11 @@ class _Attempt:
     blocks: tuple[str, ...] = ()
 
 
-def _new_id() -> str:
+def new_call_id() -> str:
     return f"call_{secrets.token_hex(8)}"
 
 
-def parse_calls(text: str, tools: Tools, *, new_id: Callable[[], str] = _new_id) -> TextTurn:
+def parse_calls(text: str, tools: Tools, *, new_id: Callable[[], str] = new_call_id) -> TextTurn:
     """Read one assistant reply for calls to `tools` (their names or definitions; see the
     module's contract). `new_id` makes each tool_use id."""
     schemas = _tool_schemas(tools)

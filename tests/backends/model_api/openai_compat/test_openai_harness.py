@@ -411,16 +411,17 @@ async def test_text_tool_calls_give_a_files_text_and_an_edits_texts_as_code_bloc
 
 
 async def test_a_code_block_without_a_call_is_answered_with_how_to_write_it_once_a_turn(scripted_model_server, repo):
-    """Text mode: a reply with the new code in a block and no call (what Qwen2.5-Coder-1.5B gave,
-    twice) does not end a turn that changed nothing: the model is told how to write it, once.
-    After a file changed, a block in the final answer ends the turn as usual."""
+    """Text mode with code edits off: a reply with the new code in a block and no call (what
+    Qwen2.5-Coder-1.5B gave, twice) does not end a turn that changed nothing: the model is told
+    how to write it, once. After a file changed, a block in the final answer ends the turn."""
     module = "def f():\n    return 1\n"
     server = scripted_model_server([
         reply(text("```python\n" + module + "```")),
         reply(text('{"name": "write_file", "arguments": {"path": "f.py"}}\n```python\n' + module + "```")),
         reply(text("Done: f.py now reads\n```python\n" + module + "```")),
     ])
-    result = await make_agent(server, "chat", openai_tool_calls="text").execute("Write f.py", cwd=repo)
+    result = await make_agent(server, "chat", openai_tool_calls="text", text_code_edits=False).execute(
+        "Write f.py", cwd=repo)
     assert result.status is CodingStatus.COMPLETED, result.error
     assert (repo / "f.py").read_text() == module
     assert len(server.model_requests) == 3
@@ -428,6 +429,66 @@ async def test_a_code_block_without_a_call_is_answered_with_how_to_write_it_once
     assert "Your reply has a code block but no tool call, so no file has changed" in second
     third = json.dumps(server.model_requests[2].body)
     assert third.count("Your reply has a code block but no tool call") == 1
+
+
+LEAP = ("DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]\n\n\ndef is_leap_year(year):\n    return year % 4 == 0\n"
+        "\n\ndef days_in_year(year):\n    return 366 if is_leap_year(year) else 365\n\n\n"
+        "def days_in_month(year, month):\n    return 29 if month == 2 and is_leap_year(year) else DAYS[month - 1]\n")
+FIXED = "def is_leap_year(year):\n    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)\n"
+
+
+@pytest.mark.parametrize("wire", ["chat", "responses"])
+async def test_the_task_s_files_go_with_it_and_a_code_block_of_their_functions_is_the_edit(
+        scripted_model_server, repo, wire):
+    """What Qwen2.5-Coder-1.5B did on the leap-year task of the real-model benchmark, four
+    replies in a row: the fixed function alone in a block, no call. In text mode the file the
+    task names goes with it, and the block is read as a write_file call: the function is
+    replaced, the rest of the file stays, the events and the history show a write_file call."""
+    (repo / "calendar_utils.py").write_text(LEAP)
+    server = scripted_model_server([
+        reply(text("```python\n" + FIXED + "```")),
+        reply(text("I fixed is_leap_year.")),
+    ])
+    agent = make_agent(server, wire, openai_tool_calls="text")
+    events = [e async for e in agent.stream_execute(
+        "Fix `is_leap_year` in `calendar_utils.py`: 1900 is not a leap year.", cwd=repo)]
+    result = events[-1].data["result"]
+    assert result["status"] == "completed", result
+    assert (repo / "calendar_utils.py").read_text() == LEAP.replace(
+        "def is_leap_year(year):\n    return year % 4 == 0\n", FIXED)
+    assert list(result["files"]) == ["calendar_utils.py"]
+    first = json.dumps(server.model_requests[0].body)
+    assert "The files named above, as they are now (each path, then its text):\\n\\ncalendar_utils.py\\n```python\\nDAYS" \
+        in first
+    assert [e.data["tool_name"] for e in events if e.data.get("message_type") == "tool_call"] == ["write_file"]
+    assert any("the reply's code block replaces is_leap_year in calendar_utils.py" in str(e.data) for e in events)
+    second = json.dumps(server.model_requests[1].body)
+    assert '{\\"name\\": \\"write_file\\", \\"arguments\\": {\\"path\\": \\"calendar_utils.py\\"}}' in second
+
+
+async def test_code_blocks_as_edits_pass_the_sandbox_and_unplaced_blocks_are_explained(scripted_model_server, repo):
+    """A labelled block outside allowed_write_paths is refused like any write (named in the
+    result); a block of functions no file has is explained to the model once, then a labelled
+    block writes the new file; a final answer that shows the file as it is changes nothing."""
+    module = "def count(text):\n    return len(text.split())\n"
+    server = scripted_model_server([
+        reply(text("app.py\n```python\ndef greet():\n    return 'hi'\n```")),
+        reply(text("```python\n" + module + "```")),
+        reply(text("Here it is.\n\nsrc/word_count.py\n```python\n" + module + "```")),
+        reply(text("Done. src/word_count.py:\n```python\n" + module + "```")),
+    ])
+    agent = make_agent(server, "chat", openai_tool_calls="text")
+    result = await agent.execute("Write src/word_count.py with count(text).", cwd=repo, allowed_write_paths=["src/"])
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert (repo / "app.py").read_text() == "def greet():\n    return 'hello'\n"
+    assert (repo / "src" / "word_count.py").read_text() == module
+    assert len(server.model_requests) == 4
+    second, third = (json.dumps(r.body) for r in server.model_requests[1:3])
+    assert "writes are limited to: src/" in second
+    assert ("Some code blocks of your reply were not written to a file: the block that defines count was not "
+            "written: no file the task names or you have read defines it. Put the file's path on the line before "
+            "the block.") in third
+    assert any(r["rule"] == "allowed_write_paths" for r in result.permission_denials)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,160 @@
+"""Text tool-call mode: the code blocks of a reply that made no call, read as file edits.
+
+Why: measured on the real-model benchmark (Qwen2.5-Coder-1.5B-Instruct on llama.cpp's server,
+tools described in the prompt with a worked example), the model answered a bug-fix task with the
+fixed function in a ```python block and no call, four replies in a row, a nudge in between; the
+code was right, and nothing was written. Aider asks small models for exactly this (a file's path,
+then its content in a fenced block) and applies it. So, in text mode, a reply that holds no call
+(and no malformed one) has its code blocks read as edits by these rules, and by nothing else:
+
+1. labelled: the line right before the block holds only a relative path (bare, in backticks or
+   bold, as a heading, or with a colon after it). The block is that file's new content; for a
+   Python file that exists and a block of only top-level functions and classes it defines (and
+   imports), those definitions replace the file's own and the rest of the file stays
+   (`agenter.tools.patch.merge_definitions`). A block much shorter than the file it would replace
+   whole (patch mode's fragment check) is not written: the model is told why.
+2. unlabelled Python that holds only top-level functions and classes (and imports): applied as
+   in 1 to the one file, among those the task names and those the model has read in this run,
+   that defines every one of them. No such file, or several: nothing is written, the model is
+   told which.
+3. any other block is text (an example, an explanation, a shell command), and so is a block that
+   leaves its file as it is (a final answer that shows the code).
+
+Each edit is a write_file call with the file's whole new content: the permission gate, the
+sandbox's path check, allowed_write_paths and the events see it as any other call, and it
+replaces the block (and its path line) in the stored reply, so the conversation shows the model
+its edit as a call. Pure: the caller gives `read(path)` (the file's text, None when it does not
+exist or cannot be read) and the candidate files.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from agenter.tools.patch import defined_names, fragment_problem, merge_definitions
+
+from .textcalls import _FENCE_OPEN, _fence_extent
+
+__all__ = ["CodeEdit", "CodeEdits", "code_edits"]
+
+#: A path line: optional heading marks or "File:", then the path bare, in backticks or in bold,
+#: then an optional colon. The path: relative, no spaces, a file name with an extension.
+_LABEL = re.compile(
+    r"^[ \t]*(?:#{1,6}[ \t]+)?(?:(?i:file)[ \t]*:[ \t]*)?(?P<q>`|\*\*|)"
+    r"(?P<path>(?:[\w.-]+/)*[\w-][\w.-]*\.[A-Za-z0-9]+)(?P=q)[ \t]*:?[ \t]*$")
+
+
+@dataclass(frozen=True)
+class CodeEdit:
+    """One block read as an edit: `path`'s whole new `content`, what it does (for the model and
+    the status line), and the span of the reply it replaces (the path line included)."""
+
+    path: str
+    content: str
+    how: str
+    start: int
+    end: int
+
+
+@dataclass
+class CodeEdits:
+    """What a reply's code blocks amount to: the edits, and why other blocks were not applied
+    (told to the model; empty when every block was plain text)."""
+
+    edits: list[CodeEdit] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def _label(text: str, fence_start: int) -> tuple[str, int] | None:
+    """The path on the line right before the fence at `fence_start` (no blank line between),
+    and where that line starts."""
+    if fence_start == 0:
+        return None
+    line_start = text.rfind("\n", 0, fence_start - 1) + 1
+    match = _LABEL.match(text[line_start:fence_start - 1])
+    if match is None:
+        return None
+    path = match.group("path")
+    if path.startswith(".") and "/" not in path and path.count(".") == 1:
+        return None  # ".py": a language, not a file
+    return path, line_start
+
+
+def code_edits(text: str, *, read: Callable[[str], str | None], candidates: Sequence[str]) -> CodeEdits:
+    """The edits the code blocks of `text` (a reply that made no call) amount to, by the rules
+    of the module docstring. `candidates`: the files an unlabelled block may apply to."""
+    found = CodeEdits()
+    taken: dict[str, str] = {}  # path -> its content after this reply's earlier edits
+    pos = 0
+    while True:
+        opening = _FENCE_OPEN.search(text, pos)
+        if opening is None:
+            return found
+        end, body_start, body_end, closed = _fence_extent(text, opening)
+        pos = end
+        if not closed:
+            continue  # cut off: not an edit
+        body = text[body_start:body_end]
+        label = _label(text, opening.start())
+        def current(path: str) -> str | None:
+            return taken[path] if path in taken else read(path)
+
+        if label is not None:
+            start = label[1]
+            edit = _labelled(label[0], body, current(label[0]), found)
+        else:
+            start = opening.start()
+            edit = _unlabelled(body, current, candidates, found)
+        if edit is None or edit[1] == current(edit[0]):
+            continue  # not an edit, or the file as it is (a final answer that shows it)
+        path, content, how = edit
+        taken[path] = content
+        found.edits.append(CodeEdit(path, content, how, start, end))
+
+
+def _labelled(path: str, body: str, old: str | None, found: CodeEdits) -> tuple[str, str, str] | None:
+    if path.startswith("/") or ".." in path.split("/"):
+        return None
+    if old is None:
+        return path, body, f"writes {path} (a new file)"
+    if path.endswith(".py"):
+        merged = merge_definitions(old, body)
+        if merged is not None:
+            return path, merged, f"replaces {_names(body)} in {path}"
+    problem = fragment_problem(path, old, body)
+    if problem is not None:
+        found.problems.append(f"the block after the line {path} was not written: as the whole file it {problem}, "
+                              "so it would delete the rest. Give the whole file, or only the functions you "
+                              "change, or change the part with edit_file")
+        return None
+    return path, body, f"replaces the whole of {path}"
+
+
+def _unlabelled(body: str, read: Callable[[str], str | None], candidates: Sequence[str],
+                found: CodeEdits) -> tuple[str, str, str] | None:
+    names = defined_names(body)
+    if names is None:
+        return None
+    holders = []
+    for path in candidates:
+        if not path.endswith(".py"):
+            continue
+        old = read(path)
+        merged = merge_definitions(old, body) if old is not None else None
+        if merged is not None:
+            holders.append((path, merged))
+    if len(holders) == 1:
+        path, merged = holders[0]
+        return path, merged, f"replaces {_names(body)} in {path}"
+    where = ("no file the task names or you have read defines " + ("it" if len(names) == 1 else "all of them")
+             if not holders else "several files define them: " + ", ".join(path for path, _ in holders))
+    found.problems.append(f"the block that defines {', '.join(names)} was not written: {where}. Put the "
+                          "file's path on the line before the block")
+    return None
+
+
+def _names(body: str) -> str:
+    names = defined_names(body) or []
+    return ", ".join(names) if names else "its definitions"

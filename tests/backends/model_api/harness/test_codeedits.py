@@ -1,0 +1,107 @@
+"""Text tool-call mode's code blocks read as edits (codeedits.py): the rules, as pure functions."""
+
+from __future__ import annotations
+
+from agenter.backends.model_api._harness.codeedits import code_edits
+
+CAL = '''"""Calendar helpers."""
+
+import math
+
+DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+
+
+def is_leap_year(year):
+    return year % 4 == 0
+
+
+def days_in_month(year, month):
+    if month == 2 and is_leap_year(year):
+        return 29
+    return DAYS[month - 1]
+
+
+def days_in_year(year):
+    return 366 if is_leap_year(year) else 365
+'''
+
+FIXED = "def is_leap_year(year):\n    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)\n"
+
+
+def files(**texts: str):
+    def read(path: str) -> str | None:
+        return texts.get(path)
+    return read
+
+
+def test_an_unlabelled_block_of_definitions_replaces_them_in_the_one_file_that_has_them() -> None:
+    """What Qwen2.5-Coder-1.5B answered the leap-year task with, four times: the fixed function alone."""
+    reply = f"```python\n{FIXED}```"
+    found = code_edits(reply, read=files(**{"cal.py": CAL, "other.py": "def g():\n    pass\n"}),
+                       candidates=["other.py", "cal.py"])
+    assert not found.problems
+    [edit] = found.edits
+    assert edit.path == "cal.py" and edit.how == "replaces is_leap_year in cal.py"
+    assert edit.content == CAL.replace("def is_leap_year(year):\n    return year % 4 == 0\n", FIXED)
+    assert (edit.start, edit.end) == (0, len(reply))
+
+
+def test_all_definitions_given_keep_the_rest_of_the_module() -> None:
+    """The model's next reply gave all three functions: the docstring, import and constant stay."""
+    block = FIXED + "\n\ndef days_in_month(year, month):\n    return 30\n\n\ndef days_in_year(year):\n    return 365\n"
+    [edit] = code_edits(f"Here:\n```python\n{block}```\n", read=files(**{"cal.py": CAL}), candidates=["cal.py"]).edits
+    assert edit.content.startswith('"""Calendar helpers."""\n\nimport math\n\nDAYS = [31')
+    assert "return 30" in edit.content and FIXED in edit.content
+
+
+def test_a_labelled_block_writes_a_new_file_or_merges_into_a_python_one() -> None:
+    reply = ("I will add the module.\n\n`word_count.py`\n```python\ndef count(text):\n    return len(text.split())\n```\n"
+             "And fix the leap years:\n\n### cal.py:\n```python\n" + FIXED + "```")
+    found = code_edits(reply, read=files(**{"cal.py": CAL}), candidates=[])
+    new, fixed = found.edits
+    assert (new.path, new.content, new.how) == ("word_count.py", "def count(text):\n    return len(text.split())\n",
+                                               "writes word_count.py (a new file)")
+    assert reply[new.start:].startswith("`word_count.py`") and reply[:new.end].endswith("split())\n```")
+    assert fixed.path == "cal.py" and FIXED in fixed.content and "DAYS = [31" in fixed.content
+
+
+def test_a_labelled_fragment_of_a_long_file_is_not_written_and_the_model_is_told() -> None:
+    long = "".join(f"line {n}\n" for n in range(40))
+    found = code_edits("notes.txt\n```\nline 3 changed\n```", read=files(**{"notes.txt": long}), candidates=[])
+    assert not found.edits
+    [problem] = found.problems
+    assert problem.startswith("the block after the line notes.txt was not written: as the whole file it has 1 "
+                              "non-blank line(s) where 'notes.txt' has 40")
+
+
+def test_what_stays_text() -> None:
+    """A shell command, a block of statements, a cut-off block, a block that shows the file as
+    it is, and a path that leaves the workspace."""
+    read = files(**{"cal.py": CAL})
+    for reply in ("Run:\n```bash\npytest -q\n```",
+                  "```python\nprint(is_leap_year(1900))\n```",
+                  "cal.py\n```python\ndef is_leap_year(year):\n",
+                  "Done. cal.py now reads:\n\n```python\n" + CAL + "```",
+                  "../cal.py\n```python\n" + CAL + "```"):
+        found = code_edits(reply, read=read, candidates=["cal.py"])
+        assert not found.edits, reply
+
+
+def test_an_unlabelled_block_no_file_or_several_files_define_is_not_written() -> None:
+    read = files(**{"a.py": "def f():\n    pass\n\n\ndef g():\n    pass\n",
+                    "b.py": "def f():\n    pass\n\n\ndef h():\n    pass\n"})
+    block = "```python\ndef f():\n    return 1\n```"
+    found = code_edits(block, read=read, candidates=["a.py", "b.py"])
+    assert not found.edits and found.problems == [
+        "the block that defines f was not written: several files define them: a.py, b.py. Put the file's path on "
+        "the line before the block"]
+    found = code_edits(block, read=read, candidates=[])
+    assert found.problems == ["the block that defines f was not written: no file the task names or you have read "
+                              "defines it. Put the file's path on the line before the block"]
+
+
+def test_two_blocks_for_one_file_build_on_each_other() -> None:
+    reply = (f"```python\n{FIXED}```\n\n"
+             "```python\ndef days_in_year(year):\n    return 366 if is_leap_year(year) else 365  # checked\n```")
+    first, second = code_edits(reply, read=files(**{"cal.py": CAL}), candidates=["cal.py"]).edits
+    assert FIXED in second.content and "# checked" in second.content and FIXED in first.content
