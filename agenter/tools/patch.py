@@ -434,6 +434,22 @@ def defined_names(content: str) -> list[str] | None:
     return given
 
 
+def changed_definitions(text: str, content: str) -> list[str] | None:
+    """The top-level functions and classes of the Python text `content` that differ from the
+    module `text`'s definitions of the same names (by syntax tree: formatting and comments do not
+    count), in order. None when either does not parse, `content` defines none, or it defines one
+    that `text` does not."""
+    try:
+        before, after = ast.parse(text), ast.parse(content)
+    except (SyntaxError, ValueError):
+        return None
+    defined = {node.name: ast.dump(node) for node in before.body if isinstance(node, _DEFINITIONS)}
+    given = [node for node in after.body if isinstance(node, _DEFINITIONS)]
+    if not given or any(node.name not in defined for node in given):
+        return None
+    return [node.name for node in given if ast.dump(node) != defined[node.name]]
+
+
 def merge_definitions(text: str, content: str, *, fragment: bool = False) -> str | None:
     """`text` (a Python module) with each top-level function or class that `content` gives
     replacing the module's definition of the same name, and the imports `content` adds that the

@@ -13,10 +13,12 @@ then its content in a fenced block) and applies it. So, in text mode, a reply th
    imports), those definitions replace the file's own and the rest of the file stays
    (`agenter.tools.patch.merge_definitions`). A block much shorter than the file it would replace
    whole (patch mode's fragment check) is not written: the model is told why.
-2. unlabelled Python that holds only top-level functions and classes (and imports): applied as
-   in 1 to the one file, among those the task names and those the model has read in this run,
-   that defines every one of them. No such file, or several: nothing is written, the model is
-   told which.
+2. unlabelled Python whose top-level functions and classes are all defined by one file, among
+   those the task names and those the model has read in this run, and that changes at least one
+   of them (a block that repeats them is a quote): a block of only definitions (and imports)
+   replaces those definitions; a whole module (other statements too) is the file's new content,
+   unless much shorter than the file (the check of 1). A block of only definitions that no file
+   or several files define: nothing is written, the model is told which.
 3. any other block is text (an example, an explanation, a shell command), and so is a block that
    leaves its file as it is (a final answer that shows the code).
 
@@ -33,7 +35,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from agenter.tools.patch import defined_names, fragment_problem, merge_definitions
+from agenter.tools.patch import changed_definitions, defined_names, fragment_problem, merge_definitions
 
 from .textcalls import _FENCE_OPEN, _fence_extent
 
@@ -134,23 +136,31 @@ def _labelled(path: str, body: str, old: str | None, found: CodeEdits) -> tuple[
 
 def _unlabelled(body: str, read: Callable[[str], str | None], candidates: Sequence[str],
                 found: CodeEdits) -> tuple[str, str, str] | None:
+    holders: list[tuple[str, str, list[str]]] = []  # (path, its text, the definitions the block changes)
+    for path in dict.fromkeys(candidates):
+        old = read(path) if path.endswith(".py") else None
+        if old is not None and (changed := changed_definitions(old, body)) is not None:
+            holders.append((path, old, changed))
     names = defined_names(body)
-    if names is None:
-        return None
-    holders = []
-    for path in candidates:
-        if not path.endswith(".py"):
-            continue
-        old = read(path)
-        merged = merge_definitions(old, body) if old is not None else None
-        if merged is not None:
-            holders.append((path, merged))
     if len(holders) == 1:
-        path, merged = holders[0]
-        return path, merged, f"replaces {_names(body)} in {path}"
-    where = ("no file the task names or you have read defines " + ("it" if len(names) == 1 else "all of them")
-             if not holders else "several files define them: " + ", ".join(path for path, _ in holders))
-    found.problems.append(f"the block that defines {', '.join(names)} was not written: {where}. Put the "
+        path, old, changed = holders[0]
+        if not changed:
+            return None  # the file's own definitions, quoted
+        if names is not None:  # definitions (and imports) alone: they replace the file's
+            merged = merge_definitions(old, body)
+            return None if merged is None else (path, merged, f"replaces {', '.join(changed)} in {path}")
+        problem = fragment_problem(path, old, body)
+        if problem is not None:
+            found.problems.append(f"the block that changes {', '.join(changed)} was not written: as the whole of "
+                                  f"{path} it {problem}. Give the whole file, or only the functions you change")
+            return None
+        return path, body, f"replaces the whole of {path} (it changes {', '.join(changed)})"
+    if names is None and not holders:
+        return None  # a script, an example: text
+    shown = names or []
+    where = ("no file the task names or you have read defines " + ("it" if len(shown) == 1 else "all of them")
+             if not holders else "several files define them: " + ", ".join(path for path, _, _ in holders))
+    found.problems.append(f"the block that defines {', '.join(shown)} was not written: {where}. Put the "
                           "file's path on the line before the block")
     return None
 

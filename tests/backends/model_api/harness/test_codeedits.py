@@ -102,6 +102,20 @@ def test_an_unlabelled_block_no_file_or_several_files_define_is_not_written() ->
 
 def test_two_blocks_for_one_file_build_on_each_other() -> None:
     reply = (f"```python\n{FIXED}```\n\n"
-             "```python\ndef days_in_year(year):\n    return 366 if is_leap_year(year) else 365  # checked\n```")
+             "```python\ndef days_in_year(year):\n    return 365 + is_leap_year(year)\n```")
     first, second = code_edits(reply, read=files(**{"cal.py": CAL}), candidates=["cal.py"]).edits
-    assert FIXED in second.content and "# checked" in second.content and FIXED in first.content
+    assert FIXED in second.content and "return 365 + is_leap_year" in second.content and FIXED in first.content
+
+
+def test_an_unlabelled_whole_module_that_changes_a_function_replaces_the_file() -> None:
+    """The model's first reply once the file went with the task: the whole module, one function
+    fixed. A module that only repeats a file's functions (the test file, quoted) is text."""
+    module = CAL.replace("def is_leap_year(year):\n    return year % 4 == 0\n", FIXED)
+    tests = "import pytest\n\nfrom cal import is_leap_year\n\n\ndef test_1900():\n    assert not is_leap_year(1900)\n"
+    read = files(**{"cal.py": CAL, "test_cal.py": tests})
+    [edit] = code_edits(f"```python\n{module}```", read=read, candidates=["cal.py", "test_cal.py"]).edits
+    assert (edit.path, edit.content) == ("cal.py", module)
+    assert edit.how == "replaces the whole of cal.py (it changes is_leap_year)"
+    quoted = "# tests\nfrom cal import is_leap_year\n\n\ndef test_1900():\n    assert not is_leap_year(1900)  # 1900\n"
+    found = code_edits(f"```python\n{quoted}```", read=read, candidates=["cal.py", "test_cal.py"])
+    assert not found.edits and not found.problems
