@@ -287,5 +287,10 @@ class RunningTotal:
             return max(total, 0.0)
         return total - last
 
+    def start_from(self, cost: float) -> None:
+        """The agent carries its count on from `cost` (a resumed session's cost, restored by the
+        agent): only what it reports beyond that is new."""
+        self._cost = cost
+
     def reset(self) -> None:
         self._usage = self._cost = None

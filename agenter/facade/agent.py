@@ -40,7 +40,7 @@ class AutonomousCodingAgent:
     `tracer_provider` sends OpenTelemetry spans to that provider instead of the global one
     (docs/observability.md). `session(...)` keeps one agent conversation for many requests.
 
-    `on_ask="pause"` (backends with the pause capability: agenter's own agent) makes a call that
+    `on_ask="pause"` (backends with the pause capability: agenter's own agent, claude-code) makes a call that
     needs approval nobody can give now (no `on_permission`, or no answer in time) pause the run
     instead of denying the call: the result is PAUSED with the calls and a handle, and
     `approve(handle)` continues it, in this process or another (docs/approvals.md). An

@@ -1,8 +1,9 @@
 """Paused runs kept in a conversation store, found again by their handle (docs/approvals.md).
 
-A run of agenter's own agent that stops at a call waiting for a person keeps a pause record in the
-store its conversation is in: the request and its settings, the calls not run, the budget spent
-so far, the files changed so far, the id of the conversation. It is stored as a conversation of
+A run that stops at a call waiting for a person keeps a pause record in a conversation store (for
+agenter's own agent, the one its conversation is in; claude-code keeps only the record there):
+the request and its settings, the calls not run, the budget spent so far, the files changed so
+far, the id of the conversation. It is stored as a conversation of
 its own (no messages; the record in its metadata, `kind` "agenter-pause") under its handle, so
 every store (file, SQLite, Redis, a user's own) keeps it with no new method, and a store reached
 by two hosts serves both.

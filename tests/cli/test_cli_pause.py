@@ -99,8 +99,8 @@ def test_bad_input_is_a_one_line_usage_error(tmp_path):
         (["approve", "pause-" + "0" * 32, "--store", "postgres://db/x"], "no conversation store for postgres://"),
         (["approve", "pause-" + "0" * 32, "--store", str(Path(__file__))], "could not be used"),
         (["run", "x", "--cwd", str(tmp_path), "--backend", "codex", "--on-ask", "pause"],
-         "--on-ask pause: the codex backend cannot pause a run; backends that can: anthropic-sdk, gemini, litellm, "
-         "openai"),
+         "--on-ask pause: the codex backend cannot pause a run; backends that can: anthropic-sdk, claude-code, gemini, "
+         "litellm, openai"),
         (["run", "x", "--cwd", str(tmp_path), "--permission", "ask bash:rm"], "--permission 'ask bash:rm'"),
     ]
     for args, message in cases:

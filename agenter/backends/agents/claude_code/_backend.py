@@ -6,6 +6,15 @@ errors) lands in the same Claude Code conversation. What the CLI does is reporte
 snapshots, so edits made by Bash count too. With sandbox=True, Bash runs in Claude Code's OS
 sandbox (bubblewrap + socat on Linux, failIfUnavailable) and a PreToolUse hook confines the file
 tools to cwd and allowed_write_paths (`_permissions`). How the CLI is started is `_setup`.
+
+Approvals that can wait (docs/approvals.md): a call the gate defers ends the turn there (the hook
+denies it and stops Claude Code, `_permissions`), and the turn reports it pending. `hold` keeps
+the session's record with Claude Code's session id in the pause store (agenter.store, shared with
+agenter's own agent in `backends/_pauses.py`); a later process connects resuming that Claude
+Code session, and `continue_paused` tells the model the person's answers and asks it to make an
+approved call again, which the gate then lets through with that answer (`RepeatedCalls`).
+Claude Code carries a resumed session's cost on, so the cost it reported when the run paused is
+where the continued run's count starts.
 """
 
 from __future__ import annotations
@@ -21,7 +30,16 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agenter._errors import BackendError
+from agenter._types import PendingCall
 from agenter.backends._failures import classify
+from agenter.backends._pauses import (
+    answer_paused,
+    keep,
+    no_pause_without_store,
+    pending_call,
+    run_store,
+    store_for_pauses,
+)
 from agenter.backends._programs.claude import CREDENTIALS as CLAUDE_CREDENTIALS
 from agenter.backends._programs.claude import SHELL_TOOL, denied_calls, usage_from
 from agenter.backends._prompts import REFUSAL_TOOL_NAME, output_schema
@@ -29,7 +47,7 @@ from agenter.backends._steer import EMPTY, IDLE
 from agenter.backends.agents.claude_code import _setup
 from agenter.backends.agents.claude_code._events import TurnTranslator, describe_result_error, describe_sdk_error
 from agenter.backends.agents.claude_code._options import ClaudeCodeOptions
-from agenter.backends.agents.claude_code._permissions import ENFORCED_KINDS, Permissions
+from agenter.backends.agents.claude_code._permissions import ENFORCED_KINDS, Permissions, tool_call
 from agenter.backends.agents.claude_code._steering import FOLLOW_UP_TIMEOUT, Steering
 from agenter.backends.base import (
     BackendCapabilities,
@@ -41,6 +59,7 @@ from agenter.backends.base import (
 )
 from agenter.host import Redactor, _pids, marked_env, reap, strip_ansi
 from agenter.host.requirements import Credentials, Requirement
+from agenter.permissions import ToolCall
 from agenter.tools import Tool
 from agenter.usage import RunningTotal
 
@@ -82,7 +101,7 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, native_tool_loop=True, mcp=True, filesystem_read=True,
         filesystem_edit=True, shell=True, custom_tools=True, structured_output=True, resume=True, sandbox=True,
-        steering=True)
+        steering=True, pause=True)
     options_model: ClassVar[type[ClaudeCodeOptions]] = ClaudeCodeOptions
     price_provider: ClassVar[str | None] = "anthropic"
     internal_paths: ClassVar[tuple[str, ...]] = (".claude/.cc-writes/",)
@@ -100,10 +119,28 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
         self._shutdowns: list[asyncio.Task[None]] = []
         self._made_dirs: list[Path] = []
         self._steering = Steering()  # session.steer: Claude Code's streaming input (see _steering)
+        #: The cumulative cost the CLI last reported for the session (kept with a paused run).
+        self._cli_cost: float | None = None
 
     @classmethod
     def requirements(cls, settings: BackendSettings[Any]) -> Sequence[Requirement]:
         return _setup.requirements(settings)
+
+    @classmethod
+    def validate_settings(cls, settings: BackendSettings[Any]) -> None:
+        no_pause_without_store(settings.on_ask, cls._options_of(settings).conversation_store)
+
+    @classmethod
+    def pause_store(cls, settings: BackendSettings[Any], log_dir: Path | None) -> Any:
+        """The conversation_store option's store (by default beside log_dir's transcripts, else in
+        the user's cache): where this backend keeps its paused runs."""
+        options = cls._options_of(settings)
+        return store_for_pauses(options.conversation_store, log_dir, Redactor(options.env, extra=options.secrets()))
+
+    @classmethod
+    def _options_of(cls, settings: BackendSettings[Any]) -> ClaudeCodeOptions:
+        options = settings.options
+        return options if isinstance(options, ClaudeCodeOptions) else ClaudeCodeOptions()
 
     @property
     def cli_pid(self) -> int | None:
@@ -125,7 +162,7 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
             sandbox=self.settings.sandbox,
             allowed=[*self.options.claude_allowed_tools, *_setup.our_tool_names(self.settings.tools)],
             permit=self.permit, tools=self.settings.tools, ask_timeout=self.settings.permission_timeout,
-            refused=self.deny)
+            refused=self.deny, waiting=self._waiting)
         self.leave_confinement_to_the_sandbox()
         self._instructions = self.instructions(refusal_tool=_setup.mcp_tool_name(REFUSAL_TOOL_NAME),
                                                output_channel="native")
@@ -147,6 +184,8 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
             server=_setup.mcp_server(self.settings.tools, self._tool_handler, self._refuse_task),
             permissions=self._permissions, stderr=self._stderr.append, resume=resume)
         connection = self._connection = _Connection(ClaudeSDKClient(options), mark)
+        if resume is not None and resume == self._session_id and self._cli_cost is not None:
+            connection.cost.start_from(self._cli_cost)  # the CLI goes on from the session's cost
         try:
             await connection.client.connect()
         except BaseException as exc:
@@ -223,6 +262,8 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
         events = TurnTranslator(self.redact)
         steering = self._steering
         finished = False
+        if self._permissions is not None:
+            self._permissions.begin_turn()
         try:
             steering.start(connection.client)
             await connection.client.query(prompt)
@@ -320,7 +361,9 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
         if not turn.total_tokens:
             turn = events.usage()
         reported = result.total_cost_usd
-        cost = connection.cost.cost(float(reported)) if isinstance(reported, int | float) else None
+        cost = None
+        if isinstance(reported, int | float):
+            cost, self._cli_cost = connection.cost.cost(float(reported)), float(reported)
         self.ledger.settle(turn, cost=cost)
         self._own_refusals(result.permission_denials)
 
@@ -347,6 +390,41 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
         if self.spec.output_type is not None:
             structured = result.structured_output
             self.parse_output(structured if isinstance(structured, dict) else None, result.result)
+
+    # ------------------------------------------------------------------ approvals that can wait
+    def _waiting(self, call_id: str, tool: str, tool_input: dict[str, Any], call: ToolCall, asked: bool) -> None:
+        """A call the turn stops before (the hook denied it; see _permissions), as the gate sees it."""
+        gate = self.gate
+        verdict = gate.evaluate(call) if gate is not None else None
+        needs_approval = asked or (verdict is not None and verdict.behavior == "ask")
+        self.defer_calls([pending_call(call_id, tool, tool_input, call, verdict, needs_approval=needs_approval)])
+
+    async def hold(self, record: dict[str, Any]) -> str:
+        """Keep the paused run in the pause store: the session's record, Claude Code's session id,
+        the gate's "always" answers and the cost the CLI reported. StoreError when it fails."""
+        options = self.options
+        store = await asyncio.to_thread(run_store, options.conversation_store, self.spec.log_dir, self.redact)
+        gate = self.gate
+        own = {"approvals": gate.approvals if gate is not None else [], "cli_cost": self._cli_cost}
+        return await keep(store, record, backend=self.name, session_id=self.session_id, own={"claude_code": own})
+
+    async def _continue_paused(self, held: dict[str, Any], answers: dict[str, str]) -> AsyncIterator[BackendMessage]:
+        """The paused turn, continued in the resumed Claude Code session: the model is told the
+        answers (an approved call is to be made again, a denied one not) and the turn goes on."""
+        own = held.get("claude_code") or {}
+        gate, permissions = self.gate, self._permissions
+        assert gate is not None and permissions is not None
+        gate.restore_approvals(own.get("approvals") or [])
+        cost = own.get("cli_cost")
+        if isinstance(cost, int | float):
+            self._cli_cost = float(cost)
+            if self._connection is not None:
+                self._connection.cost.start_from(float(cost))
+        pending = [PendingCall.model_validate(call) for call in held.get("pending") or [] if isinstance(call, dict)]
+        prompt = await answer_paused(self, pending, answers, lambda name, data: tool_call(name, data, permissions.tools),
+                                     permissions.repeated)
+        async for message in self._turn(prompt):
+            yield message
 
     def _own_refusals(self, denials: Any) -> None:
         """The calls Claude Code's own permission system refused after agenter's hook let them

@@ -5,6 +5,18 @@ first confines the file tools to cwd and allowed_write_paths (the sandbox's rule
 call onto a `ToolCall` and decides it through the session's permission gate (`permit`): a denial
 becomes the hook's deny with the gate's reason, which the model reads as the tool's result. The
 permission prompts a headless run would otherwise hang on are answered by `can_use_tool`.
+
+Approvals that can wait (docs/approvals.md): a call the gate defers is denied with the hook's
+`continue: false`, so Claude Code ends the turn once the calls of that response are answered; any
+later call of the turn (the same response's) is denied too, so nothing runs after it. Both are
+reported through `waiting` (the backend's pending calls). A continued run's answers come back
+through `repeated` when the model makes a paused call again.
+
+Why the hook and not `can_use_tool` with a deny that interrupts: the gate decides in the hook, and
+`can_use_tool` hears only of calls the hook answers "ask", which a permission mode may approve by
+itself; an interrupt also ends the turn as an error (error_during_execution) with Claude Code's own
+"STOP and wait" text as the call's result. `continue: false` ends it with a success result and the
+gate's reason as the call's result. Recorded against Claude Code 2.1.332.
 """
 
 from __future__ import annotations
@@ -14,6 +26,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from agenter._errors import PathSecurityError
+from agenter.backends._pauses import RepeatedCalls
 from agenter.backends._programs.claude import FILE_WRITE_TOOLS, call_target
 from agenter.backends._prompts import REFUSAL_TOOL_NAME
 from agenter.permissions import PermissionDecision, ToolCall
@@ -39,9 +52,22 @@ _HARMLESS_TOOLS = frozenset({"TodoWrite", "TodoRead", "Task", "Agent", "ExitPlan
 #: Seconds the CLI waits for the hook beyond the permission deadline (the gate answers by then).
 _HOOK_SLACK = 30.0
 
-Permit = Callable[[ToolCall], Awaitable[PermissionDecision]]
+#: Input keys of Claude Code's tools that describe a call rather than change it (a paused call
+#: made again may word them differently).
+DESCRIPTIVE_KEYS = frozenset({"description"})
+#: What the model reads for a call after the one the turn paused at.
+NOT_RUN = ("Not run: the run paused at an earlier call of this response, which waits for a person's approval. "
+           "You will be told when to go on.")
+#: What Claude Code notes when the turn ends at a call that waits.
+STOP_REASON = "agenter paused the run: a tool call waits for a person's approval"
+
+#: Decides a call through the gate: permit(call, answer=..., defer=...) (BaseBackend.permit).
+Permit = Callable[..., Awaitable[PermissionDecision]]
 #: Records a refused write: (tool, target, reason, rule).
 Refused = Callable[[str, str, str, str], Any]
+#: Records a call the turn stopped before: (tool_use_id, tool, input, call, asked): `asked` for
+#: the call the gate deferred, False for a later one.
+Waiting = Callable[[str, str, dict[str, Any], ToolCall, bool], Any]
 
 
 def tool_call(name: str, tool_input: Mapping[str, Any], tools: Mapping[str, Tool] | None = None) -> ToolCall | None:
@@ -120,11 +146,13 @@ class Permissions:
         confinement refused, a prompt `can_use_tool` denied. `refused_ids` holds the tool_use_ids
         of every call refused here (the gate's denials included), so the backend can tell Claude
         Code's own refusals in its result from agenter's.
+    waiting: records the calls the turn stops before (see the module docstring); `paused` says
+        the turn stops, until `begin_turn`. `repeated` holds a continued run's answers.
     """
 
     def __init__(self, *, resolver: PathResolver | None, mode: str, sandbox: bool, allowed: Collection[str],
                  permit: Permit | None = None, tools: Sequence[Tool] = (), ask_timeout: float | None = 60.0,
-                 refused: Refused | None = None):
+                 refused: Refused | None = None, waiting: Waiting | None = None):
         self.resolver = resolver
         self.mode = mode
         self.sandbox = sandbox
@@ -134,6 +162,12 @@ class Permissions:
         self.ask_timeout = ask_timeout
         self.refused = refused
         self.refused_ids: set[str] = set()
+        self.waiting = waiting
+        self.paused = False
+        self.repeated = RepeatedCalls(DESCRIPTIVE_KEYS)
+
+    def begin_turn(self) -> None:
+        self.paused = False
 
     def write_denial(self, tool_name: str, tool_input: dict[str, Any]) -> str | None:
         """Why a file tool may not write where it wants, or None when it may."""
@@ -188,11 +222,24 @@ class Permissions:
         call = tool_call(tool_name, tool_input, self.tools)
         if call is None:
             return {}
-        decision = await self.permit(call)
+        if self.paused:  # the turn ends at an earlier call that waits for a person
+            self._wait(tool_use_id, tool_name, tool_input, call, asked=False)
+            return _hook_answer("deny", NOT_RUN)
+        decision = await self.permit(call, answer=self.repeated.take(tool_name, tool_input), defer=True)
         if decision.allowed:
             return {}
+        if decision.deferred:
+            self.paused = True
+            self._wait(tool_use_id, tool_name, tool_input, call, asked=True)
+            return {**_hook_answer("deny", decision.reason), "continue_": False, "stopReason": STOP_REASON}
         self._refused_id(tool_use_id)
         return _hook_answer("deny", decision.reason)
+
+    def _wait(self, tool_use_id: Any, tool_name: str, tool_input: Any, call: ToolCall, *, asked: bool) -> None:
+        self._refused_id(tool_use_id)
+        if self.waiting is not None:
+            call_id = tool_use_id if isinstance(tool_use_id, str) and tool_use_id else f"call-{len(self.refused_ids)}"
+            self.waiting(call_id, tool_name, dict(tool_input) if isinstance(tool_input, Mapping) else {}, call, asked)
 
     async def can_use_tool(self, tool_name: str, tool_input: dict[str, Any], context: Any) -> Any:
         """Answers the permission prompts a headless run would otherwise hang on."""

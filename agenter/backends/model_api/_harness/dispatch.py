@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from agenter._types import PendingCall
 from agenter.backends._confinement import session_confinement
+from agenter.backends._pauses import pending_call
 from agenter.backends._prompts import REFUSAL_TOOL_NAME, STRUCTURED_OUTPUT_TOOL_NAME
 from agenter.backends.base import BackendMessage, MessageType, SessionSpec, ToolReply
 from agenter.backends.model_api._harness.builtin import (
@@ -286,16 +287,13 @@ class ToolRunner:
             error = input_errors.get(block["id"])
             if error is not None:
                 self.pending_errors[block["id"]] = error
-            shown = dict(arguments) if isinstance(arguments, dict) else {"input": arguments}
             if error is not None or name not in executor.tools or not isinstance(arguments, dict):
-                self.pending.append(PendingCall(id=block["id"], tool=name, input=shown, needs_approval=False))
+                self.pending.append(pending_call(block["id"], name, arguments, needs_approval=False))
                 continue
             call = executor.spec_for(name).call(name, arguments)
             verdict = gate.evaluate(call)
-            self.pending.append(PendingCall(
-                id=block["id"], tool=name, input=shown, needs_approval=position == 0 or verdict.behavior == "ask",
-                rule=verdict.rule, stage=verdict.stage, reason=verdict.reason, paths=list(call.paths),
-                command=call.command))
+            self.pending.append(pending_call(block["id"], name, arguments, call, verdict,
+                                             needs_approval=position == 0 or verdict.behavior == "ask"))
         self._deferred = []
 
     async def _call_inline(self, block: dict[str, Any], results: list[dict[str, Any]],

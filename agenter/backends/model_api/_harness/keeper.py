@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agenter._errors import ConfigurationError
+from agenter.backends._pauses import run_store
 from agenter.backends.model_api._harness.conversation import close_open_tool_uses, invariant_violations
 from agenter.host.redact import Redactor
 from agenter.store import (
@@ -44,16 +45,8 @@ def stores_for(option: Any, log_dir: Path | None, resume_log_dir: Path | None,
                redact: Redactor) -> tuple[ConversationStore | None, ConversationStore | None]:
     """(the store the run writes to, the store a resumed conversation is read from); (None, None)
     when the conversation_store option is False."""
-    if option is False:
-        return None, None
-    if isinstance(option, str | os.PathLike):
-        from agenter.store import open_store
-
-        option = open_store(option, redact=redact)  # a folder, sqlite:///..., redis://...
-    if option is not None:
-        return option, option
-    run = FileConversationStore.beside(log_dir, redact=redact)
-    if resume_log_dir is None:
+    run = run_store(option, log_dir, redact)
+    if run is None or option is not None or resume_log_dir is None:
         return run, run
     return run, FileConversationStore.beside(resume_log_dir, redact=redact)
 

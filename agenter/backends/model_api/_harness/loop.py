@@ -57,6 +57,7 @@ from typing import Any, ClassVar
 
 from agenter._errors import BackendError, ConfigurationError
 from agenter.backends._mcp import MCPServer
+from agenter.backends._pauses import keep, no_pause_without_store, store_for_pauses
 from agenter.backends._prompts import (
     REFUSAL_TOOL_DESCRIPTION,
     REFUSAL_TOOL_NAME,
@@ -115,7 +116,7 @@ from agenter.backends.model_api._harness.wire import (
 from agenter.host.redact import Redactor
 from agenter.host.requirements import PythonPackage, Requirement
 from agenter.sandbox.confine import ShellSandboxAvailable
-from agenter.store import ConversationStore, StoreError, save_pause
+from agenter.store import ConversationStore
 
 MAX_CUTOFF_NUDGES = 3
 #: The files a first prompt names that go with it (attach_named_files): at most this many, and
@@ -309,22 +310,15 @@ class HarnessBackend(BaseBackend[OptionsT]):
 
         config = cls._config_of(settings)
         check_network_rules(settings, backend=cls.name, shell=config.shell, shell_option=config.shell_option)
-        if settings.on_ask == "pause" and config.conversation_store is False:
-            raise ConfigurationError("on_ask='pause' keeps the paused run beside its conversation, and "
-                                     "conversation_store=False keeps none: give a store (or leave the default)",
-                                     parameter="on_ask")
+        no_pause_without_store(settings.on_ask, config.conversation_store)
 
     @classmethod
     def pause_store(cls, settings: BackendSettings[Any], log_dir: Path | None) -> ConversationStore:
         """The store the conversation of a run with these settings is kept in, where its pause
         record is too (the conversation_store option; by default the file store beside log_dir's
         transcripts, else in the user's cache)."""
-        store, _ = stores_for(cls._config_of(settings).conversation_store, log_dir, None,
-                              Redactor(extra=settings.options.secrets()))
-        if store is None:
-            raise ConfigurationError("conversation_store=False keeps no paused run: approve with the store the "
-                                     "run kept it in", parameter="conversation_store")
-        return store
+        return store_for_pauses(cls._config_of(settings).conversation_store, log_dir,
+                                Redactor(extra=settings.options.secrets()))
 
     # ------------------------------------------------------------------ state
     @property
@@ -658,14 +652,10 @@ class HarnessBackend(BaseBackend[OptionsT]):
         """Keep the paused run beside its conversation (agenter.store's pause records): the
         session's record with the harness's own part (the gate's "always" answers, the output
         limit as raised, input errors of pending calls). StoreError when the store fails."""
-        store = self._store
-        if store is None:
-            raise StoreError(f"the {self.name} backend keeps no conversation (conversation_store=False), so the "
-                             "paused run cannot be kept")
         gate = self.gate
         own = {**self._held, "approvals": gate.approvals if gate is not None else [],
                "max_tokens": self._max_tokens, "escalated": self._escalated}
-        return await asyncio.to_thread(save_pause, store, {**record, "session_id": self.session_id, "harness": own})
+        return await keep(self._store, record, backend=self.name, session_id=self.session_id, own={"harness": own})
 
     async def _compact(self, number: int, overflow: BackendError | None) -> BackendMessage:
         compactor = self._compactor

@@ -11,12 +11,12 @@ on to the harness).
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from pydantic import Field, field_validator
 
 from agenter.backends._mcp import MCPServer
+from agenter.backends._pauses import check_store_option
 from agenter.backends.base import BackendOptions
 
 __all__ = ["HarnessOptions"]
@@ -61,17 +61,4 @@ class HarnessOptions(BackendOptions):
     @field_validator("conversation_store")
     @classmethod
     def _a_store(cls, value: Any) -> Any:
-        from agenter.store import ConversationStore
-
-        if value is None or value is False or isinstance(value, ConversationStore):
-            return value
-        if value is True:
-            return None
-        if isinstance(value, str | os.PathLike):
-            from agenter.store import open_store
-
-            open_store(value)  # a scheme that names no store is refused when the agent is built
-            return value
-        raise ValueError("conversation_store takes a folder path, a sqlite:// or redis:// URL, a ConversationStore "
-                         "(agenter.store: load, save, append, delete, session_ids), None for the default file "
-                         f"store, or False; got {type(value).__name__}")
+        return check_store_option(value)

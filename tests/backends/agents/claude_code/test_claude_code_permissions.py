@@ -194,8 +194,8 @@ async def test_the_hook_sees_every_tool_and_denies_with_the_gates_reason(tmp_pat
 
     gate = PermissionGate(PermissionPolicy(mode="bypass"), tmp_path)
 
-    async def permit(call: Any) -> Any:
-        return await gate.decide(call)
+    async def permit(call: Any, **kwargs: Any) -> Any:
+        return await gate.decide(call, **kwargs)
 
     permissions = Permissions(resolver=None, mode="bypassPermissions", sandbox=False, allowed=[], permit=permit,
                               ask_timeout=5.0)
