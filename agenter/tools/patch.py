@@ -434,28 +434,31 @@ def defined_names(content: str) -> list[str] | None:
     return given
 
 
-def changed_definitions(text: str, content: str) -> list[str] | None:
-    """The top-level functions and classes of the Python text `content` that differ from the
-    module `text`'s definitions of the same names (by syntax tree: formatting and comments do not
-    count), in order. None when either does not parse, `content` defines none, or it defines one
-    that `text` does not."""
+def compare_definitions(text: str, content: str) -> tuple[list[str], list[str]] | None:
+    """The top-level functions and classes of the Python text `content`, against the module
+    `text`: those that differ from the module's definitions of the same names (by syntax tree:
+    formatting and comments do not count), and those the module does not define, each in order.
+    None when either does not parse, or `content` shares no definition with the module."""
     try:
         before, after = ast.parse(text), ast.parse(content)
     except (SyntaxError, ValueError):
         return None
     defined = {node.name: ast.dump(node) for node in before.body if isinstance(node, _DEFINITIONS)}
     given = [node for node in after.body if isinstance(node, _DEFINITIONS)]
-    if not given or any(node.name not in defined for node in given):
+    if not any(node.name in defined for node in given):
         return None
-    return [node.name for node in given if ast.dump(node) != defined[node.name]]
+    return ([node.name for node in given if node.name in defined and ast.dump(node) != defined[node.name]],
+            [node.name for node in given if node.name not in defined])
 
 
-def merge_definitions(text: str, content: str, *, fragment: bool = False) -> str | None:
+def merge_definitions(text: str, content: str, *, fragment: bool = False, add: bool = False) -> str | None:
     """`text` (a Python module) with each top-level function or class that `content` gives
     replacing the module's definition of the same name, and the imports `content` adds that the
     module lacks; the rest of the module as it was. `content` must hold only such definitions
-    (every one defined by the module) and imports, else None. `fragment`: also None when it
-    gives half of the module's definitions or more (then it may be meant as the whole file)."""
+    (every one defined by the module) and imports, else None. `add`: definitions the module
+    lacks are allowed (one at least must be the module's) and go at its end. `fragment`: also
+    None when it gives half of the module's definitions or more (then it may be meant as the
+    whole file)."""
     try:
         before, after = ast.parse(text), ast.parse(content)
     except (SyntaxError, ValueError):
@@ -464,8 +467,12 @@ def merge_definitions(text: str, content: str, *, fragment: bool = False) -> str
     given = [node for node in after.body if isinstance(node, _DEFINITIONS)]
     imports = [node for node in after.body if isinstance(node, (ast.Import, ast.ImportFrom))]
     if (not given or len(given) + len(imports) != len(after.body) or len({n.name for n in given}) != len(given)
-            or any(node.name not in defined for node in given) or (fragment and 2 * len(given) >= len(defined))):
+            or (fragment and 2 * len(given) >= len(defined))):
         return None
+    added = [node for node in given if node.name not in defined]
+    if (added and not add) or len(added) == len(given):
+        return None
+    given = [node for node in given if node.name in defined]
     lines, new_lines = text.splitlines(keepends=True), content.splitlines(keepends=True)
 
     def span(node: ast.stmt) -> tuple[int, int]:  # 0-based, end exclusive; decorators included
@@ -489,6 +496,11 @@ def merge_definitions(text: str, content: str, *, fragment: bool = False) -> str
         if not tops and isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
             at = span(first)[1]  # after the module's docstring
         edits.append((at, at, missing))
+    if added:
+        tail = ["\n" if lines and lines[-1].endswith("\n") else "\n\n", "\n"]
+        for node in added:
+            tail += [*source(node), "\n", "\n"]
+        edits.append((len(lines), len(lines), tail[:-2]))
     # From the bottom up, so each edit's line numbers are still the file's.
     for start, end, piece in sorted(edits, key=lambda edit: (edit[0], edit[1]), reverse=True):
         lines[start:end] = piece

@@ -9,16 +9,17 @@ then its content in a fenced block) and applies it. So, in text mode, a reply th
 
 1. labelled: the line right before the block holds only a relative path (bare, in backticks or
    bold, as a heading, or with a colon after it). The block is that file's new content; for a
-   Python file that exists and a block of only top-level functions and classes it defines (and
-   imports), those definitions replace the file's own and the rest of the file stays
-   (`agenter.tools.patch.merge_definitions`). A block much shorter than the file it would replace
+   Python file that exists and a block of only top-level functions and classes (and imports),
+   one of them at least the file's, those definitions replace the file's own, new ones go at its
+   end, and the rest of the file stays (`agenter.tools.patch.merge_definitions`). A block much shorter than the file it would replace
    whole (patch mode's fragment check) is not written: the model is told why.
-2. unlabelled Python whose top-level functions and classes are all defined by one file, among
-   those the task names and those the model has read in this run, and that changes at least one
-   of them (a block that repeats them is a quote): a block of only definitions (and imports)
-   replaces those definitions; a whole module (other statements too) is the file's new content,
-   unless much shorter than the file (the check of 1). A block of only definitions that no file
-   or several files define: nothing is written, the model is told which.
+2. unlabelled Python that shares top-level functions or classes with one file only, among those
+   the task names and those the model has read in this run, and changes one of them or adds one
+   (a block that repeats them is a quote): a block of only definitions (and imports) replaces
+   those definitions and adds the new ones at the file's end; a whole module (other statements
+   too) is the file's new content, unless much shorter than the file (the check of 1). A block of
+   only definitions that no file or several files share: nothing is written, the model is told
+   which.
 3. any other block is text (an example, an explanation, a shell command), and so is a block that
    leaves its file as it is (a final answer that shows the code).
 
@@ -35,7 +36,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from agenter.tools.patch import changed_definitions, defined_names, fragment_problem, merge_definitions
+from agenter.tools.patch import compare_definitions, defined_names, fragment_problem, merge_definitions
 
 from .textcalls import _FENCE_OPEN, _fence_extent
 
@@ -122,9 +123,10 @@ def _labelled(path: str, body: str, old: str | None, found: CodeEdits) -> tuple[
     if old is None:
         return path, body, f"writes {path} (a new file)"
     if path.endswith(".py"):
-        merged = merge_definitions(old, body)
+        merged = merge_definitions(old, body, add=True)
         if merged is not None:
-            return path, merged, f"replaces {_names(body)} in {path}"
+            compared = compare_definitions(old, body) or ([], [])
+            return path, merged, f"{_verb(*compared)} in {path}"
     problem = fragment_problem(path, old, body)
     if problem is not None:
         found.problems.append(f"the block after the line {path} was not written: as the whole file it {problem}, "
@@ -136,35 +138,37 @@ def _labelled(path: str, body: str, old: str | None, found: CodeEdits) -> tuple[
 
 def _unlabelled(body: str, read: Callable[[str], str | None], candidates: Sequence[str],
                 found: CodeEdits) -> tuple[str, str, str] | None:
-    holders: list[tuple[str, str, list[str]]] = []  # (path, its text, the definitions the block changes)
+    # (path, its text, the definitions the block changes, those it adds)
+    holders: list[tuple[str, str, list[str], list[str]]] = []
     for path in dict.fromkeys(candidates):
         old = read(path) if path.endswith(".py") else None
-        if old is not None and (changed := changed_definitions(old, body)) is not None:
-            holders.append((path, old, changed))
+        if old is not None and (compared := compare_definitions(old, body)) is not None:
+            holders.append((path, old, *compared))
     names = defined_names(body)
     if len(holders) == 1:
-        path, old, changed = holders[0]
-        if not changed:
+        path, old, changed, added = holders[0]
+        if not changed and not added:
             return None  # the file's own definitions, quoted
+        what = ", ".join(changed + [f"adds {name}" for name in added])
         if names is not None:  # definitions (and imports) alone: they replace the file's
-            merged = merge_definitions(old, body)
-            return None if merged is None else (path, merged, f"replaces {', '.join(changed)} in {path}")
+            merged = merge_definitions(old, body, add=True)
+            return None if merged is None else (path, merged, f"{_verb(changed, added)} in {path}")
         problem = fragment_problem(path, old, body)
         if problem is not None:
-            found.problems.append(f"the block that changes {', '.join(changed)} was not written: as the whole of "
-                                  f"{path} it {problem}. Give the whole file, or only the functions you change")
+            found.problems.append(f"the block that changes {what} was not written: as the whole of {path} it "
+                                  f"{problem}. Give the whole file, or only the functions you change")
             return None
-        return path, body, f"replaces the whole of {path} (it changes {', '.join(changed)})"
+        return path, body, f"replaces the whole of {path} ({_verb(changed, added)})"
     if names is None and not holders:
         return None  # a script, an example: text
     shown = names or []
-    where = ("no file the task names or you have read defines " + ("it" if len(shown) == 1 else "all of them")
-             if not holders else "several files define them: " + ", ".join(path for path, _, _ in holders))
+    where = ("no file the task names or you have read defines any of them" if not holders
+             else "several files define them: " + ", ".join(holder[0] for holder in holders))
     found.problems.append(f"the block that defines {', '.join(shown)} was not written: {where}. Put the "
                           "file's path on the line before the block")
     return None
 
 
-def _names(body: str) -> str:
-    names = defined_names(body) or []
-    return ", ".join(names) if names else "its definitions"
+def _verb(changed: Sequence[str], added: Sequence[str]) -> str:
+    parts = ([f"replaces {', '.join(changed)}"] if changed else []) + ([f"adds {', '.join(added)}"] if added else [])
+    return " and ".join(parts)

@@ -97,7 +97,7 @@ def test_an_unlabelled_block_no_file_or_several_files_define_is_not_written() ->
         "the line before the block"]
     found = code_edits(block, read=read, candidates=[])
     assert found.problems == ["the block that defines f was not written: no file the task names or you have read "
-                              "defines it. Put the file's path on the line before the block"]
+                              "defines any of them. Put the file's path on the line before the block"]
 
 
 def test_two_blocks_for_one_file_build_on_each_other() -> None:
@@ -115,7 +115,17 @@ def test_an_unlabelled_whole_module_that_changes_a_function_replaces_the_file() 
     read = files(**{"cal.py": CAL, "test_cal.py": tests})
     [edit] = code_edits(f"```python\n{module}```", read=read, candidates=["cal.py", "test_cal.py"]).edits
     assert (edit.path, edit.content) == ("cal.py", module)
-    assert edit.how == "replaces the whole of cal.py (it changes is_leap_year)"
+    assert edit.how == "replaces the whole of cal.py (replaces is_leap_year)"
     quoted = "# tests\nfrom cal import is_leap_year\n\n\ndef test_1900():\n    assert not is_leap_year(1900)  # 1900\n"
     found = code_edits(f"```python\n{quoted}```", read=read, candidates=["cal.py", "test_cal.py"])
     assert not found.edits and not found.problems
+
+
+def test_a_block_may_add_a_helper_beside_the_function_it_changes() -> None:
+    block = ("import re\n\n\ndef _words(text):\n    return re.findall(r\"[a-z0-9']+\", text.lower())\n\n\n"
+             "def count(text):\n    return len(_words(text))\n")
+    stub = "def count(text):\n    raise NotImplementedError\n"
+    [edit] = code_edits(f"```python\n{block}```", read=files(**{"wc.py": stub}), candidates=["wc.py"]).edits
+    assert edit.how == "replaces count and adds _words in wc.py"
+    assert edit.content == ("import re\ndef count(text):\n    return len(_words(text))\n\n\n"
+                            "def _words(text):\n    return re.findall(r\"[a-z0-9']+\", text.lower())\n")

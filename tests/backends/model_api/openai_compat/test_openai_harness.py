@@ -486,7 +486,7 @@ async def test_code_blocks_as_edits_pass_the_sandbox_and_unplaced_blocks_are_exp
     second, third = (json.dumps(r.body) for r in server.model_requests[1:3])
     assert "writes are limited to: src/" in second
     assert ("Some code blocks of your reply were not written to a file: the block that defines count was not "
-            "written: no file the task names or you have read defines it. Put the file's path on the line before "
+            "written: no file the task names or you have read defines any of them. Put the file's path on the line before "
             "the block.") in third
     assert any(r["rule"] == "allowed_write_paths" for r in result.permission_denials)
 
