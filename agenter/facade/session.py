@@ -314,6 +314,41 @@ class AgentSession:
                     self._raise_if_budget_exceeded(finished[0])
                     return
 
+    async def approve(self, handle: str, decisions: Any = None) -> CodingResult:
+        """Continue a request of this session that paused (its `result.resume_handle`) with a
+        person's answers, in this session: the connected agent goes on from the calls it paused
+        at, and the session's totals count the run once. `decisions` as for
+        `AutonomousCodingAgent.approve`. A handle from another session is refused (approve it with
+        the agent); a request sent in this session after the pause moves the conversation on, and
+        the continued run then ends with ERROR saying so. See docs/approvals.md."""
+        finished: list[CodingResult] = []
+        async with contextlib.aclosing(self._approve(handle, decisions, finished)) as events:
+            async for _ in events:
+                pass
+        result = finished[0]
+        self._raise_if_budget_exceeded(result)
+        return result
+
+    async def stream_approve(self, handle: str, decisions: Any = None) -> AsyncGenerator[CodingEvent, None]:
+        """`approve`, yielding the continued request's events (SESSION_END last, with the result)."""
+        finished: list[CodingResult] = []
+        async with contextlib.aclosing(self._approve(handle, decisions, finished)) as events:
+            async for event in events:
+                yield event
+                if event.type is CodingEventType.SESSION_END and finished:
+                    self._raise_if_budget_exceeded(finished[0])
+                    return
+
+    async def _approve(self, handle: str, decisions: Any,
+                       finished: list[CodingResult]) -> AsyncGenerator[CodingEvent, None]:
+        self._require_open()
+        request, _, continuation, store = await claim_paused(self._config, handle, decisions,
+                                                             session_id=self.session_id or "")
+        async with contextlib.aclosing(_given_back_unless_begun(self._serve(request, finished, continuation),
+                                                                store, continuation)) as events:
+            async for event in events:
+                yield event
+
     async def _stream(self, request: CodingRequest | str, fields: dict[str, Any],
                       finished: list[CodingResult]) -> AsyncGenerator[CodingEvent, None]:
         checked = self._check(request, fields)
@@ -321,12 +356,13 @@ class AgentSession:
             async for event in events:
                 yield event
 
-    async def _serve(self, checked: CodingRequest,
-                     finished: list[CodingResult]) -> AsyncGenerator[CodingEvent, None]:
-        """Run a checked request when the session is free; its result goes to `finished`."""
+    async def _serve(self, checked: CodingRequest, finished: list[CodingResult],
+                     continuation: Continuation | None = None) -> AsyncGenerator[CodingEvent, None]:
+        """Run a checked request when the session is free (a paused request continued, with
+        `continuation`); its result goes to `finished`."""
         async with self._lock:
             self._require_open()
-            run = self._run(checked)
+            run = self._run(checked, continuation)
             self._budget = checked.budget or self._config.budget
             self._current, self._runner = run, asyncio.current_task()
             try:
@@ -390,7 +426,7 @@ class AgentSession:
             return Path(value).expanduser().resolve() == Path(expected)
         return bool(value == expected)
 
-    def _run(self, request: CodingRequest) -> CodingRun:
+    def _run(self, request: CodingRequest, continuation: Continuation | None = None) -> CodingRun:
         config = self._config
         backend = self._backend
         assert backend is not None
@@ -399,7 +435,7 @@ class AgentSession:
         session_iterations = None
         if self.budget is not None and "max_iterations" in self.budget.model_fields_set:
             session_iterations = self._iterations
-        continuation, self._continuation = self._continuation, None
+        continuation, self._continuation = continuation or self._continuation, None
         limits = Limits(budget, base=backend.usage(), session=self._tracker, session_iterations=session_iterations,
                         carried=continuation.usage if continuation else None,
                         carried_seconds=continuation.elapsed if continuation else 0.0)
@@ -456,15 +492,15 @@ async def one_request(config: AgentConfig, request: CodingRequest, *, resumed_fr
         config.raise_if_budget_exceeded(finished[0], request.budget or config.budget)
 
 
-async def approve_paused(config: AgentConfig, handle: str, decisions: Any) -> AsyncGenerator[CodingEvent, None]:
-    """A paused run continued with a person's answers (AutonomousCodingAgent.approve): the
-    record found in the agent's store and checked (the handle, the backend, the answers), then
-    claimed (a handle is used once), then run as a request of its own whose first turn continues
-    the paused one. Every check fails before the first event, leaving the run paused; a run that
-    could not begin its turn gives the record back (it stays paused)."""
+async def claim_paused(config: AgentConfig, handle: str, decisions: Any, *,
+                       session_id: str | None = None) -> tuple[CodingRequest, dict[str, Any] | None, Continuation, Any]:
+    """A paused run's record found in the agent's store and checked (the handle, the backend,
+    `session_id` when given: the agent session it paused in, the answers), then claimed (a
+    handle is used once): the request, where it came from, the continuation and the store.
+    Every check fails before the claim, leaving the run paused."""
     from agenter.session.pause import answers_for, request_of
     from agenter.store import StoreError, claim_pause, load_pause
-    from agenter.store._pauses import already_used, release_pause, unreachable
+    from agenter.store._pauses import already_used, unreachable
 
     store = config.backend_class.pause_store(config.settings, config.log_dir)
     try:
@@ -477,24 +513,46 @@ async def approve_paused(config: AgentConfig, handle: str, decisions: Any) -> As
     if record.get("backend") != config.backend_name:
         raise ConfigurationError(f"resume handle {handle!r} is a paused {record.get('backend')} run: approve it with "
                                  f"an agent of that backend, not {config.backend_name}", parameter="handle")
+    if session_id is not None and record.get("session_id") != session_id:
+        raise ConfigurationError(f"resume handle {handle!r} paused in another session than this one: approve it with "
+                                 "agent.approve(handle), which continues it in a session of its own", parameter="handle")
     answers = answers_for(record, decisions)
     request, origin = config.check_request(request_of(record), {})
     try:
         record = await asyncio.to_thread(claim_pause, store, held)
     except StoreError as exc:
         raise unreachable(store, exc) from None
-    continuation = Continuation(handle=handle, record=record, answers=answers)
+    return request, origin, Continuation(handle=handle, record=record, answers=answers), store
+
+
+async def approve_paused(config: AgentConfig, handle: str, decisions: Any) -> AsyncGenerator[CodingEvent, None]:
+    """A paused run continued with a person's answers (AutonomousCodingAgent.approve): claimed
+    (`claim_paused`), then run as a request of its own whose first turn continues the paused one.
+    A run that could not begin its turn gives the record back (it stays paused)."""
+    request, origin, continuation, store = await claim_paused(config, handle, decisions)
+    async with contextlib.aclosing(_given_back_unless_begun(
+            one_request(config, request, resumed_from={**(origin or {}), "pause": handle}, continuation=continuation),
+            store, continuation)) as events:
+        async for event in events:
+            yield event
+
+
+async def _given_back_unless_begun(events: AsyncGenerator[CodingEvent, None], store: Any,
+                                   continuation: Continuation) -> AsyncGenerator[CodingEvent, None]:
+    """The continued run's events; when its turn never began (the folder busy, the backend not
+    starting) the claimed record is given back, so the run stays paused."""
+    from agenter.store._pauses import release_pause
+
     began = False
     try:
-        async with contextlib.aclosing(one_request(config, request, resumed_from={**(origin or {}), "pause": handle},
-                                                   continuation=continuation)) as events:
-            async for event in events:
+        async with contextlib.aclosing(events) as stream:
+            async for event in stream:
                 began = began or event.type is CodingEventType.ITERATION_START
                 yield event
     finally:
-        if not began:  # the continued turn never began (the folder busy, the backend not starting)
+        if not began:
             with contextlib.suppress(Exception):
-                await asyncio.to_thread(release_pause, store, handle, record)
+                await asyncio.to_thread(release_pause, store, continuation.handle, continuation.record)
 
 
 def _usage_of(result: CodingResult) -> Usage:

@@ -321,3 +321,36 @@ async def test_the_record_keeps_no_secret(scripted_model_server, repo, tmp_path)
     assert described["permissions"]["rules"] == POLICY["rules"]
 
 
+
+
+@agent_test
+@pytest.mark.timeout(300)
+async def test_a_request_that_paused_in_an_open_session_is_approved_in_that_session(scripted_model_server, repo):
+    """session.approve: the connected agent goes on from the paused calls (no new process, no
+    conversation loaded again); the session counts the paused run's tokens once; a handle of
+    another session is refused with a one-line error and stays usable."""
+    server = scripted_model_server([three_calls(), reply(text("Both written."), usage=USAGE),
+                                    three_calls()])
+    agent = make_agent(server)
+    async with agent.session(cwd=repo) as session:
+        paused = await session.execute("Write a.txt and secret.txt")
+        assert paused.status is CodingStatus.PAUSED and paused.resume_handle
+        resumed = await session.approve(paused.resume_handle)
+        assert resumed.status is CodingStatus.COMPLETED, resumed.error
+        assert (repo / "secret.txt").read_text() == "s\n"
+        assert resumed.files == {"a.txt": "a\n", "secret.txt": "s\n"}
+        assert resumed.total_tokens == 2200 and session.usage.total_tokens == 2200
+        assert [r.status for r in session.results] == [CodingStatus.PAUSED, CodingStatus.COMPLETED]
+        body = json.dumps(server.model_requests[1].body)
+        assert PAUSED_RESULT not in body and body.count("call_secret") >= 2
+        with pytest.raises(ConfigurationError, match="already used"):
+            await session.approve(paused.resume_handle)
+    (repo / "secret.txt").unlink()
+    other = await make_agent(server).execute("Write a.txt and secret.txt", cwd=repo)
+    assert other.status is CodingStatus.PAUSED
+    async with agent.session(cwd=repo) as session:
+        with pytest.raises(ConfigurationError, match="paused in another session than this one: approve it with "
+                                                     r"agent.approve\(handle\)"):
+            await session.approve(other.resume_handle)
+    assert (await make_agent(server, permissions={"rules": [], "mode": "bypass"}).approve(
+        other.resume_handle, "deny")).status is not CodingStatus.PAUSED
