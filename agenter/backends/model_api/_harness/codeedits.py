@@ -68,6 +68,8 @@ class CodeEdits:
 
     edits: list[CodeEdit] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    #: Python blocks that repeat a file's definitions as they are (a quote, not an edit).
+    quotes: int = 0
 
 
 def _label(text: str, fence_start: int) -> tuple[str, int] | None:
@@ -110,8 +112,11 @@ def code_edits(text: str, *, read: Callable[[str], str | None], candidates: Sequ
         else:
             start = opening.start()
             edit = _unlabelled(body, current, candidates, found)
-        if edit is None or edit[1] == current(edit[0]):
-            continue  # not an edit, or the file as it is (a final answer that shows it)
+        if edit is not None and edit[1] == current(edit[0]):
+            found.quotes += 1  # the file as it is (a final answer that shows it)
+            continue
+        if edit is None:
+            continue
         path, content, how = edit
         taken[path] = content
         found.edits.append(CodeEdit(path, content, how, start, end))
@@ -148,7 +153,8 @@ def _unlabelled(body: str, read: Callable[[str], str | None], candidates: Sequen
     if len(holders) == 1:
         path, old, changed, added = holders[0]
         if not changed and not added:
-            return None  # the file's own definitions, quoted
+            found.quotes += 1  # the file's own definitions, quoted
+            return None
         what = ", ".join(changed + [f"adds {name}" for name in added])
         if names is not None:  # definitions (and imports) alone: they replace the file's
             merged = merge_definitions(old, body, add=True)

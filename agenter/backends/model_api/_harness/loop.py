@@ -213,6 +213,8 @@ class HarnessBackend(BaseBackend[OptionsT]):
         #: whether this turn told the model why a code block was not written.
         self._named: list[str] = []
         self._code_told = False
+        #: Whether the latest reply's code blocks included a quote of a file as it is (no nudge).
+        self._quoted = False
         #: Messages the user sent while a turn runs (steer), and whether one runs.
         self._steers: list[str] = []
         self._in_turn = False
@@ -706,6 +708,7 @@ class HarnessBackend(BaseBackend[OptionsT]):
         turn = parse_calls(text, self._tool_definitions)
         self._text_feedback = turn.feedback
         blocks, calls = turn.blocks, bool(turn.calls)
+        self._quoted = False
         if not turn.calls and turn.error is None and self._edits_code_blocks():
             blocks, calls = self._code_blocks_as_calls(text, blocks)
         kept = [block for block in response.content if block.get("type") not in ("text", "tool_use")]
@@ -718,6 +721,7 @@ class HarnessBackend(BaseBackend[OptionsT]):
     def _code_blocks_as_calls(self, text: str, blocks: list[Block]) -> tuple[list[Block], bool]:
         """Text mode, a reply with no call: its code blocks as write_file calls (codeedits.py)."""
         found = code_edits(text, read=self._tools.read_text, candidates=[*self._named, *self._files_read()])
+        self._quoted = found.quotes > 0
         if found.problems and not self._code_told:  # once a turn: the model may mean its block as text
             self._code_told = True
             self._text_feedback = CODE_EDITS_NOT_WRITTEN.format(problems="; ".join(found.problems))
@@ -752,8 +756,10 @@ class HarnessBackend(BaseBackend[OptionsT]):
 
     def _code_without_call(self, response: WireResponse) -> bool:
         """Text mode: a reply that ends the turn with a code block while the turn changed no file
-        and write_file is offered (the model meant to write it; it is told how, never guessed)."""
-        if self._text_system is None or self._tracked:
+        and write_file is offered (the model meant to write it; it is told how, never guessed).
+        Not a reply that quotes a file as it is (an explanation: telling the model its block
+        names no file would mislead it)."""
+        if self._text_system is None or self._tracked or (self.config.code_edits and self._quoted):
             return False
         if not any(tool.get("name") == "write_file" for tool in self._tool_definitions):
             return False

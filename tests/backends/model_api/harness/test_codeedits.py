@@ -118,7 +118,7 @@ def test_an_unlabelled_whole_module_that_changes_a_function_replaces_the_file() 
     assert edit.how == "replaces the whole of cal.py (replaces is_leap_year)"
     quoted = "# tests\nfrom cal import is_leap_year\n\n\ndef test_1900():\n    assert not is_leap_year(1900)  # 1900\n"
     found = code_edits(f"```python\n{quoted}```", read=read, candidates=["cal.py", "test_cal.py"])
-    assert not found.edits and not found.problems
+    assert not found.edits and not found.problems and found.quotes == 1
 
 
 def test_a_block_may_add_a_helper_beside_the_function_it_changes() -> None:

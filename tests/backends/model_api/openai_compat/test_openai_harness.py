@@ -447,7 +447,8 @@ async def test_the_task_s_files_go_with_it_and_a_code_block_of_their_functions_i
     (repo / "calendar_utils.py").write_text(LEAP)
     server = scripted_model_server([
         reply(text("```python\n" + FIXED + "```")),
-        reply(text("I fixed is_leap_year.")),
+        # An explanation that quotes the fixed function as the file now has it: text, no nudge.
+        reply(text("I fixed it:\n```python\n" + FIXED + "```")),
     ])
     agent = make_agent(server, wire, openai_tool_calls="text")
     events = [e async for e in agent.stream_execute(
@@ -464,6 +465,7 @@ async def test_the_task_s_files_go_with_it_and_a_code_block_of_their_functions_i
     assert any("the reply's code block replaces is_leap_year in calendar_utils.py" in str(e.data) for e in events)
     second = json.dumps(server.model_requests[1].body)
     assert '{\\"name\\": \\"write_file\\", \\"arguments\\": {\\"path\\": \\"calendar_utils.py\\"}}' in second
+    assert len(server.model_requests) == 2
 
 
 async def test_code_blocks_as_edits_pass_the_sandbox_and_unplaced_blocks_are_explained(scripted_model_server, repo):
@@ -834,3 +836,15 @@ def test_module_import_is_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[4])})
     assert out.stdout.split() == ["False", "False"], out.stderr
+
+
+async def test_a_reply_that_quotes_a_file_as_it_is_is_an_answer_not_a_missed_edit(scripted_model_server, repo):
+    """Measured on the retry of the leap-year task: the model explained, quoting the function as
+    the file has it. That block is a quote: nothing is written and the model is not told its
+    block names no file (which made it answer with nothing)."""
+    server = scripted_model_server([reply(text("greet() already reads:\n```python\ndef greet():\n"
+                                               "    return 'hello'\n```"))])
+    result = await make_agent(server, "chat", openai_tool_calls="text").execute(
+        "Does greet() in app.py return 'hello'?", cwd=repo, require_changes=False)
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert len(server.model_requests) == 1 and (repo / "app.py").read_text() == "def greet():\n    return 'hello'\n"
