@@ -755,6 +755,22 @@ def read_journal(journal: Path) -> dict[tuple[str, str], Run]:
     return runs
 
 
+def report_journal(journal: Path | None, systems: list[str], tasks: list[str]) -> int:
+    """The report of a journal's runs (a benchmark stopped before the end), on the tasks every
+    system finished, so that the systems are compared on the same tasks."""
+    if journal is None:
+        raise SystemExit("--report reads --journal")
+    done = read_journal(journal)
+    complete = [t for t in tasks if all((s, t) in done for s in systems)]
+    print(f"{len(complete)} task(s) every system finished: {', '.join(complete) or 'none'}")
+    runs = [done[(s, t)] for s in systems for t in complete]
+    for run in runs:
+        print(f"  {run.system:<10} {run.task:<22} {'solved' if run.solved else 'failed'} attempts={run.attempts} "
+              f"{run.wall_seconds:.0f}s prompt={run.prompt_tokens} gen={run.generated_tokens} requests={run.requests}")
+    print_report([s for s in (summarize(runs, system) for system in systems) if s])
+    return 0
+
+
 def parse_options(values: list[str]) -> dict[str, dict[str, Any]]:
     """--option SYSTEM:KEY=VALUE (VALUE as JSON when it parses, else text)."""
     options: dict[str, dict[str, Any]] = {}
@@ -795,6 +811,9 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
                                                      "runs it already holds: a stopped benchmark resumes")
     parser.add_argument("--record", type=Path, help="keep every request and response under this directory")
     parser.add_argument("--check-tasks", action="store_true", help="only check the task set (no model)")
+    parser.add_argument("--report", action="store_true",
+                        help="only print the report of the runs --journal holds (no model): the tasks of --tasks "
+                             "that every system of --systems finished")
     return parser.parse_args(argv)
 
 
@@ -809,6 +828,8 @@ def main(argv: list[str] | None = None) -> int:
     tasks = load_tasks([t for t in args.tasks.split(",") if t] or None)
     if args.check_tasks:
         return 0 if asyncio.run(check_tasks(tasks)) else 1
+    if args.report:
+        return report_journal(args.journal, [s for s in args.systems.split(",") if s], [t.name for t in tasks])
     if not args.base_url:
         raise SystemExit("--base-url is required (or --check-tasks)")
     systems = [s for s in args.systems.split(",") if s]
