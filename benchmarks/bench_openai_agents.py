@@ -50,6 +50,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _imports import measure_import, python_env
+
 from agenter import AutonomousCodingAgent, CodingRequest
 from agenter.testing import ScriptedModelServer, reply, text
 
@@ -94,40 +96,6 @@ with ScriptedModelServer(handler=handler) as server:
 
 #: Run in a fresh interpreter: `setup` untimed, then `stmt` timed; prints its wall and CPU
 #: seconds and which of HEAVY are loaded afterwards.
-IMPORT_SNIPPET = """
-import sys, time
-{setup}
-t, c = time.perf_counter(), time.process_time()
-{stmt}
-wall, cpu = time.perf_counter() - t, time.process_time() - c
-print(wall, cpu, ",".join(m for m in {heavy!r} if m in sys.modules))
-"""
-
-
-def python_env(pycache: str, checkout: Path) -> dict[str, str]:
-    """A child interpreter's environment: `checkout` first on the path, bytecode cached privately
-    (as in a normal install, also where the environment forbids writing .pyc files)."""
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = pycache
-    env["PYTHONPATH"] = str(checkout)
-    env.pop("OPENAI_API_KEY", None)
-    return env
-
-
-def measure_import(stmt: str, setup: str, env: dict[str, str], runs: int = IMPORT_RUNS) -> tuple[float, float, str]:
-    """The median wall and CPU seconds of `stmt` in fresh interpreters, and the HEAVY modules it
-    left loaded."""
-    code = IMPORT_SNIPPET.format(setup=setup, stmt=stmt, heavy=HEAVY)
-    walls, cpus, loaded = [], [], ""
-    for _ in range(runs + 1):
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
-                              cwd=tempfile.gettempdir(), timeout=300)
-        wall, cpu, *rest = done.stdout.split()
-        walls.append(float(wall))
-        cpus.append(float(cpu))
-        loaded = rest[0] if rest else ""
-    # The first run fills the bytecode cache.
-    return statistics.median(walls[1:]), statistics.median(cpus[1:]), loaded
 
 
 def import_costs() -> dict[str, float]:
@@ -135,17 +103,18 @@ def import_costs() -> dict[str, float]:
     build = ("agenter.AutonomousCodingAgent(backend='openai-agents', base_url='http://127.0.0.1:9/v1', "
              "api_key='sk-bench', validators=[])")
     with tempfile.TemporaryDirectory() as pycache:
-        env = python_env(pycache, REPO)
-        rows = [("import agenter", *measure_import("import agenter", "", env)),
-                ("the facade (AutonomousCodingAgent)", *measure_import(facade, "", env)),
+        env = python_env(pycache, REPO, drop=["OPENAI_API_KEY"])
+        rows = [("import agenter", *measure_import("import agenter", "", env, runs=IMPORT_RUNS, heavy=HEAVY)),
+                ("the facade (AutonomousCodingAgent)", *measure_import(facade, "", env, runs=IMPORT_RUNS, heavy=HEAVY)),
                 ("+ the backend's module (choosing it)",
-                 *measure_import("import agenter.backends.agents.openai_agents", facade, env)),
-                ("+ building the agent (that module, options, requirements)", *measure_import(build, facade, env)),
+                 *measure_import("import agenter.backends.agents.openai_agents", facade, env, runs=IMPORT_RUNS, heavy=HEAVY)),
+                ("+ building the agent (that module, options, requirements)", *measure_import(build, facade, env, runs=IMPORT_RUNS, heavy=HEAVY)),
                 ("import agents (the SDK; at connect, in a thread)",
-                 *measure_import("import agents", facade, env, SDK_IMPORT_RUNS))]
+                 *measure_import("import agents", facade, env, runs=SDK_IMPORT_RUNS, heavy=HEAVY))]
         if BASELINE:
             rows.insert(1, (f"import agenter from {BASELINE}",
-                            *measure_import("import agenter", "", python_env(pycache, Path(BASELINE)))))
+                            *measure_import("import agenter", "", python_env(pycache, Path(BASELINE), drop=["OPENAI_API_KEY"]),
+                                           runs=IMPORT_RUNS, heavy=HEAVY)))
     print(f"imports, fresh interpreters, median of {IMPORT_RUNS} ({SDK_IMPORT_RUNS} for the SDK), wall / CPU:")
     for label, wall, cpu, loaded in rows:
         print(f"  {label:<58} {wall * 1000:7.1f} / {cpu * 1000:6.1f} ms   loaded afterwards: "
