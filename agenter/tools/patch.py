@@ -93,6 +93,12 @@ class FileChange(BaseModel):
         op = self.operation
         if self.new_path is not None and op != "rename":
             raise ValueError(f"new_path is only for operation 'rename', not '{op}'")
+        if len(given) > 1 and "content" in given and op != "rename":
+            # The whole new text beside a diff or edits: it says everything they say (measured:
+            # Qwen2.5-Coder-1.5B filled diff with the file as it was and content with the fix,
+            # and a proposal refused for it cost a request). The whole text is the change.
+            self.diff = self.search_replace = None
+            given = ["content"]
         if len(given) > 1:
             raise ValueError(f"give the change one way only, not {' and '.join(given)}")
         if op == "create":

@@ -480,7 +480,7 @@ async def test_analysis_output_that_does_not_validate_goes_back_with_the_errors(
 
 async def test_a_reply_repeated_word_for_word_is_not_asked_for_again(project: Path):
     # Qwen2.5-Coder-1.5B at temperature 0 gave the same invalid proposal three times in a row.
-    both = proposal(change("calc.py", content="x = 1\n", search_replace=[{"search": "a", "replace": "b"}]))
+    both = proposal(change("calc.py", diff="@@", search_replace=[{"search": "a", "replace": "b"}]))
     with ScriptedModelServer([both, both, both]) as server:
         result, events = await run(make_agent(server), "Do it", project, budget={"max_iterations": 1})
     assert result.status is CodingStatus.FAILED

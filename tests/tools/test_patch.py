@@ -524,7 +524,7 @@ def test_one_megabyte_file(project: Path):
 def test_parse_proposal_reports_shape_errors_per_file():
     raw = json.dumps({"summary": "s", "files": [
         {"path": "a.py", "operation": "modify"},
-        {"path": "b.py", "operation": "modify", "diff": "@@", "content": "x"},
+        {"path": "b.py", "operation": "modify", "diff": "@@", "search_replace": [{"search": "a", "replace": "b"}]},
         {"path": "c.py", "operation": "move"},
         {"path": "d.py", "operation": "delete", "new_path": "e.py"},
     ]})
@@ -532,9 +532,20 @@ def test_parse_proposal_reports_shape_errors_per_file():
         parse_proposal(raw)
     errors = {e.path: e.message for e in info.value.errors}
     assert "needs one of diff, search_replace or content" in errors["a.py"]
-    assert "give the change one way only, not diff and content" in errors["b.py"]
+    assert "give the change one way only, not diff and search_replace" in errors["b.py"]
     assert errors["c.py"].startswith("files[2].operation: Input should be 'create', 'modify'")
     assert "new_path is only for operation 'rename'" in errors["d.py"]
+
+
+def test_content_beside_a_diff_is_the_change():
+    """What Qwen2.5-Coder-1.5B wrote on the median task: diff holding the file as it was, content
+    the fix. The whole new text says everything: it is the change, the diff is dropped."""
+    raw = json.dumps({"summary": "s", "files": [
+        {"path": "stats.py", "operation": "modify", "diff": "@@ -1,3 +1,4 @@\ndef median(v):\n    return v[0]",
+         "search_replace": None, "content": "def median(v):\n    return sorted(v)[len(v) // 2]\n"}]})
+    [change] = parse_proposal(raw).files
+    assert change.content == "def median(v):\n    return sorted(v)[len(v) // 2]\n"
+    assert change.diff is None and change.search_replace is None
 
 
 def test_parse_proposal_accepts_json_and_refuses_garbage():
