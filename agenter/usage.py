@@ -287,10 +287,13 @@ class RunningTotal:
             return max(total, 0.0)
         return total - last
 
-    def start_from(self, cost: float) -> None:
-        """The agent carries its count on from `cost` (a resumed session's cost, restored by the
-        agent): only what it reports beyond that is new."""
-        self._cost = cost
+    def start_from(self, cost: float | None = None, *, usage: Usage | None = None) -> None:
+        """The agent carries its count on from `cost` and/or `usage` (a resumed session's totals,
+        restored by the agent): only what it reports beyond them is new."""
+        if cost is not None:
+            self._cost = cost
+        if usage is not None:
+            self._usage = usage
 
     def reset(self) -> None:
         self._usage = self._cost = None

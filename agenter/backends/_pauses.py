@@ -3,8 +3,9 @@
 Where a paused run is kept: the `conversation_store` option (a folder, a sqlite:// or redis://
 URL, a ConversationStore of the user's; None: the file store beside the run's transcripts, else
 the user's cache; False: nowhere), read here for agenter's own agent, which keeps its
-conversation in that store too, and for claude-code, which keeps only the pause record there
-(Claude Code keeps its conversation itself). `keep` writes the session's record with the
+conversation in that store too, for claude-code, which keeps only the pause record there
+(Claude Code keeps its conversation itself), and for codex, which keeps the record and, with its
+private CODEX_HOME, a copy of the Codex thread there. `keep` writes the session's record with the
 backend's own part under a new handle; `pending_call` is a call that waits, as the gate saw it.
 
 An agent that keeps its own conversation cannot be handed a paused call's result afterwards: its

@@ -4,6 +4,15 @@ One backend instance = one `codex app-server` process = one Codex thread; every 
 on that thread, so retries continue the same conversation. What Codex refuses without asking
 agenter (a patch outside the project under its own approval policy, a command its rules
 forbid) reaches no notification: it is read from the thread's rollout file when a turn ends.
+
+Approvals that can wait (docs/approvals.md): a call the gate defers is answered "cancel", and
+Codex ends the turn there (`_permissions`); the turn reports it pending. `hold` keeps the session's
+record with the thread id in the pause store (shared with the other pausing backends in
+`backends/_pauses.py`), and with a private CODEX_HOME the thread itself (`_threads`); a later
+process resumes the thread, and `continue_paused` tells the model the person's answers and asks it
+to make an approved call again, which the gate then lets through with that answer. Codex reports
+the thread's cumulative usage, the paused run's included, so the continued run counts from the
+total it had when it paused.
 """
 
 from __future__ import annotations
@@ -19,16 +28,33 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agenter._errors import BackendError, ConfigurationError
+from agenter._types import PendingCall, Usage
 from agenter._version import __version__
 from agenter.backends._failures import classify
+from agenter.backends._pauses import (
+    answer_paused,
+    keep,
+    no_pause_without_store,
+    pending_call,
+    run_store,
+    store_for_pauses,
+)
 from agenter.backends._programs import codex as _codex_program
 from agenter.backends._programs.codex import CREDENTIALS as CODEX_CREDENTIALS
 from agenter.backends._programs.codex import Refusals, RolloutTail, response_item
 from agenter.backends._prompts import REFUSAL_TOOL_NAME, output_schema, strict_schema
 from agenter.backends._steer import EMPTY, IDLE, undelivered
-from agenter.backends.agents.codex import _events, _setup
+from agenter.backends.agents.codex import _events, _setup, _threads
 from agenter.backends.agents.codex._options import CodexOptions
-from agenter.backends.agents.codex._permissions import ENFORCED_KINDS, Answering, Approvals, Decision, gated_tool
+from agenter.backends.agents.codex._permissions import (
+    ENFORCED_KINDS,
+    Answering,
+    Approvals,
+    Decision,
+    Pausing,
+    gate_call,
+    gated_tool,
+)
 from agenter.backends.agents.codex._rpc import AppServerConnection, Closed, Notification
 from agenter.backends.agents.codex._steering import Steering
 from agenter.backends.agents.codex._tools_server import SERVER_NAME, TOKEN_ENV_VAR, ToolsServer
@@ -41,8 +67,9 @@ from agenter.backends.base import (
     MessageType,
     SessionSpec,
 )
-from agenter.host import AgentProcess, Requirement
+from agenter.host import AgentProcess, Redactor, Requirement
 from agenter.host.requirements import Credentials
+from agenter.permissions import ToolCall
 from agenter.usage import RunningTotal
 
 __all__ = ["CodexBackend"]
@@ -68,7 +95,7 @@ class CodexBackend(BaseBackend[CodexOptions]):
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, native_tool_loop=True, mcp=True, filesystem_read=True,
         filesystem_edit=True, shell=True, apply_patch=True, custom_tools=True, structured_output=True,
-        resume=True, sandbox=True, steering=True)
+        resume=True, sandbox=True, steering=True, pause=True)
     options_model: ClassVar[type[BackendOptions]] = CodexOptions
     price_provider: ClassVar[str | None] = "openai"
     permission_kinds: ClassVar[frozenset[str]] = ENFORCED_KINDS
@@ -88,6 +115,15 @@ class CodexBackend(BaseBackend[CodexOptions]):
         #: session.steer's messages (see _steering), and whether a turn runs to take them.
         self._steering = Steering()
         self._in_turn = False
+        self._turn_id: str | None = None
+        #: Where a call the gate defers stops the turn (see _permissions), set at connect.
+        self._pausing: Pausing | None = None
+        #: The private CODEX_HOME (None with the user's codex_home), and whether the pause store
+        #: keeps this thread (`_threads`: the copy is brought up to date when the session ends).
+        self._private_home: Path | None = None
+        self._thread_kept = False
+        #: The thread's cumulative usage as Codex last reported it (kept with a paused run).
+        self._thread_total: Usage | None = None
 
     # ------------------------------------------------------------------ settings
     @classmethod
@@ -109,6 +145,14 @@ class CodexBackend(BaseBackend[CodexOptions]):
                                      "it needs codex_home", parameter="codex_model_provider")
         if _setup.uses_own_provider(options) and not _setup.api_key(options, {**os.environ, **options.env}):
             raise ConfigurationError(_setup.MISSING_KEY, parameter="api_key")
+        no_pause_without_store(settings.on_ask, options.conversation_store)
+
+    @classmethod
+    def pause_store(cls, settings: BackendSettings[Any], log_dir: Path | None) -> Any:
+        """The conversation_store option's store (by default beside log_dir's transcripts, else in
+        the user's cache): where this backend keeps its paused runs (and their threads)."""
+        options = settings.options if isinstance(settings.options, CodexOptions) else CodexOptions()
+        return store_for_pauses(options.conversation_store, log_dir, Redactor(options.env, extra=options.secrets()))
 
     @property
     def app_server_pid(self) -> int | None:
@@ -168,7 +212,10 @@ class CodexBackend(BaseBackend[CodexOptions]):
         """Start `codex app-server` and its thread (a new one, or the one resumed)."""
         options = self.options
         if options.codex_home is None:
+            self._private_home = codex_home
             await _setup.seed_home(codex, codex_home, env)
+            if spec.resume_session_id:
+                await self._restore_thread(spec.resume_session_id, codex_home)
         # Under the gated approval policy Codex asks before every command, but its request does
         # not say whether the model asked to leave the sandbox, and an approved escalation runs
         # unsandboxed. So with sandbox=True and no policy given, keep Codex's own policy: it asks
@@ -176,13 +223,14 @@ class CodexBackend(BaseBackend[CodexOptions]):
         # policy (or sandbox=False, where nothing is sandboxed anyway) puts every command before
         # the gate (docs/backends/codex.md: the caveat for allowed commands).
         gated = self.settings.permissions is not None or not self.settings.sandbox
+        pausing = self._pausing = Pausing(self.permit, self._waiting)
         approvals = Approvals(policy=options.codex_approval_policy, sandbox=self.settings.sandbox,
                               cwd=self.cwd, writable_roots=[self.cwd, private_tmp], report=self._report_decision,
-                              permit=self.permit if gated else None, explain=self._explain)
+                              permit=self.permit if gated else None, explain=self._explain, pausing=pausing)
         self.leave_confinement_to_the_sandbox()
         if self.settings.tools:
-            self._tools_server = await ToolsServer.start(self.settings.tools, gated_tool(self.run_tool, self.permit),
-                                                         self.refuse)
+            run = gated_tool(self.run_tool, self.permit, pausing=pausing, stop=self._interrupt)
+            self._tools_server = await ToolsServer.start(self.settings.tools, run, self.refuse)
             env[TOKEN_ENV_VAR] = self._tools_server.token
 
         config = _setup.codex_config(options, model=self.settings.model, sandbox=self.settings.sandbox,
@@ -193,8 +241,12 @@ class CodexBackend(BaseBackend[CodexOptions]):
         else:
             command += _setup.config_overrides(config)
         self._process = await AgentProcess.start(command, cwd=self.cwd, env=env, stdin_pipe=True)
-        self._conn = Answering(self._process, approvals.answer, approvals.observe,
-                               backend=self.name, redact=self.redact)
+
+        def observe(notification: Notification) -> None:
+            approvals.observe(notification)
+            pausing.observe(notification)
+
+        self._conn = Answering(self._process, approvals.answer, observe, backend=self.name, redact=self.redact)
 
         await self._conn.request("initialize", {
             "clientInfo": {"name": "agenter", "title": "agenter", "version": __version__},
@@ -210,8 +262,10 @@ class CodexBackend(BaseBackend[CodexOptions]):
         if self.settings.model:
             thread_params["model"] = self.settings.model
         if spec.resume_session_id:
+            # excludeTurns: the thread's turns are not needed (Codex 0.169 warns that hydrating them is deprecated).
             result = await self._conn.request(
-                "thread/resume", {"threadId": spec.resume_session_id, **thread_params}, REQUEST_TIMEOUT)
+                "thread/resume", {"threadId": spec.resume_session_id, "excludeTurns": True, **thread_params},
+                REQUEST_TIMEOUT)
         else:
             result = await self._conn.request("thread/start", thread_params, REQUEST_TIMEOUT)
         self._session_id = result["thread"]["id"]
@@ -233,6 +287,12 @@ class CodexBackend(BaseBackend[CodexOptions]):
             await conn.aclose()
         if server is not None:
             await server.stop()
+        if self._thread_kept:  # the stored copy goes on from where this session left it
+            try:
+                await self._keep_thread()
+            except Exception as exc:  # noqa: BLE001 - the session's own outcome stands
+                log.warning("codex: the thread kept in the conversation store could not be updated: %s",
+                            self.redact(str(exc)))
         if self._session_dir is not None:  # private CODEX_HOME, TMPDIR and bin dir
             shutil.rmtree(self._session_dir, ignore_errors=True)
         self._session_dir = None
@@ -254,10 +314,13 @@ class CodexBackend(BaseBackend[CodexOptions]):
         failure: _events.TurnFailure | None = None
         self._stream.start_turn()
         self._steering.start_turn()
+        pausing = self._pausing
+        if pausing is not None:
+            pausing.begin_turn()
         self._in_turn = True
         try:
             result = await conn.request("turn/start", params, REQUEST_TIMEOUT)
-            turn_id = (result.get("turn") or {}).get("id")
+            turn_id = self._turn_id = (result.get("turn") or {}).get("id")
             for message in await self._send_steers(conn, turn_id):  # taken while turn/start was answered
                 yield message
             while not finished:
@@ -294,7 +357,8 @@ class CodexBackend(BaseBackend[CodexOptions]):
                         yield message
                     turn = data.get("turn") or {}
                     final_text = _events.final_text(turn) or final_text
-                    if turn.get("status") != "completed" and not (interrupted and self.refusal()):
+                    ended_here = (interrupted and self.refusal()) or self._paused()  # agenter ended it
+                    if turn.get("status") != "completed" and not ended_here:
                         failure = _events.turn_failure(turn, _setup.model_server(self.options))
                     continue
                 item = data.get("item") or {}
@@ -323,10 +387,14 @@ class CodexBackend(BaseBackend[CodexOptions]):
                 yield message
         finally:
             self._in_turn = False
+            self._turn_id = None
+            if pausing is not None:
+                pausing.end_turn()
             if not finished and not interrupted and turn_id and conn.closed is None:
                 conn.send_nowait("turn/interrupt", {"threadId": self._session_id, "turnId": turn_id})
             self._name_refusals()
-        self._finish_turn(final_text, failure)
+        if not self._paused():  # a paused turn has no answer yet: it goes on when approved
+            self._finish_turn(final_text, failure)
 
     def steer(self, text: str) -> str | None:
         """Take a user message for the running turn. The turn sends it to Codex as `turn/steer`,
@@ -390,6 +458,7 @@ class CodexBackend(BaseBackend[CodexOptions]):
         total = _events.thread_total(data)
         if total is None:
             return None
+        self._thread_total = total
         increase = self._thread_usage.usage(total)
         if not increase.total_tokens:
             return None
@@ -419,6 +488,83 @@ class CodexBackend(BaseBackend[CodexOptions]):
             await conn.request("turn/steer", params, REQUEST_TIMEOUT)
         except BackendError as exc:  # the turn ended meanwhile: the decline still stands
             log.debug("codex: could not explain a decline: %s", exc)
+
+    # ------------------------------------------------------------------ approvals that can wait
+    def _paused(self) -> bool:
+        """Whether the running (or latest) turn stops at calls that wait for a person."""
+        return self._pausing is not None and self._pausing.paused
+
+    def _interrupt(self) -> None:
+        """End the running turn (a custom tool call the gate deferred: see _permissions)."""
+        conn, turn_id = self._conn, self._turn_id
+        if conn is not None and turn_id and self._session_id:
+            conn.send_nowait("turn/interrupt", {"threadId": self._session_id, "turnId": turn_id})
+
+    def _waiting(self, call_id: str, tool: str, data: dict[str, Any], call: ToolCall, asked: bool) -> None:
+        """A call the turn stops before (see _permissions), as the gate sees it."""
+        gate = self.gate
+        verdict = gate.evaluate(call) if gate is not None else None
+        needs_approval = asked or (verdict is not None and verdict.behavior == "ask")
+        self.defer_calls([pending_call(call_id, tool, data, call, verdict, needs_approval=needs_approval)])
+
+    async def hold(self, record: dict[str, Any]) -> str:
+        """Keep the paused run in the pause store: the session's record, the thread id, the gate's
+        "always" answers and the thread's usage so far; with a private CODEX_HOME the thread itself
+        too (`_threads`). StoreError when it fails."""
+        store = await asyncio.to_thread(run_store, self.options.conversation_store, self.spec.log_dir, self.redact)
+        gate = self.gate
+        own = {"approvals": gate.approvals if gate is not None else [],
+               "thread_total": self._thread_total.model_dump() if self._thread_total is not None else None}
+        handle = await keep(store, record, backend=self.name, session_id=self.session_id, own={"codex": own})
+        # After the record, so that `keep` says why when there is no store.
+        if self._private_home is not None and not await self._keep_thread():
+            raise BackendError("Codex named no rollout file for the thread, so the paused thread could not be kept "
+                               "(its private CODEX_HOME is deleted with the session)", backend=self.name)
+        return handle
+
+    async def _continue_paused(self, held: dict[str, Any], answers: dict[str, str]) -> AsyncIterator[BackendMessage]:
+        """The paused turn, continued on the resumed thread: the model is told the answers (an
+        approved call is to be made again, a denied one not) and the turn goes on."""
+        own = held.get("codex") or {}
+        gate, pausing = self.gate, self._pausing
+        assert gate is not None and pausing is not None
+        gate.restore_approvals(own.get("approvals") or [])
+        total = own.get("thread_total")
+        if isinstance(total, dict):
+            # Codex reports the thread's totals, the paused run's included: only what follows is new.
+            self._thread_total = Usage.model_validate(total)
+            self._thread_usage.start_from(usage=self._thread_total)
+        pending = [PendingCall.model_validate(call) for call in held.get("pending") or [] if isinstance(call, dict)]
+        tools = {tool.name: tool for tool in self.settings.tools}
+        prompt = await answer_paused(self, pending, answers, lambda name, data: gate_call(name, data, tools),
+                                     pausing.repeated)
+        async for message in self._turn(prompt):
+            yield message
+
+    async def _keep_thread(self) -> bool:
+        """Store the thread's rollout (a private CODEX_HOME is deleted when the session ends);
+        False when there is none to store, or no store."""
+        home, rollout, thread = self._private_home, self._rollout, self._session_id
+        if home is None or rollout is None or rollout.path is None or thread is None:
+            return False
+        store = await asyncio.to_thread(run_store, self.options.conversation_store, self.spec.log_dir, self.redact)
+        if store is not None:
+            self._thread_kept = await asyncio.to_thread(_threads.keep_thread, store, thread, home, rollout.path)
+        return self._thread_kept
+
+    async def _restore_thread(self, thread: str, home: Path) -> None:
+        """Put a thread the pause store keeps back into the new private CODEX_HOME, so that
+        thread/resume finds it (nothing when the store keeps none under this id)."""
+        from agenter.store import StoreError
+
+        try:
+            store = await asyncio.to_thread(run_store, self.options.conversation_store, self.spec.log_dir,
+                                            self.redact)
+            if store is not None:
+                self._thread_kept = await asyncio.to_thread(_threads.restore_thread, store, thread, home)
+        except (StoreError, OSError) as exc:
+            raise BackendError(f"the Codex thread {thread!r} kept in the conversation store cannot be restored: "
+                               f"{exc}", backend=self.name) from None
 
     def _stderr_tail(self) -> str | None:
         return (self._process.stderr_tail() or None) if self._process is not None else None

@@ -8,6 +8,18 @@ allow (the headless answers agenter always gave), then the permission gate. A de
 explained to the model: Codex's own decline says only "rejected by user", so the reason follows
 as a `turn/steer` message that the model reads with the tool's result. Without a gate the
 headless answers alone decide (docs/backends/codex.md has the table).
+
+Approvals that can wait (docs/approvals.md): a call the gate defers is answered "cancel", with
+which Codex itself ends the turn (turn/completed with status "interrupted", every call of that
+model response given the output "aborted by user", and a `<turn_aborted>` note in the thread):
+found by experiment with Codex 0.169, where "decline" only rejects the call and the turn goes on
+with another model request, and `turn/interrupt` sent with the answer ends the turn too but
+leaves a window in which Codex may ask the model again first. A later approval request of the
+turn (a parallel call of the same response) is cancelled too, without asking the gate. A custom
+tool the gate defers interrupts the turn (`turn/interrupt`) and answers with the gate's reason
+only once the turn has ended (Codex gives the call "aborted by user"). Both are reported through
+`Pausing.waiting` (the backend's pending calls); a continued run's answers come back through
+`Pausing.repeated` when the model makes a paused call again.
 """
 
 from __future__ import annotations
@@ -17,19 +29,22 @@ import contextlib
 import inspect
 import logging
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agenter.backends._pauses import RepeatedCalls
 from agenter.backends.agents.codex._events import pending_paths
 from agenter.backends.agents.codex._rpc import AppServerConnection, Notification
+from agenter.backends.agents.codex._tools_server import SERVER_NAME
 from agenter.backends.base import ToolReply
 from agenter.permissions import PermissionDecision, ToolCall
 from agenter.tools import Tool
 from agenter.tools.spec import ToolSpec
 
-__all__ = ["ENFORCED_KINDS", "GATED_POLICY", "Answering", "Approvals", "Decision", "gated_tool", "protocol_policy"]
+__all__ = ["DESCRIPTIVE_KEYS", "ENFORCED_KINDS", "GATED_POLICY", "NOT_RUN", "Answering", "Approvals", "Decision",
+           "Pausing", "gate_call", "gated_tool", "protocol_policy"]
 
 log = logging.getLogger("agenter.backends.agents.codex")
 
@@ -40,6 +55,19 @@ log = logging.getLogger("agenter.backends.agents.codex")
 ENFORCED_KINDS = frozenset({"read", "edit", "shell", "custom"})
 #: The approval policy under which Codex asks agenter before every command and patch.
 GATED_POLICY = "untrusted"
+#: Input keys of a call Codex asks about that describe it rather than change it: the model's
+#: justification (`reason`), which a paused call made again may word differently. A command is
+#: its `command` (as Codex runs it: `/bin/bash -lc '...'`) and `cwd`; a patch its `changes`
+#: (path, kind, diff); a custom tool its arguments.
+DESCRIPTIVE_KEYS = frozenset({"reason"})
+#: What the model reads for a custom tool call after the one the turn paused at.
+NOT_RUN = ("Not run: the run paused at an earlier call of this response, which waits for a person's approval. "
+           "You will be told when to go on.")
+#: Codex's answer to a call the turn stops at: Codex ends the turn itself (see the module docstring).
+STOP = {"decision": "cancel"}
+#: Seconds a deferred custom tool call holds its answer back for the interrupted turn to end, so
+#: the model never reads it in that turn.
+STOP_WAIT = 10.0
 
 
 @dataclass(frozen=True)
@@ -63,8 +91,12 @@ class Decision:
 
 #: Receives each decision as it is made.
 Report = Callable[[Decision], None]
-#: Decides a call through the session's permission gate.
-Permit = Callable[[ToolCall], Awaitable[PermissionDecision]]
+#: Decides a call through the session's permission gate: permit(call, answer=..., defer=...)
+#: (BaseBackend.permit; answer and defer only with a Pausing).
+Permit = Callable[..., Awaitable[PermissionDecision]]
+#: Records a call the turn stops before: (call id, tool, input, call, asked): `asked` for the call
+#: the gate deferred, False for a later one.
+Waiting = Callable[[str, str, dict[str, Any], ToolCall, bool], Any]
 #: Tells the model why a call was declined, in the running turn: (thread id, turn id, text).
 #: Awaited before the decline is sent, so Codex has the reason queued when the turn goes on.
 Explain = Callable[[str, str, str], Awaitable[None]]
@@ -76,6 +108,71 @@ def protocol_policy(policy: str) -> str:
     return "on-request" if policy == "on-failure" else policy
 
 
+class Pausing:
+    """Where a turn stops for calls that wait for a person, for one session (the module docstring).
+
+    permit: the permission gate; waiting: records the calls the turn stops before (None: nothing
+    pauses, a call the gate would defer is decided as before). `paused` says the turn stops, until
+    `begin_turn`; `repeated` holds a continued run's answers. It also remembers the custom tool
+    calls Codex announced (`observe`), so a paused one is named by Codex's own call id.
+    """
+
+    def __init__(self, permit: Permit, waiting: Waiting | None = None):
+        self.permit = permit
+        self.waiting = waiting
+        self.paused = False
+        self.repeated = RepeatedCalls(DESCRIPTIVE_KEYS)
+        self._tool_calls: dict[str, tuple[str, Any]] = {}  # Codex's item id -> (tool, arguments)
+        self._unnamed = 0
+        self._ended = asyncio.Event()
+
+    def begin_turn(self) -> None:
+        self.paused = False
+        self._ended.clear()
+
+    def end_turn(self) -> None:
+        self._ended.set()
+
+    async def turn_ended(self, timeout: float = STOP_WAIT) -> None:
+        """Wait (bounded) until the running turn has ended."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._ended.wait(), timeout)
+
+    async def decide(self, call_id: str, tool: str, data: dict[str, Any], call: ToolCall) -> PermissionDecision | None:
+        """The gate's decision for one call (a deferred one: the turn stops at it); None when an
+        earlier call of the turn waits, so the turn stops before this one without asking."""
+        if self.paused:
+            self._wait(call_id, tool, data, call, asked=False)
+            return None
+        decision = await self.permit(call, answer=self.repeated.take(tool, data), defer=self.waiting is not None)
+        if decision.deferred:
+            self.paused = True
+            self._wait(call_id, tool, data, call, asked=True)
+        return decision
+
+    def _wait(self, call_id: str, tool: str, data: dict[str, Any], call: ToolCall, *, asked: bool) -> None:
+        if self.waiting is not None:
+            self.waiting(call_id, tool, data, call, asked)
+
+    def observe(self, notification: Notification) -> None:
+        """Remember agenter's custom tool calls while they run (in the reader, like Approvals.observe)."""
+        item = notification.params.get("item") or {}
+        if item.get("type") != "mcpToolCall" or item.get("server") != SERVER_NAME or not item.get("id"):
+            return
+        if notification.method == "item/started":
+            self._tool_calls[item["id"]] = (str(item.get("tool")), item.get("arguments"))
+        elif notification.method == "item/completed":
+            self._tool_calls.pop(item["id"], None)
+
+    def tool_call_id(self, tool: str, arguments: Mapping[str, Any]) -> str:
+        """Codex's id of the running custom tool call with this input (else one of agenter's)."""
+        for item_id, (name, given) in self._tool_calls.items():
+            if name == tool and given == arguments:
+                return item_id
+        self._unnamed += 1
+        return f"agenter-{tool}-{self._unnamed}"
+
+
 class Approvals:
     """Decides Codex's server requests for one session.
 
@@ -83,10 +180,13 @@ class Approvals:
     permit: the permission gate (None: the headless answers alone, for a thread started under
         `policy` itself, where Codex asks only what that policy asks).
     explain: sends the model the reason for a declined call (with permit).
+    pausing: where a call the gate defers stops the turn (with permit; None: the gate decides
+        every call now).
     """
 
     def __init__(self, *, policy: str, sandbox: bool, cwd: Path, writable_roots: Sequence[Path],
-                 report: Report | None = None, permit: Permit | None = None, explain: Explain | None = None):
+                 report: Report | None = None, permit: Permit | None = None, explain: Explain | None = None,
+                 pausing: Pausing | None = None):
         self.policy = policy
         self.sandbox = sandbox
         self.cwd = cwd
@@ -94,7 +194,8 @@ class Approvals:
         self._report = report
         self._permit = permit
         self._explain = explain
-        self._pending: dict[str, list[str]] = {}
+        self._pausing = pausing
+        self._pending: dict[str, list[dict[str, Any]]] = {}  # a pending patch's changes, by item id
 
     @property
     def thread_policy(self) -> str:
@@ -107,7 +208,8 @@ class Approvals:
         if notification.method == "item/started":
             item = notification.params.get("item") or {}
             if item.get("type") == "fileChange" and item.get("id"):
-                self._pending[item["id"]] = pending_paths(item)
+                self._pending[item["id"]] = [change for change in item.get("changes") or []
+                                             if isinstance(change, dict)]
         elif notification.method == "item/completed":
             item = notification.params.get("item") or {}
             if item.get("type") == "fileChange":
@@ -120,17 +222,19 @@ class Approvals:
             command = str(params.get("command") or "")
             accept, why = self._command_decision(params)
             if self._permit is not None:
+                data = _described(params, command=command, cwd=str(params.get("cwd") or ""))
                 return self._gate(params, ToolCall.shell(command, name="shell"), "shell", f"command {command!r}",
-                                  (accept, why))
+                                  (accept, why), data)
             self._tell(accept, "shell", f"command {command!r}", why)
             return {"decision": "accept" if accept else "decline"}
         if method == "item/fileChange/requestApproval":
             accept, why = self._file_change_decision(params)
-            paths = self._pending.get(params.get("itemId") or "", [])
+            changes = self._pending.get(params.get("itemId") or "", [])
+            paths = pending_paths({"changes": changes})
             what = f"file change {', '.join(paths) or '(unknown paths)'}"
             if self._permit is not None:
                 return self._gate(params, ToolCall.edit(*paths, name="apply_patch"), "apply_patch", what,
-                                  (accept, why))
+                                  (accept, why), _described(params, changes=changes))
             self._tell(accept, "apply_patch", what, why)
             return {"decision": "accept" if accept else "decline"}
         if method in ("execCommandApproval", "applyPatchApproval"):  # legacy v1 requests
@@ -150,13 +254,22 @@ class Approvals:
         raise LookupError(method)
 
     async def _gate(self, params: dict[str, Any], call: ToolCall, tool: str, what: str,
-                    headless: tuple[bool, str]) -> dict[str, Any]:
+                    headless: tuple[bool, str], data: dict[str, Any]) -> dict[str, Any]:
         """The sandbox rules' verdict (`headless`), then the permission gate's; a decline is
-        explained to the model before it is sent."""
+        explained to the model before it is sent. A call the gate defers (or any call once the
+        turn stops) is cancelled, which ends Codex's turn. `data`: the call's input as the
+        pending call and a repeated call are described."""
         assert self._permit is not None
         accept, why = headless
+        pausing = self._pausing
+        call_id = str(params.get("itemId") or "")
+        if pausing is not None and pausing.paused:  # the turn ends at an earlier call that waits
+            await pausing.decide(call_id, tool, data, call)
+            return STOP
         if accept:
-            decision = await self._permit(call)
+            decision = await (pausing.decide(call_id, tool, data, call) if pausing is not None else self._permit(call))
+            if decision is None or decision.deferred:
+                return STOP
             accept, why = decision.allowed, decision.reason
             self._tell(accept, tool, what, why, rule=decision.rule, recorded=True)
         else:
@@ -186,7 +299,7 @@ class Approvals:
     def _file_change_decision(self, params: dict[str, Any]) -> tuple[bool, str]:
         if params.get("grantRoot") and self.sandbox:
             return False, f"asks for write access to {params['grantRoot']!r} outside the workspace"
-        paths = self._pending.get(params.get("itemId") or "")
+        paths = pending_paths({"changes": self._pending.get(params.get("itemId") or "", [])})
         if not self.sandbox:
             return True, "sandbox=False"
         if not paths:
@@ -257,15 +370,48 @@ class Answering(AppServerConnection):
         await super().aclose()
 
 
-def gated_tool(run: Callable[[Tool, dict[str, Any]], Awaitable[ToolReply]],
-               permit: Permit) -> Callable[[Tool, dict[str, Any]], Awaitable[ToolReply]]:
+def gated_tool(run: Callable[[Tool, dict[str, Any]], Awaitable[ToolReply]], permit: Permit, *,
+               pausing: Pausing | None = None,
+               stop: Callable[[], None] | None = None) -> Callable[[Tool, dict[str, Any]], Awaitable[ToolReply]]:
     """A custom-tool runner that asks the permission gate first (the tool's ToolSpec says what
-    it does); a denial is the tool's error result, which the model reads."""
+    it does); a denial is the tool's error result, which the model reads. With `pausing`, a call
+    the gate defers answers with the gate's reason and `stop`s the turn (turn/interrupt)."""
 
     async def run_gated(tool: Tool, arguments: dict[str, Any]) -> ToolReply:
-        decision = await permit((tool.spec or ToolSpec()).call(tool.name, arguments))
+        call = (tool.spec or ToolSpec()).call(tool.name, arguments)
+        if pausing is None:
+            decision = await permit(call)
+        else:
+            decided = await pausing.decide(pausing.tool_call_id(tool.name, arguments), tool.name, dict(arguments), call)
+            if decided is None:  # an earlier call of the turn waits
+                return ToolReply(NOT_RUN, is_error=True)
+            if decided.deferred and stop is not None:
+                stop()
+                await pausing.turn_ended()  # so the answer cannot reach the model in this turn
+            decision = decided
         if not decision.allowed:
             return ToolReply(decision.reason, is_error=True)
         return await run(tool, arguments)
 
     return run_gated
+
+
+def gate_call(tool: str, data: Mapping[str, Any], tools: Mapping[str, Tool]) -> ToolCall | None:
+    """The gate's view of a paused call as it was described (`Approvals`, `gated_tool`): None for
+    a tool agenter does not know."""
+    if tool == "shell":
+        return ToolCall.shell(str(data.get("command") or ""), name="shell")
+    if tool == "apply_patch":
+        return ToolCall.edit(*pending_paths({"changes": data.get("changes") or []}), name="apply_patch")
+    custom = tools.get(tool)
+    if custom is not None:
+        return (custom.spec or ToolSpec()).call(tool, dict(data))
+    return None
+
+
+def _described(params: Mapping[str, Any], **data: Any) -> dict[str, Any]:
+    """A call's input as a pending call shows it (and a repeated call is matched by): `data`,
+    and the model's justification when Codex sent one."""
+    if params.get("reason"):
+        data["reason"] = str(params["reason"])
+    return data
