@@ -24,6 +24,17 @@ the run goes on.
 A turn runs ADK's run in a task of its own and reads what it yields, and what the callbacks say,
 from one queue. A cancelled or closed turn cancels that task (ADK cancels its node task with it,
 and the running command's process group is killed) and waits for it, bounded.
+
+Approvals that can wait (docs/approvals.md) use ADK's tool confirmation: a call the gate defers
+(and every later call of its model response, `CallOrder`) asks for a confirmation
+(`tool_context.request_confirmation`) and is answered with a placeholder; ADK then asks its user
+to confirm (its `adk_request_confirmation` call) and ends the run there, and the turn reports the
+calls pending. `hold` keeps the record and a copy of the session's events (`_kept`: another
+process, or another host with the same store, continues it). `continue_paused` answers ADK's
+confirmation calls: ADK runs each paused call again, the gate decides it with the person's answer
+in the before-tool callback, and the model's next request holds the calls' real results in place
+of the placeholders. So, as with agenter's own agent, the paused call itself runs (or is refused)
+when the run goes on; the model is not asked to make it again.
 """
 
 from __future__ import annotations
@@ -37,14 +48,22 @@ import re
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 from agenter._errors import BackendError, ConfigurationError
-from agenter._types import Usage
+from agenter._types import PendingCall, Usage
 from agenter.backends._failures import Failure, classify_failure, is_transport_error
 from agenter.backends._genai import MISSING_KEY, api_key_of
+from agenter.backends._pauses import keep, no_pause_without_store, pending_call, run_store, store_for_pauses
 from agenter.backends._prompts import REFUSAL_TOOL_DESCRIPTION, REFUSAL_TOOL_NAME, REFUSAL_TOOL_SCHEMA
-from agenter.backends.agents.google_adk._events import TurnEvents, refused_beside, tool_answer
+from agenter.backends.agents.google_adk._events import (
+    TurnEvents,
+    confirmations_asked,
+    refused_beside,
+    response_calls,
+    tool_answer,
+)
 from agenter.backends.agents.google_adk._options import DEFAULT_MODEL, GoogleADKOptions
 from agenter.backends.agents.google_adk._permissions import (
     ENFORCED_KINDS,
@@ -53,6 +72,7 @@ from agenter.backends.agents.google_adk._permissions import (
     RESERVED_TOOL_NAMES,
     SHELL,
     UNGATED,
+    CallOrder,
     MCPToolName,
     tool_call,
 )
@@ -64,8 +84,9 @@ from agenter.backends.base import (
     MessageType,
     SessionSpec,
 )
-from agenter.host import reap
+from agenter.host import Redactor, reap
 from agenter.host.requirements import Credentials, PythonPackage, Requirement
+from agenter.permissions import PermissionAnswer
 from agenter.sandbox.commands import network_allowed
 from agenter.sandbox.confine import Confinement, ShellSandboxAvailable
 
@@ -81,6 +102,8 @@ OPTION_PREFIX = "adk"
 _TOOL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_-]{0,63}$")
 #: The answer to a call made in the same response as the refusal (ADK would run it beside it).
 REFUSED_BESIDE = "Not run: the task was refused in the same response."
+#: What the model reads for a call that waits, should the conversation go on without an answer.
+PAUSED_RESULT = "Not run yet: this call waits for a person's approval (the run is paused)."
 #: A queue item that ends the turn's reading.
 _END = object()
 
@@ -94,7 +117,7 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
     auto_rank: ClassVar[int | None] = None
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, structured_output=True, native_tool_loop=True, custom_tools=True,
-        mcp=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True)
+        mcp=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True, pause=True)
     options_model: ClassVar[type[GoogleADKOptions]] = GoogleADKOptions
     price_provider: ClassVar[str | None] = "google"
     reserved_tool_names: ClassVar[frozenset[str]] = RESERVED_TOOL_NAMES
@@ -129,6 +152,16 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
         self._denied: set[str] = set()
         self._exit_codes: dict[str, int | None] = {}
         self._edits: dict[str, list[tuple[str, int, int]]] = {}
+        # Approvals that can wait: the gate's order over a response's calls, the calls deferred
+        # this turn, a continued run's answers (call id -> allow, deny, always), and whether the
+        # store keeps a copy of this session (kept at a pause or restored from: updated at the end)
+        # and of how many events.
+        self._order = CallOrder()
+        self._deferred: set[str] = set()
+        self._waiting: list[PendingCall] = []
+        self._answers: dict[str, str] = {}
+        self._copy_kept = False
+        self._copy_events = 0
 
     # ------------------------------------------------------------------ configuration
     @classmethod
@@ -159,6 +192,14 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
         from agenter.backends._confinement import check_network_rules
 
         check_network_rules(settings, backend=cls.name, shell=options.adk_shell, shell_option="adk_shell")
+        no_pause_without_store(settings.on_ask, options.conversation_store)
+
+    @classmethod
+    def pause_store(cls, settings: BackendSettings[Any], log_dir: Path | None) -> Any:
+        """The conversation_store option's store (by default beside log_dir's transcripts, else in
+        the user's cache): where this backend keeps its paused runs and their ADK sessions."""
+        options = settings.options if isinstance(settings.options, GoogleADKOptions) else GoogleADKOptions()
+        return store_for_pauses(options.conversation_store, log_dir, Redactor(extra=options.secrets()))
 
     @property
     def read_only_session(self) -> bool:
@@ -240,15 +281,46 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
         if resume is None:
             session = await sessions.create_session(app_name=runtime.APP_NAME, user_id=runtime.USER_ID)
             return str(session.id)
-        if self.options.session_db() is None:
-            raise BackendError("cannot resume with adk_session_db=':memory:': ADK's in-memory sessions live only as "
-                               "long as one run", backend=self.name, kind="config")
         found = await sessions.get_session(app_name=runtime.APP_NAME, user_id=runtime.USER_ID, session_id=resume)
         if found is None:
-            raise BackendError(f"no ADK session {resume!r} to resume in {self.options.session_db()}",
+            found = await self._restore_session(resume)
+        if found is None and self.options.session_db() is None:
+            raise BackendError("cannot resume with adk_session_db=':memory:': ADK's in-memory sessions live only as "
+                               "long as one run (a paused run's session is kept in conversation_store; this one "
+                               "is not there)", backend=self.name, kind="config")
+        if found is None:
+            raise BackendError(f"no ADK session {resume!r} to resume in {self.options.session_db()} (nor in "
+                               "conversation_store, where a paused run's session is kept)",
                                backend=self.name, kind="config")
         self._resumed = True
         return str(found.id)
+
+    async def _restore_session(self, session_id: str) -> Any:
+        """The session the pause store keeps a copy of under this id, created in this session
+        service from it (`_kept`); None when the store keeps none."""
+        from agenter.backends.agents.google_adk._kept import kept_session
+        from agenter.store import StoreError
+
+        runtime = self._runtime
+        try:
+            store = await asyncio.to_thread(run_store, self.options.conversation_store, self.spec.log_dir,
+                                            self.redact)
+            events = None if store is None else await asyncio.to_thread(kept_session, store, session_id)
+        except StoreError as exc:
+            raise BackendError(f"the ADK session {session_id!r} kept in the conversation store cannot be read: "
+                               f"{exc}", backend=self.name, kind="config") from None
+        if events is None:
+            return None
+        session = await self._sessions.create_session(app_name=runtime.APP_NAME, user_id=runtime.USER_ID,
+                                                      session_id=session_id)
+        try:
+            for data in events:
+                await self._sessions.append_event(session, runtime.event_from(data))
+        except ValueError as exc:  # an event ADK cannot read (another ADK version's)
+            raise BackendError(f"the ADK session {session_id!r} kept in the conversation store cannot be read by "
+                               f"this ADK: {exc}", backend=self.name, kind="config") from None
+        self._copy_kept, self._copy_events = True, len(events)
+        return session
 
     async def _prepare_shell(self) -> None:
         from agenter.backends._confinement import session_confinement
@@ -276,6 +348,12 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
             raise
 
     async def _disconnect(self) -> None:
+        if self._copy_kept and self._sessions is not None:
+            try:
+                await self._update_copy()
+            except Exception as exc:  # noqa: BLE001 - the session's own outcome stands
+                log.warning("google-adk: the ADK session kept in the conversation store could not be updated: %s",
+                            self.redact(str(exc)))
         runner, self._runner = self._runner, None
         if runner is not None:
             with contextlib.suppress(Exception):  # closes the toolsets (MCP sessions) and the environment
@@ -364,9 +442,21 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
 
     # ------------------------------------------------------------------ the gate (ADK's callbacks)
     async def _before_tool(self, tool: Any, args: dict[str, Any], tool_context: Any) -> dict[str, Any] | None:
-        """Every call passes the gate before it runs; a refused one is answered with the reason
-        and never runs. An allowed call is reported (TOOL_CALL, or COMMAND_START for Execute) and
-        runs once the turn has handed the report on."""
+        """Every call passes the gate before it runs, in the order of its model response
+        (`CallOrder`); a refused one is answered with the reason and never runs, a deferred one
+        (and every later one of its response) waits (`_wait`). An allowed call is reported
+        (TOOL_CALL, or COMMAND_START for Execute) and runs once the turn has handed the report on."""
+        call_id = tool_context.function_call_id or ""
+        self._order.begin(call_id)
+        deferred = False
+        try:
+            answer = await self._gate(tool, args, tool_context)
+            deferred = call_id in self._deferred
+            return answer
+        finally:
+            self._order.end(call_id, deferred)
+
+    async def _gate(self, tool: Any, args: dict[str, Any], tool_context: Any) -> dict[str, Any] | None:
         name, call_id = tool.name, tool_context.function_call_id or ""
         self._runtime.CURRENT_CALL.set((call_id, name))
         mcp = self._mcp_tools.get(name)
@@ -374,14 +464,21 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
             # Not a tool this session offered (ADK may still know one by that name): never run.
             self._denied.add(call_id)
             return {"error": f"There is no tool named {name!r} in this session."}
+        events = tool_context.session.events
         if name != REFUSAL_TOOL_NAME and (self.refusal() is not None or refused_beside(
-                tool_context.session.events, call_id, REFUSAL_TOOL_NAME)):
+                events, call_id, REFUSAL_TOOL_NAME)):
             # ADK runs a response's calls side by side: a refusal in the same response stops the rest.
             self._denied.add(call_id)
             return {"error": REFUSED_BESIDE}
         call = tool_call(name, args, self._custom, mcp)
+        calls = response_calls(events, call_id)
+        if await self._order.after(calls[:calls.index(call_id)] if call_id in calls else []):
+            return self._wait(tool_context, name, args, call, asked=False)  # an earlier call waits
         if call is not None:
-            decision = await self.permit(call)
+            decision = await self.permit(call, answer=self._answer(call_id, tool_context.tool_confirmation),
+                                         defer=True)
+            if decision.deferred:
+                return self._wait(tool_context, name, args, call, asked=True)
             if not decision.allowed:
                 self._denied.add(call_id)
                 return {"error": decision.reason}
@@ -401,6 +498,8 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
         events = self._events
         if events is not None:
             events.reported.add(call_id)
+        if call_id in self._deferred:
+            return None  # not run: it waits (reported pending)
         text, is_error = tool_answer(tool_response)
         denied = call_id in self._denied
         if name == SHELL and not denied:
@@ -414,6 +513,32 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
             self._post(BackendMessage(MessageType.FILE_EDIT, tool_name=name, tool_call_id=call_id,
                                       details={"path": path, "lines_added": added, "lines_removed": removed}))
         return None
+
+    def _wait(self, tool_context: Any, name: str, args: dict[str, Any], call: Any, *, asked: bool) -> dict[str, Any]:
+        """A call that waits for a person: reported pending as the gate sees it (`asked`: the gate
+        deferred it; else an earlier call of its response waits), and answered with ADK's request
+        for a confirmation, with which ADK ends the run after the response's calls; skipping the
+        summary also ends a continued run, where ADK asks nobody (`_ask_to_confirm`)."""
+        call_id = tool_context.function_call_id or ""
+        gate = self.gate
+        verdict = gate.evaluate(call) if gate is not None and call is not None else None
+        needs_approval = asked or (verdict is not None and verdict.behavior == "ask")
+        self._waiting.append(pending_call(call_id, name, args, call, verdict, needs_approval=needs_approval))
+        self._deferred.add(call_id)
+        tool_context.request_confirmation(hint=verdict.reason if verdict is not None and needs_approval else
+                                          "An earlier call of the same response waits for a person's approval.")
+        tool_context.actions.skip_summarization = True
+        return {"error": PAUSED_RESULT}
+
+    def _answer(self, call_id: str, confirmation: Any) -> PermissionAnswer | None:
+        """A person's answer to a paused call ADK runs again on its confirmation (None: none,
+        decided as usual). Only a call ADK runs on a confirmation has one (used once)."""
+        if confirmation is None:
+            return None
+        answer = self._answers.pop(call_id, None)
+        if answer == "deny" or not confirmation.confirmed:
+            return PermissionAnswer(False)
+        return PermissionAnswer(True) if answer in ("allow", "always") else None
 
     async def _on_tool_error(self, tool: Any, args: dict[str, Any], tool_context: Any,
                              error: Exception) -> dict[str, Any]:
@@ -437,14 +562,23 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
 
     # ------------------------------------------------------------------ the turn
     async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
+        async for message in self._run_turn_of(self._runtime.user_message(prompt)):
+            yield message
+
+    async def _run_turn_of(self, new_message: Any) -> AsyncIterator[BackendMessage]:
+        """One turn: ADK's run with `new_message` (the prompt, or the answers to its confirmation
+        calls), its events and the callbacks' messages as they come; it ends paused when calls wait."""
         events = self._events = TurnEvents(settle=self._settle, running=self.ledger.running,
                                            refused=self._model_refused)
         queue: asyncio.Queue[Any] = asyncio.Queue()
         self._queue = queue
+        self._order.clear()
+        self._deferred.clear()
+        self._waiting = []
         if self._resumed:
             self._resumed = False
             yield BackendMessage(MessageType.STATUS, f"session resumed: ADK session {self._session_id}")
-        run = asyncio.ensure_future(self._run(prompt, queue))
+        run = asyncio.ensure_future(self._run(new_message, queue))
         try:
             while (item := await queue.get()) is not _END:
                 if isinstance(item, BaseException):
@@ -463,15 +597,18 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
             self._denied.clear()
             self._exit_codes.clear()
             self._edits.clear()
+        if self._waiting:
+            yield await self._pause_here()
+            return
         self.parse_output(events.final_text)
         self.refuse_from_text(events.final_text)
 
-    async def _run(self, prompt: str, queue: asyncio.Queue[Any]) -> None:
+    async def _run(self, new_message: Any, queue: asyncio.Queue[Any]) -> None:
         """ADK's run of one turn, in a task of its own: its events, then the end (or the failure)."""
         runtime = self._runtime
         try:
             stream = self._runner.run_async(user_id=runtime.USER_ID, session_id=self._session_id,
-                                            new_message=runtime.user_message(prompt), run_config=self._run_config)
+                                            new_message=new_message, run_config=self._run_config)
             async with contextlib.aclosing(stream):
                 async for event in stream:
                     queue.put_nowait(event)
@@ -495,6 +632,88 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
             with contextlib.suppress(BaseException):
                 await asyncio.wait({run}, timeout=self.settle_seconds)
             self.ledger.abandon_running()
+
+    # ------------------------------------------------------------------ approvals that can wait
+    async def _pause_here(self) -> BackendMessage:
+        """End the turn at the calls that wait: they are reported pending, and the session ends
+        with ADK's request to confirm them (`_ask_to_confirm`)."""
+        await self._ask_to_confirm()
+        pending, self._waiting = self._waiting, []
+        self.defer_calls(pending)
+        asking = [call for call in pending if call.needs_approval]
+        return BackendMessage(MessageType.STATUS, content=(
+            f"paused: {len(asking)} call(s) wait for a person's approval ({asking[0].tool}: {asking[0].reason})"
+            if asking else f"paused: {len(pending)} call(s) wait"), details={"pending": [c.id for c in pending]})
+
+    async def _session(self) -> Any:
+        runtime = self._runtime
+        return await self._sessions.get_session(app_name=runtime.APP_NAME, user_id=runtime.USER_ID,
+                                                session_id=self._session_id)
+
+    async def _ask_to_confirm(self) -> None:
+        """ADK asks its user to confirm the calls that requested it after a model response's calls
+        ran; after calls it ran again on a confirmation (a continued run) it asks nothing, so the
+        request is written here, as ADK writes it, for the next continuation to answer."""
+        session = await self._session()
+        if session is None or self._deferred <= set(confirmations_asked(session.events)):
+            return
+        request = self._runtime.confirmation_request(session.events)
+        if request is not None:
+            await self._sessions.append_event(session, request)
+
+    async def hold(self, record: dict[str, Any]) -> str:
+        """Keep the paused run in the pause store: the session's record, the ADK session id, the
+        gate's "always" answers, and a copy of the ADK session's events (`_kept`), from which
+        another process continues it. StoreError when it fails."""
+        store = await asyncio.to_thread(run_store, self.options.conversation_store, self.spec.log_dir, self.redact)
+        if store is not None:
+            await self._keep_session(store)
+        gate = self.gate
+        own = {"approvals": gate.approvals if gate is not None else []}
+        return await keep(store, record, backend=self.name, session_id=self.session_id, own={"google_adk": own})
+
+    async def _update_copy(self) -> None:
+        """Bring the store's copy of the session up to date (when it ends): events were added."""
+        session = await self._session()
+        if session is not None and len(session.events) != self._copy_events:
+            await self._keep_session()
+
+    async def _keep_session(self, store: Any = None) -> None:
+        """Store the ADK session's events as they are now (`_kept`)."""
+        from agenter.backends.agents.google_adk._kept import keep_session
+
+        if store is None:
+            store = await asyncio.to_thread(run_store, self.options.conversation_store, self.spec.log_dir,
+                                            self.redact)
+        session = await self._session()
+        if store is None or session is None:
+            return
+        events = [self._runtime.event_data(event) for event in session.events]
+        await asyncio.to_thread(keep_session, store, str(session.id), events)
+        self._copy_kept, self._copy_events = True, len(events)
+
+    async def _continue_paused(self, held: dict[str, Any], answers: dict[str, str]) -> AsyncIterator[BackendMessage]:
+        """The paused turn, continued: ADK's confirmation calls answered (a denied call
+        unconfirmed), so ADK runs each paused call again, decided by the gate with the person's
+        answer (`_answer`), and the turn goes on from there."""
+        gate = self.gate
+        assert gate is not None
+        gate.restore_approvals((held.get("google_adk") or {}).get("approvals") or [])
+        pending = [PendingCall.model_validate(call) for call in held.get("pending") or [] if isinstance(call, dict)]
+        session = await self._session()
+        asked = confirmations_asked(session.events if session is not None else [])
+        if not pending or any(call.id not in asked for call in pending):
+            raise ConfigurationError(
+                f"the ADK session {self.session_id!r} went on after the run paused (it no longer ends at the calls "
+                "waiting for approval), so the paused calls cannot be answered", parameter="handle")
+        for call in pending:
+            made = tool_call(call.tool, dict(call.input), self._custom, self._mcp_tools.get(call.tool))
+            if answers.get(call.id) == "always" and made is not None:
+                gate.approve_always(made)
+        self._answers = dict(answers)
+        confirmed = {asked[call.id]: answers.get(call.id) != "deny" for call in pending}
+        async for message in self._run_turn_of(self._runtime.confirmations(confirmed)):
+            yield message
 
     def _settle(self, usage: Usage) -> None:
         self.ledger.settle(usage)

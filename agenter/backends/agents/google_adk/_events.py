@@ -30,10 +30,14 @@ from agenter.backends._deltas import DeltaBuffer
 from agenter.backends._genai import REFUSAL_REASONS, api_usage
 from agenter.backends.base import BackendMessage, MessageType
 
-__all__ = ["EVENT_TEXT_LIMIT", "TurnEvents", "refused_beside", "tool_answer"]
+__all__ = ["CONFIRMATION_CALL", "EVENT_TEXT_LIMIT", "TurnEvents", "confirmations_asked", "refused_beside",
+           "response_calls", "tool_answer"]
 
 #: Characters of a tool result an event carries (the model gets the whole result).
 EVENT_TEXT_LIMIT = 20_000
+#: The function call with which ADK asks its user to confirm a tool call (its tool confirmation:
+#: args `originalFunctionCall` and `toolConfirmation`; the answer is a function response to it).
+CONFIRMATION_CALL = "adk_request_confirmation"
 #: Fields of a result dict that are its text, in the order they are shown.
 _TEXT_FIELDS = ("output", "content", "message", "stdout", "stderr", "error", "result")
 
@@ -59,6 +63,33 @@ def refused_beside(events: Sequence[Any], call_id: str, refusal_tool: str) -> bo
         if any(c is not None and _get(c, "id") == call_id for c in calls):
             return refusal_tool in names
     return False
+
+
+def response_calls(events: Sequence[Any], call_id: str) -> list[str]:
+    """The ids of the calls of the model response that made call `call_id` (the latest of the
+    session's events holding it), in the order the model made them ([] when none holds it)."""
+    for event in reversed(events):
+        ids = [_get(c, "id") for c in (_get(part, "function_call") for part in _parts(event)) if c is not None]
+        if call_id in ids:
+            return [str(i) for i in ids]
+    return []
+
+
+def confirmations_asked(events: Sequence[Any]) -> dict[str, str]:
+    """The tool calls the session waits to have confirmed: those ADK asked its user to confirm
+    after the user's latest message (original call id → the id of ADK's confirmation call)."""
+    asked: dict[str, str] = {}
+    for event in reversed(events):
+        if _get(event, "author") == "user":
+            break
+        for part in _parts(event):
+            call = _get(part, "function_call")
+            if call is None or _get(call, "name") != CONFIRMATION_CALL:
+                continue
+            original = (_get(call, "args") or {}).get("originalFunctionCall")
+            if isinstance(original, Mapping) and original.get("id") and _get(call, "id"):
+                asked[str(original["id"])] = str(_get(call, "id"))
+    return asked
 
 
 def _get(obj: Any, key: str) -> Any:

@@ -5,11 +5,18 @@ The agent's tools are ADK's own environment tools (`Execute`, `ReadFile`, `EditF
 `WriteFile`: `google.adk.tools.environment`), the user's custom tools, agenter's refusal tool,
 MCP tools (ADK's `McpToolset`) and, with structured output, ADK's `set_model_response`. Every
 call but the refusal and the structured answer passes the gate before it runs.
+
+Approvals that can wait (docs/approvals.md): ADK runs a model response's calls side by side, each
+passing the gate in the before-tool callback. `CallOrder` has the gate decide them in the order the
+model made them, so that once a call is deferred the calls after it wait too (as agenter's own
+agent does): a call's decision waits for those of the earlier calls of its response whose callback
+has begun (ADK starts them in order, so all of them, unless ADK suspended one before its callback).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +25,7 @@ from agenter.permissions import ToolCall
 from agenter.tools import Tool
 
 __all__ = ["ENFORCED_KINDS", "FILE_READ", "FILE_WRITES", "OUTPUT_TOOL", "RESERVED_TOOL_NAMES", "SHELL", "UNGATED",
-           "MCPToolName", "tool_call"]
+           "CallOrder", "MCPToolName", "tool_call"]
 
 #: ADK's environment tools (google.adk.tools.environment), by the names the model calls them.
 SHELL = "Execute"
@@ -67,3 +74,32 @@ def tool_call(name: str, arguments: Mapping[str, Any] | None, custom: Mapping[st
     if tool is not None and tool.spec is not None:
         return tool.spec.call(name, data)
     return ToolCall(kind="custom", name=name, input=data)  # undeclared or unknown: the fail-closed defaults
+
+
+class CallOrder:
+    """The gate's decisions on one turn's calls, in the order of their model response (see the
+    module docstring). `begin(call_id)` before a call is decided, `end(call_id, deferred)` after
+    (also when it failed); `after(earlier)` waits for the earlier calls begun and says whether
+    one of them was deferred."""
+
+    def __init__(self) -> None:
+        self._decided: dict[str, asyncio.Future[bool]] = {}
+
+    def begin(self, call_id: str) -> None:
+        self._decided[call_id] = asyncio.get_running_loop().create_future()
+
+    def end(self, call_id: str, deferred: bool) -> None:
+        decided = self._decided.get(call_id)
+        if decided is not None and not decided.done():
+            decided.set_result(deferred)
+
+    async def after(self, earlier: Sequence[str]) -> bool:
+        deferred = False
+        for call_id in earlier:
+            decided = self._decided.get(call_id)
+            if decided is not None and await asyncio.shield(decided):
+                deferred = True
+        return deferred
+
+    def clear(self) -> None:
+        self._decided.clear()

@@ -9,14 +9,19 @@
   JSON schema and an async handler;
 - `SessionStore`: ADK's `SqliteSessionService` scrubbing secrets from what it keeps;
 - `build_agent` / `build_runner`: the `LlmAgent` (ADK's `Gemini` model over agenter's
-  google-genai client) and its `Runner`.
+  google-genai client) and its `Runner`;
+- for approvals that can wait: ADK's events as JSON data and back (`event_data`, `event_from`),
+  the request to confirm deferred calls when ADK wrote none (`confirmation_request`), and the
+  user's answers to it (`confirmations`).
 """
 
 from __future__ import annotations
 
 import contextvars
+import json
 import logging
 import os
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,10 +38,12 @@ from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.environment import EnvironmentToolset
 from google.genai import types
 
+from agenter.backends.agents.google_adk._events import CONFIRMATION_CALL
 from agenter.host.redact import Redactor
 
 __all__ = ["APP_NAME", "CURRENT_CALL", "USER_ID", "Environment", "HostTool", "SessionStore", "Workspace", "build_agent",
-           "build_runner", "prepare_environment", "run_config", "session_service"]
+           "build_runner", "confirmation_request", "confirmations", "event_data", "event_from",
+           "prepare_environment", "run_config", "session_service"]
 
 log = logging.getLogger("agenter.backends.agents.google_adk")
 
@@ -277,3 +284,46 @@ def is_call_limit(exc: BaseException) -> bool:
     from google.adk.agents.invocation_context import LlmCallsLimitExceededError
 
     return isinstance(exc, LlmCallsLimitExceededError)
+
+
+def event_data(event: Event) -> dict[str, Any]:
+    """An event as JSON data, as ADK's SQLite session service writes it (bytes in base64)."""
+    data = json.loads(event.model_dump_json(exclude_none=True))
+    assert isinstance(data, dict)
+    return data
+
+
+def event_from(data: Any) -> Event:
+    """The event `event_data` gave (read as JSON, so thought signatures come back as bytes)."""
+    return Event.model_validate_json(json.dumps(data))
+
+
+def confirmation_request(events: Sequence[Event]) -> Event | None:
+    """The event asking the user to confirm the calls the latest function responses asked a
+    confirmation for (`tool_context.request_confirmation`), as ADK's flow writes it after a
+    model response's calls: ADK writes none when the calls ran again on a confirmation (a
+    continued run), and then goes on unless the call skips summarization. None: nothing asked."""
+    calls = {call.id: call for event in events for call in event.get_function_calls() if call.id}
+    for event in reversed(events):
+        requested = event.actions.requested_tool_confirmations
+        if not event.get_function_responses():
+            continue
+        parts = [types.Part(function_call=types.FunctionCall(
+            name=CONFIRMATION_CALL, id=f"adk-{uuid.uuid4()}",
+            args={"originalFunctionCall": calls[call_id].model_dump(exclude_none=True, by_alias=True),
+                  "toolConfirmation": asked.model_dump(by_alias=True, exclude_none=True)}))
+            for call_id, asked in (requested or {}).items() if call_id in calls]
+        if not parts:
+            return None
+        return Event(invocation_id=event.invocation_id, author=AGENT_NAME, branch=event.branch,
+                     content=types.Content(role="model", parts=parts),
+                     long_running_tool_ids={part.function_call.id for part in parts if part.function_call
+                                            and part.function_call.id})
+    return None
+
+
+def confirmations(answers: dict[str, bool]) -> types.Content:
+    """The user's answers to ADK's confirmation calls (their id → confirmed): ADK runs each
+    confirmed call again, and calls the before-tool callback again for every one."""
+    return types.Content(role="user", parts=[types.Part(function_response=types.FunctionResponse(
+        id=call_id, name=CONFIRMATION_CALL, response={"confirmed": confirmed})) for call_id, confirmed in answers.items()])
