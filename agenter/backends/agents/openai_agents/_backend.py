@@ -13,6 +13,13 @@ wrapper (`_mcp`). A refused call is a tool result the model reads; the run goes 
 sandbox=True the file tools stay inside the workspace and the shell runs in agenter's OS sandbox
 (Landlock, bubblewrap or Seatbelt). A cancelled turn cancels the SDK's run and waits (bounded)
 for it, so its tools and their processes end with the turn.
+
+The gate decides a call of agenter's function tools before the SDK runs it, in the tool's
+`needs_approval` check, so approvals that can wait (docs/approvals.md) are the SDK's own pause
+(`_approvals`): a call the gate defers ends the run with it as an interruption and the turn
+reports it pending; `hold` keeps the SDK's RunState (JSON) with the session's record in the pause
+store (`conversation_store`), and a later process continues that state with the person's
+answers (`continue_paused`): an approved call runs then, once, with its real result.
 """
 
 from __future__ import annotations
@@ -36,7 +43,9 @@ from agenter._errors import BackendError, ConfigurationError
 from agenter._types import Usage
 from agenter.backends._confinement import session_confinement
 from agenter.backends._failures import Failure, classify_failure, error_message, error_type, is_transport_error
+from agenter.backends._pauses import keep, no_pause_without_store, pending_call, run_store, store_for_pauses
 from agenter.backends._prompts import REFUSAL_TOOL_DESCRIPTION, REFUSAL_TOOL_NAME, REFUSAL_TOOL_SCHEMA
+from agenter.backends.agents.openai_agents._approvals import Approvals, call_of
 from agenter.backends.agents.openai_agents._events import SHELL_TOOL_NAME, ToolOutcome, ToolOutcomes, TurnEvents
 from agenter.backends.agents.openai_agents._files import FILE_TOOLS, READ_FILE, FileTools
 from agenter.backends.agents.openai_agents._options import OpenAIAgentsOptions
@@ -56,8 +65,9 @@ from agenter.backends.base import (
     SessionSpec,
 )
 from agenter.host import reap
+from agenter.host.redact import Redactor
 from agenter.host.requirements import Credentials, PythonPackage, Requirement
-from agenter.permissions import ToolCall
+from agenter.permissions import PermissionAnswer, PermissionDecision, ToolCall
 from agenter.sandbox.commands import network_allowed, run_shell, shell_env, timeout_of
 from agenter.sandbox.confine import (
     Confinement,
@@ -88,7 +98,7 @@ class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
     auto_rank: ClassVar[int | None] = 95
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, structured_output=True, native_tool_loop=True, custom_tools=True,
-        mcp=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True)
+        mcp=True, filesystem_read=True, filesystem_edit=True, shell=True, sandbox=True, resume=True, pause=True)
     options_model: ClassVar[type[OpenAIAgentsOptions]] = OpenAIAgentsOptions
     price_provider: ClassVar[str | None] = "openai"
     reserved_tool_names: ClassVar[frozenset[str]] = BUILTIN_TOOL_NAMES
@@ -111,6 +121,9 @@ class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
         #: Tool calls running, each in a task of its own: the SDK cancels its tool tasks with a
         #: cancelled run without waiting for them, the turn waits for these.
         self._running: set[asyncio.Task[str]] = set()
+        self._approvals = Approvals()
+        #: The paused run's own part of its record (the SDK's RunState, the conversation's length).
+        self._paused: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ configuration
     @classmethod
@@ -132,6 +145,14 @@ class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
 
         check_network_rules(settings, backend=cls.name, shell=options.openai_agents_shell,
                             shell_option="openai_agents_shell")
+        no_pause_without_store(settings.on_ask, options.conversation_store)
+
+    @classmethod
+    def pause_store(cls, settings: BackendSettings[Any], log_dir: Path | None) -> Any:
+        """The conversation_store option's store (by default beside log_dir's transcripts, else in
+        the user's cache): where this backend keeps its paused runs."""
+        options = settings.options if isinstance(settings.options, OpenAIAgentsOptions) else OpenAIAgentsOptions()
+        return store_for_pauses(options.conversation_store, log_dir, Redactor(extra=options.secrets()))
 
     @property
     def read_only_session(self) -> bool:
@@ -247,27 +268,49 @@ class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
 
     # ------------------------------------------------------------------ the turn
     async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
+        self._approvals.begin()
+        async for message in self._run(prompt, self._events()):
+            yield message
+
+    def _events(self) -> TurnEvents:
+        return TurnEvents(self._outcomes, settle=self._settle, refused=self._model_refused)
+
+    async def _run(self, run_input: Any, events: TurnEvents) -> AsyncIterator[BackendMessage]:
+        """The SDK's run from `run_input` (the prompt, or a RunState going on from a pause), its
+        stream translated; it ends answered, or paused at calls that wait (`_pause_here`)."""
         from agents import Runner
         from agents.exceptions import MaxTurnsExceeded, ModelRefusalError
 
-        events = TurnEvents(self._outcomes, settle=self._settle, refused=self._model_refused)
-        result = Runner.run_streamed(self._agent, prompt, max_turns=self.options.openai_agents_max_turns,
-                                     run_config=self._run_config, session=self._session)
-        try:
-            async for event in result.stream_events():
-                for message in events.event(event):
-                    yield message
-        except MaxTurnsExceeded:
-            yield BackendMessage(MessageType.STATUS, f"the turn stopped after {self.options.openai_agents_max_turns} "
-                                                     "model responses (openai_agents_max_turns)")
-        except ModelRefusalError as exc:  # the model refused instead of answering: a refusal, not a failure
-            self._model_refused(str(exc) or "The model refused.")
-        except Exception as exc:  # noqa: BLE001 - every failure of the run becomes a BackendError
-            raise self._failure(exc) from None
-        finally:
-            await self._stop(result)
+        while True:
+            result = Runner.run_streamed(self._agent, run_input, max_turns=self.options.openai_agents_max_turns,
+                                         run_config=self._run_config, session=self._session)
+            try:
+                async for event in result.stream_events():
+                    for message in events.event(event):
+                        yield message
+            except MaxTurnsExceeded:
+                limit = self.options.openai_agents_max_turns
+                yield BackendMessage(MessageType.STATUS,
+                                     f"the turn stopped after {limit} model responses (openai_agents_max_turns)")
+                break
+            except ModelRefusalError as exc:  # the model refused instead of answering: a refusal, not a failure
+                self._model_refused(str(exc) or "The model refused.")
+                break
+            except Exception as exc:  # noqa: BLE001 - every failure of the run becomes a BackendError
+                raise self._failure(exc) from None
+            finally:
+                await self._stop(result)
+            strays = self._approvals.strays(result.interruptions)
+            if not strays:
+                break
+            run_input = result.to_state()  # the SDK stopped at calls it could not read: let them run
+            for item in strays:
+                run_input.approve(item)
         for message in events.flush():
             yield message
+        if result.interruptions:
+            yield await self._pause_here(result)
+            return
         self._conclude(result.final_output, events.final_text)
 
     async def _stop(self, result: Any) -> None:
@@ -289,6 +332,113 @@ class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
             self.accept_output(final.model_dump())
         self.refuse_from_text(text)
 
+    # ------------------------------------------------------------------ approvals that can wait
+    async def _needs_approval(self, name: str, context: Any, arguments: dict[str, Any], call_id: str) -> bool:
+        """The SDK's check before it runs a call: the gate decides it now (the handler takes the
+        decision); True for a call the gate defers and for the calls after it in the response."""
+        call = tool_call(name, arguments, self._custom)
+        if self._approvals.stopped:
+            self._waits(call_id, name, arguments, call, asked=False)
+            return True
+        if call is None:
+            return False
+        decision = await self.permit(call, defer=True)
+        if decision.behavior == "defer":
+            self._waits(call_id, name, arguments, call, asked=True)
+            return True
+        self._approvals.decided(call_id, decision)
+        return False
+
+    def _waits(self, call_id: str, name: str, arguments: Any, call: ToolCall | None, *, asked: bool) -> None:
+        """A call that waits for a person: the one the gate deferred (`asked`), or one after it in
+        the same response (it needs approval when the gate would ask about it too)."""
+        gate = self.gate
+        verdict = gate.evaluate(call) if gate is not None and call is not None else None
+        self._approvals.wait(pending_call(call_id, name, arguments, call, verdict,
+                                          needs_approval=asked or (verdict is not None and verdict.behavior == "ask")))
+
+    async def _pause_here(self, result: Any) -> BackendMessage:
+        """End the turn at the calls the SDK's run stopped before: the turn reports them (the
+        session pauses the run) and the SDK's state is kept for `hold`."""
+        pending = self._approvals.pending(result.interruptions)
+        try:
+            state = result.to_state().to_json()
+        except Exception as exc:  # noqa: BLE001 - a state the SDK cannot write is a failure of the run
+            raise self._failure(exc) from None
+        self._paused = {"run_state": state, "items": len(await self._session.get_items())}
+        self.defer_calls(pending)
+        asking = [call for call in pending if call.needs_approval]
+        return BackendMessage(MessageType.STATUS, content=(
+            f"paused: {len(asking)} call(s) wait for a person's approval ({asking[0].tool}: {asking[0].reason})"
+            if asking else f"paused: {len(pending)} call(s) wait"), details={"pending": [c.id for c in pending]})
+
+    async def hold(self, record: dict[str, Any]) -> str:
+        """Keep the paused run in the pause store: the session's record, the SDK's RunState, the
+        conversation's length when it paused and the gate's "always" answers. StoreError when it
+        fails."""
+        store = await asyncio.to_thread(run_store, self.options.conversation_store, self.spec.log_dir, self.redact)
+        gate = self.gate
+        own = {**self._paused, "approvals": gate.approvals if gate is not None else []}
+        return await keep(store, record, backend=self.name, session_id=self.session_id, own={"openai_agents": own})
+
+    async def _continue_paused(self, held: dict[str, Any], answers: dict[str, str]) -> AsyncIterator[BackendMessage]:
+        """The paused run, continued from the SDK's state: each waiting call decided with the
+        person's answer (without one, as usual), the calls that are to run approved in the state,
+        then the SDK goes on: they run, and the model's next request has their results."""
+        from agents import RunState
+
+        own = held.get("openai_agents") or {}
+        gate = self.gate
+        assert gate is not None
+        gate.restore_approvals(own.get("approvals") or [])
+        if own.get("items") != len(await self._session.get_items()):
+            raise ConfigurationError(
+                f"the conversation {self.session_id!r} went on after the run paused, so the paused calls cannot be "
+                "answered", parameter="handle")
+        kept = own.get("run_state")
+        try:
+            if not isinstance(kept, dict):
+                raise ValueError("the record holds no RunState")
+            state = await RunState.from_json(self._agent, kept)
+        except Exception as exc:  # noqa: BLE001 - a state this agent cannot read back
+            raise ConfigurationError(self.redact(f"the paused run's state cannot be continued by this agent: "
+                                                 f"{type(exc).__name__}: {exc}"), parameter="handle") from None
+        self._approvals.begin()
+        events = self._events()
+        for item in state.get_interruptions():
+            if await self._answer(item, answers):
+                state.approve(item)
+                for message in events.resumed(item.raw_item):
+                    yield message
+        async for message in self._run(state, events):
+            yield message
+
+    async def _answer(self, item: Any, answers: dict[str, str]) -> bool:
+        """Decide one waiting call of a continued run (see `_continue_paused`); False when it waits
+        again (no answer, and the gate defers it again; or a call before it does)."""
+        call_id, name, arguments = call_of(item)
+        call = tool_call(name, arguments, self._custom) if isinstance(arguments, dict) else None
+        if self._approvals.stopped:
+            self._waits(call_id, name, arguments, call, asked=False)
+            return False
+        if call is None:
+            return True  # the refusal tool, or arguments that are not an object: its handler answers
+        answer = answers.get(call_id)
+        decision: PermissionDecision
+        if answer in ("allow", "always"):
+            if answer == "always" and self.gate is not None:
+                self.gate.approve_always(call)
+            decision = await self.permit(call, answer=PermissionAnswer(True))
+        elif answer == "deny":
+            decision = await self.permit(call, answer=PermissionAnswer(False))
+        else:
+            decision = await self.permit(call, defer=True)
+            if decision.behavior == "defer":
+                self._waits(call_id, name, arguments, call, asked=True)
+                return False
+        self._approvals.decided(call_id, decision)
+        return True
+
     def _settle(self, usage: Usage, model: str | None) -> None:
         self.ledger.settle(usage)
 
@@ -309,8 +459,8 @@ class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
         tools += [(name, *FILE_TOOLS[name]) for name in FILE_TOOLS if name == READ_FILE or not read_only]
         tools += [(tool.name, tool.description, tool.input_schema) for tool in self.settings.tools]
         tools.append((REFUSAL_TOOL_NAME, REFUSAL_TOOL_DESCRIPTION, REFUSAL_TOOL_SCHEMA))
-        return [make(name, description, schema, functools.partial(self._call, name))
-                for name, description, schema in tools]
+        return [make(name, description, schema, functools.partial(self._call, name),
+                     functools.partial(self._needs_approval, name)) for name, description, schema in tools]
 
     async def _call(self, name: str, call_id: str, arguments: Any) -> str:
         """One tool call of the agent, in a task the turn can wait for (cancelling the SDK's task
@@ -330,7 +480,10 @@ class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
             return self.refuse(arguments).text
         call = tool_call(name, arguments, self._custom)
         if call is not None:
-            decision = await self.permit(call)
+            # Decided before the SDK ran it (`_needs_approval`, or the answer of a continued run).
+            decision = self._approvals.take(call_id)
+            if decision is None:
+                decision = await self.permit(call)
             if not decision.allowed:
                 self._outcomes.record(call_id, ToolOutcome(is_error=True))
                 return decision.reason

@@ -14,7 +14,9 @@ the Chat Completions wire, which the SDK converts) and run items. What becomes w
 
 The SDK emits `tool_called` when the model's response is in, before the tools run, and
 `tool_output` when the step's tools are done; a call the permission gate refuses is a
-TOOL_CALL (or COMMAND_START) followed by the PERMISSION decision and an error result.
+TOOL_CALL (or COMMAND_START) followed by the PERMISSION decision and an error result. A paused
+run continued announces the calls it goes on with again (`resumed`), so each result pairs with a
+start in the continued turn.
 """
 
 from __future__ import annotations
@@ -86,6 +88,11 @@ class TurnEvents:
         if kind == "run_item_stream_event":
             return self._item(event.name, event.item)
         return []
+
+    def resumed(self, raw: Any) -> list[BackendMessage]:
+        """A call a paused run goes on with (announced when it paused): announced again, so its
+        result pairs with a start in this turn."""
+        return self._called(raw)
 
     def flush(self) -> list[BackendMessage]:
         """What is held back at the end of the turn (a delta cut off by a failure)."""

@@ -26,10 +26,13 @@ from openai import AsyncOpenAI
 from agenter.backends._prompts import REFUSAL_TOOL_NAME
 from agenter.backends.agents.openai_agents._options import OpenAIAgentsOptions
 
-__all__ = ["ToolHandler", "agent", "client", "default_model", "function_tool", "model", "run_config", "warm"]
+__all__ = ["ApprovalCheck", "ToolHandler", "agent", "client", "default_model", "function_tool", "model", "run_config",
+           "warm"]
 
 #: A tool's handler: (call id, arguments as the model sent them) -> the text the model reads.
 ToolHandler = Callable[[str, Any], Awaitable[str]]
+#: Whether a call waits for a person: (the SDK's run context, the arguments, the call id) -> bool.
+ApprovalCheck = Callable[[Any, dict[str, Any], str], Awaitable[bool]]
 #: The agent's name in the SDK's run items.
 AGENT_NAME = "agenter"
 
@@ -140,9 +143,12 @@ def model_settings(options: OpenAIAgentsOptions, name: str) -> ModelSettings:
     return get_default_model_settings(name).resolve(ModelSettings(**ours))
 
 
-def function_tool(name: str, description: str, schema: dict[str, Any], handler: ToolHandler) -> FunctionTool:
-    """A function tool whose calls go to `handler`. Not strict: agenter's schemas have optional
-    fields, and strict mode would make every one of them required."""
+def function_tool(name: str, description: str, schema: dict[str, Any], handler: ToolHandler,
+                  needs_approval: ApprovalCheck) -> FunctionTool:
+    """A function tool whose calls go to `handler`, each first to `needs_approval` (the SDK asks
+    it before running any call of a model response; True stops the run there with the call as
+    an interruption). Not strict: agenter's schemas have optional fields, and strict mode would
+    make every one of them required."""
 
     async def invoke(context: Any, arguments: str) -> str:
         try:
@@ -152,7 +158,7 @@ def function_tool(name: str, description: str, schema: dict[str, Any], handler: 
         return await handler(str(getattr(context, "tool_call_id", "") or ""), parsed)
 
     return FunctionTool(name=name, description=description, params_json_schema=schema, on_invoke_tool=invoke,
-                        strict_json_schema=False)
+                        strict_json_schema=False, needs_approval=needs_approval)
 
 
 def output_schema(output_type: type[Any]) -> AgentOutputSchema:

@@ -288,7 +288,7 @@ def test_a_backend_without_the_pause_capability_refuses_on_ask_pause(tmp_path):
             AutonomousCodingAgent(backend=backend, on_ask="pause", **options)
         message = str(caught.value)
         assert "on_ask='pause' needs a backend that can pause a run" in message and "\n" not in message
-        assert "backends that can: anthropic-sdk, claude-code, codex, gemini, google-adk, litellm, openai" in message
+        assert "backends that can: anthropic-sdk, claude-code, codex, gemini, google-adk, litellm, openai, openai-agents" in message
     assert not fallback_chain("anthropic-sdk", "gemini").capabilities.pause
     with pytest.raises(ConfigurationError, match="on_ask must be 'deny' or 'pause'"):
         AutonomousCodingAgent(backend="anthropic-sdk", on_ask="ask", api_key="sk-test")
@@ -301,11 +301,12 @@ def test_a_backend_without_the_pause_capability_refuses_on_ask_pause(tmp_path):
     assert AutonomousCodingAgent(backend=FunctionBackend, turn=turn).on_ask == "deny"
 
 
-def test_the_pause_capability_is_declared_by_the_harness_backends_claude_code_codex_and_google_adk():
+def test_the_pause_capability_is_declared_by_the_harness_backends_and_four_agent_runtimes():
     from agenter.backends import backend_names, load_backend
 
     pausing = [name for name in backend_names() if load_backend(name).capabilities.pause]
-    assert pausing == ["anthropic-sdk", "claude-code", "codex", "gemini", "google-adk", "litellm", "openai"]
+    assert pausing == ["anthropic-sdk", "claude-code", "codex", "gemini", "google-adk", "litellm", "openai",
+                       "openai-agents"]
 
 
 async def test_the_record_keeps_no_secret(scripted_model_server, repo, tmp_path):

@@ -1,0 +1,246 @@
+"""Approvals that can wait on openai-agents (docs/approvals.md): the REAL OpenAI Agents SDK and
+openai client against the scripted model server, on both wires. A call the policy asks about with
+nobody to answer stops the SDK's run there (its own interruption, decided by agenter's gate) and
+the run pauses; a fresh agent (as another process would build it, with the same stores) reads the
+SDK's RunState back from the pause record and continues it with the person's answer: the approved
+call runs once, with its real result in the model's next request. The scripted model answers by
+what a request holds (how many tool results it carries), never by arrival order."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agenter import AutonomousCodingAgent, CodingEventType, CodingStatus
+from agenter._errors import ConfigurationError
+from agenter.testing import reply, text, tool_call
+
+from .test_openai_agents import API_KEY, MODEL, WIRES, all_outputs
+
+agent_test = pytest.mark.agent
+
+#: Everything allowed but the write of secret.txt.
+POLICY = {"rules": ["ask edit:secret.txt"], "mode": "bypass"}
+#: Fixed token counts per model response, so what the continued run carries is exact.
+USAGE = {"input_tokens": 1000, "output_tokens": 100, "cache_read_input_tokens": 0}
+SECRET = {"path": "secret.txt", "content": "s\n"}
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    return root
+
+
+def make_agent(server: Any, tmp_path: Path, wire: str = "responses", **kwargs: Any) -> AutonomousCodingAgent:
+    """The agent, as this process or another one builds it: the same pause store and the same
+    conversation store."""
+    kwargs.setdefault("on_ask", "pause")
+    kwargs.setdefault("permissions", POLICY)
+    return AutonomousCodingAgent(
+        backend="openai-agents", model=MODEL, api_key=API_KEY, base_url=server.openai_base_url,
+        openai_agents_wire=wire, sandbox=False, max_retries=0, conversation_store=str(tmp_path / "store"),
+        openai_agents_store_dir=str(tmp_path / "conversations"), **kwargs)
+
+
+def scripted_model(request: Any) -> Any:
+    """One response with three calls (a write that needs nothing, the write that asks, a read
+    after it); once their results are in, the answer. Asked for something else, it writes
+    other.txt, then answers."""
+    if "Never mind" in json.dumps(request.messages):
+        done = any(result["id"] == "call_other" for result in request.tool_results)
+        return reply(text("Done.")) if done else reply(tool_call("write_file", {"path": "other.txt", "content": "o"},
+                                                                 id="call_other"))
+    if not request.tool_results:
+        return reply(tool_call("write_file", {"path": "a.txt", "content": "a\n"}, id="call_a"),
+                     tool_call("write_file", SECRET, id="call_secret"),
+                     tool_call("read_file", {"path": "a.txt"}, id="call_read"), usage=USAGE)
+    return reply(text("Both written."), usage=USAGE)
+
+
+def results(server: Any, index: int) -> dict[str, str]:
+    """The tool results of model request `index`, by call id, on either wire."""
+    body = server.model_requests[index].body
+    if "input" in body:
+        return {item["call_id"]: item["output"] for item in body["input"] if item.get("type") == "function_call_output"}
+    return {message["tool_call_id"]: message["content"] for message in body["messages"] if message["role"] == "tool"}
+
+
+@agent_test
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("wire", WIRES)
+async def test_an_ask_pauses_the_sdks_run_and_a_fresh_agent_runs_the_approved_call_once(
+        scripted_model_server, repo, tmp_path, wire):
+    server = scripted_model_server(handler=scripted_model)
+    events = [event async for event in make_agent(server, tmp_path, wire).stream_execute(
+        "Write a.txt and secret.txt", cwd=repo)]
+    paused = events[-1].result
+    assert paused.status is CodingStatus.PAUSED and not paused.ok and paused.error is None, paused.error
+    assert [(c.id, c.tool, c.needs_approval) for c in paused.pending] == [
+        ("call_secret", "write_file", True), ("call_read", "read_file", False)]
+    asking = paused.pending[0]
+    assert (asking.rule, asking.stage, asking.paths, asking.input) == (
+        "ask edit:secret.txt", "ask_rule", ["secret.txt"], SECRET)
+    assert paused.resume_handle and paused.resume_handle.startswith("pause-")
+    assert events[-2].type is CodingEventType.PAUSED and events[-2].data["resume_handle"] == paused.resume_handle
+    decisions = [e.data["tool_input"] for e in events if e.data.get("message_type") == "permission"]
+    assert [(d["input"], d["decision"]) for d in decisions] == [("a.txt", "allow"), ("secret.txt", "defer")]
+    # The call before the paused one ran; the paused one and the one after it did not.
+    assert (repo / "a.txt").read_text() == "a\n" and not (repo / "secret.txt").exists()
+    assert paused.files == {"a.txt": "a\n"} and len(server.model_requests) == 1
+    assert (paused.input_tokens, paused.output_tokens) == (1000, 100)
+
+    # A fresh agent (another process would build the same) approves it.
+    events = [event async for event in make_agent(server, tmp_path, wire).stream_approve(paused.resume_handle)]
+    resumed = events[-1].result
+    assert resumed.status is CodingStatus.COMPLETED, resumed.error
+    assert resumed.session_id == paused.session_id
+    assert (repo / "secret.txt").read_text() == "s\n"
+    assert resumed.files == {"a.txt": "a\n", "secret.txt": "s\n"}  # a.txt once, from before the pause
+    decisions = [e.data["tool_input"] for e in events if e.data.get("message_type") == "permission"]
+    assert [(d["input"], d["decision"], d["answered_by"]) for d in decisions][0] == (
+        "secret.txt", "allow", "approval")
+    assert [d["input"] for d in decisions] == ["secret.txt", "a.txt"]  # the read decided as usual
+    # Each call that runs now is announced again, then finished.
+    calls = [(e.data["kind"], e.data["tool_call_id"]) for e in events if e.data.get("kind", "").startswith("tool_call")]
+    assert sorted(calls) == [("tool_call_finished", "call_read"), ("tool_call_finished", "call_secret"),
+                             ("tool_call_started", "call_read"), ("tool_call_started", "call_secret")]
+    # The model's next request: the whole conversation, each call's real result once.
+    assert len(server.model_requests) == 2
+    told = results(server, 1)
+    assert sorted(told) == ["call_a", "call_read", "call_secret"]
+    assert told["call_secret"] == "Wrote secret.txt" and "a" in told["call_read"]
+    assert len(all_outputs(server, 1)) == 3 and "Write a.txt and secret.txt" in json.dumps(
+        server.model_requests[1].body)
+    # Tokens carry over: the paused run's response plus the one after it, each counted once.
+    assert (resumed.input_tokens, resumed.output_tokens) == (2000, 200)
+    assert resumed.total_cost_usd == pytest.approx(2 * paused.total_cost_usd, rel=1e-3)
+    assert resumed.iterations == paused.iterations == 1
+
+    # The record keeps the SDK's state and no key; the handle was used once; an unknown one is a
+    # one-line error.
+    record = (tmp_path / "store" / f"{paused.resume_handle}.jsonl").read_text()
+    assert '"run_state"' in record and API_KEY not in record
+    assert not any(API_KEY in path.read_text() for path in (tmp_path / "conversations").iterdir())
+    again = make_agent(server, tmp_path, wire)
+    with pytest.raises(ConfigurationError, match="was already used"):
+        await again.approve(paused.resume_handle)
+    with pytest.raises(ConfigurationError) as unknown:
+        await again.approve("pause-" + "0" * 32)
+    assert "unknown resume handle 'pause-" in str(unknown.value) and "\n" not in str(unknown.value)
+    assert len(server.model_requests) == 2
+
+
+@agent_test
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("wire", WIRES)
+async def test_deny_tells_the_model_a_person_refused_and_names_the_denial(scripted_model_server, repo, tmp_path,
+                                                                          wire):
+    server = scripted_model_server(handler=scripted_model)
+    # on_permission answers "defer": the run pauses (on_ask is "deny" here).
+    asked = make_agent(server, tmp_path, wire, on_ask="deny", on_permission=lambda request: "defer")
+    paused = await asked.execute("Write a.txt and secret.txt", cwd=repo)
+    assert paused.status is CodingStatus.PAUSED, paused.error
+    resumed = await make_agent(server, tmp_path, wire).approve(paused.resume_handle, "deny")
+    assert resumed.status is CodingStatus.COMPLETED, resumed.error  # a.txt was written before the pause
+    assert not (repo / "secret.txt").exists() and resumed.files == {"a.txt": "a\n"}
+    (denial,) = resumed.permission_denials
+    assert (denial["tool"], denial["target"], denial["rule"]) == ("write_file", "secret.txt", "ask edit:secret.txt")
+    assert "denied by a person" in denial["reason"]
+    told = results(server, 1)
+    assert "Permission denied by a person when the paused run was continued" in told["call_secret"]
+    assert "Do not retry the same call" in told["call_secret"]
+    assert "a" in told["call_read"]  # the read after it needed no approval: it ran
+
+
+@agent_test
+@pytest.mark.timeout(300)
+async def test_a_call_left_unanswered_waits_again_without_a_model_request(scripted_model_server, repo, tmp_path):
+    server = scripted_model_server(handler=scripted_model)
+    paused = await make_agent(server, tmp_path).execute("Write a.txt and secret.txt", cwd=repo)
+    assert paused.status is CodingStatus.PAUSED, paused.error
+    # Only the read is answered: the write that asks is decided as usual, and nobody can answer
+    # it, so the run pauses again at it (and the read after it waits with it).
+    again = await make_agent(server, tmp_path).approve(paused.resume_handle, {"call_read": "allow"})
+    assert again.status is CodingStatus.PAUSED, again.error
+    assert [c.id for c in again.pending] == ["call_secret", "call_read"]
+    assert again.resume_handle and again.resume_handle != paused.resume_handle
+    assert len(server.model_requests) == 1 and not (repo / "secret.txt").exists()
+    assert (again.input_tokens, again.output_tokens) == (1000, 100)
+    resumed = await make_agent(server, tmp_path).approve(again.resume_handle, "always")
+    assert resumed.status is CodingStatus.COMPLETED, resumed.error
+    assert (repo / "secret.txt").read_text() == "s\n" and len(server.model_requests) == 2
+    assert resumed.files == {"a.txt": "a\n", "secret.txt": "s\n"}
+    assert (resumed.input_tokens, resumed.output_tokens) == (2000, 200)
+
+
+@agent_test
+@pytest.mark.timeout(300)
+async def test_a_session_approves_its_own_paused_request_on_the_connected_agent(scripted_model_server, repo,
+                                                                               tmp_path):
+    server = scripted_model_server(handler=scripted_model)
+    async with make_agent(server, tmp_path).session(cwd=repo) as session:
+        paused = await session.execute("Write a.txt and secret.txt")
+        assert paused.status is CodingStatus.PAUSED, paused.error
+        resumed = await session.approve(paused.resume_handle)
+        assert resumed.status is CodingStatus.COMPLETED, resumed.error
+        assert (session.usage.input_tokens, session.usage.output_tokens) == (2000, 200)  # the paused part once
+    assert (repo / "secret.txt").read_text() == "s\n" and len(server.model_requests) == 2
+    assert sorted(results(server, 1)) == ["call_a", "call_read", "call_secret"]
+
+
+@agent_test
+@pytest.mark.timeout(300)
+async def test_a_request_after_the_pause_moves_the_conversation_on_and_the_approval_says_so(
+        scripted_model_server, repo, tmp_path):
+    server = scripted_model_server(handler=scripted_model)
+    async with make_agent(server, tmp_path).session(cwd=repo) as session:
+        paused = await session.execute("Write a.txt and secret.txt")
+        assert paused.status is CodingStatus.PAUSED, paused.error
+        # The SDK leaves the calls without results out of the next request's history.
+        later = await session.execute("Never mind; write other.txt.")
+        assert later.status is CodingStatus.COMPLETED, later.error
+        gone = await session.approve(paused.resume_handle)
+    assert gone.status is CodingStatus.ERROR and "went on after the run paused" in (gone.error or "")
+    assert not (repo / "secret.txt").exists()
+
+
+@agent_test
+@pytest.mark.timeout(300)
+async def test_a_call_the_sdk_cannot_read_runs_and_the_model_reads_what_is_wrong(scripted_model_server, repo,
+                                                                                  tmp_path):
+    # NaN is not JSON: the SDK stops at such a call before any check; the backend lets it run.
+    server = scripted_model_server([
+        reply(tool_call("write_file", {"path": "a.txt", "content": "a\n", "size": math.nan}, id="call_nan")),
+        reply(text("done")),
+    ])
+    result = await make_agent(server, tmp_path).execute("Write a.txt", cwd=repo)
+    assert result.status is CodingStatus.COMPLETED and not result.pending, result.error
+    assert results(server, 1)["call_nan"] == "Wrote a.txt" and result.files == {"a.txt": "a\n"}
+
+
+def test_the_store_of_paused_runs_follows_the_option(tmp_path):
+    from agenter.backends.agents.openai_agents import OpenAIAgentsBackend, OpenAIAgentsOptions
+    from agenter.backends.base import BackendSettings
+    from agenter.store import FileConversationStore
+
+    with pytest.raises(ConfigurationError) as caught:
+        AutonomousCodingAgent(backend="openai-agents", api_key=API_KEY, on_ask="pause", sandbox=False,
+                              conversation_store=False)
+    assert "conversation_store=False keeps none" in str(caught.value)
+    with pytest.raises(ConfigurationError, match="conversation_store takes a folder path"):
+        AutonomousCodingAgent(backend="openai-agents", api_key=API_KEY, on_ask="pause", sandbox=False,
+                              conversation_store=3)
+
+    def store(**options: Any) -> Any:
+        settings = BackendSettings(model=None, tools=[], sandbox=False, options=OpenAIAgentsOptions(**options))
+        return OpenAIAgentsBackend.pause_store(settings, tmp_path / "logs")
+
+    beside = store()
+    assert isinstance(beside, FileConversationStore) and beside.root == tmp_path / "logs" / "conversations"
+    assert store(conversation_store=str(tmp_path / "runs")).root == tmp_path / "runs"
