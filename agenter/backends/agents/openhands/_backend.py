@@ -18,6 +18,19 @@ OpenHands makes of the whole response closes them (see `TokenStream`).
 Resume: OpenHands keeps the conversation in `openhands_persistence_dir` (one folder per
 conversation id); the session id is that id, and `resume_session_id` makes the next backend load
 it, in this process or another.
+
+Approvals that can wait (docs/approvals.md) use OpenHands' confirmation mode: an action the gate
+defers switches the conversation's confirmation policy to AlwaysConfirm while its model response
+is being announced, so OpenHands stops with the response's actions unexecuted
+(WAITING_FOR_CONFIRMATION, the actions "unmatched" in its event log) and the policy goes back to
+NeverConfirm. `hold` keeps the record, the gate's "always" answers and which waiting actions the
+gate already allowed; the conversation itself stays in `openhands_persistence_dir`.
+`continue_paused` decides each waiting action with the person's answer (a refused one is blocked
+in the state, as a denial is) and runs OpenHands again without a message: it executes the
+waiting actions first (its implicit confirmation), so the paused action itself runs once with its
+real result, and the run goes on. Limit: OpenHands confirms a response's actions together, so
+the actions of that response that the gate allowed before the deferred one wait too (listed with
+needs_approval=False) and run when the run goes on.
 """
 
 from __future__ import annotations
@@ -35,7 +48,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agenter._errors import BackendError, ConfigurationError
-from agenter._types import Usage
+from agenter._types import PendingCall, Usage
+from agenter.backends._pauses import keep, no_pause_without_store, pending_call, run_store, store_for_pauses
 from agenter.backends._prompts import REFUSAL_TOOL_DESCRIPTION, REFUSAL_TOOL_NAME, REFUSAL_TOOL_SCHEMA
 from agenter.backends.agents.openhands._events import (
     MetricsCursor,
@@ -63,7 +77,7 @@ from agenter.backends.base import (
 from agenter.host import marked_env, reap
 from agenter.host.redact import Redactor
 from agenter.host.requirements import PythonPackage, PythonVersion, Requirement, check_requirements
-from agenter.permissions import ToolCall
+from agenter.permissions import PermissionAnswer, ToolCall
 from agenter.tools import Tool
 
 INSTALL_HINT = "pip install 'agenter-sdk[openhands]' (on Python >= 3.12)"
@@ -87,7 +101,8 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
     name: ClassVar[str] = "openhands"
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, native_tool_loop=True, filesystem_read=True,
-        filesystem_edit=True, shell=True, custom_tools=True, structured_output=True, resume=True, sandbox=False
+        filesystem_edit=True, shell=True, custom_tools=True, structured_output=True, resume=True, sandbox=False,
+        pause=True,
     )
     options_model: ClassVar[type[OpenHandsOptions]] = OpenHandsOptions
     #: OpenHands' own tools.
@@ -123,6 +138,13 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
         #: Permission decisions the private loop waits for (withdrawn when the run stops).
         self._deciding: set[concurrent.futures.Future[Any]] = set()
         self._deciding_lock = threading.Lock()
+        # Approvals that can wait: the actions of this turn the gate allowed (tool call ids), the
+        # ones that wait (deferred, or after a deferred one), whether the run is pausing, and the
+        # waiting actions a paused run had already allowed (kept by `hold`).
+        self._allowed_now: set[str] = set()
+        self._waiting: dict[str, PendingCall] = {}
+        self._pausing = False
+        self._allowed_waiting: set[str] = set()
 
     # ------------------------------------------------------------------ settings
     @classmethod
@@ -149,6 +171,19 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
                 "e.g. model='openai/gpt-4o' or model='anthropic/claude-sonnet-4-5'.",
                 parameter="model",
             )
+        options: OpenHandsOptions = settings.options
+        no_pause_without_store(settings.on_ask, options.conversation_store)
+        if settings.on_ask == "pause" and options.openhands_persistence_dir is None:
+            raise ConfigurationError("on_ask='pause' continues the OpenHands conversation later, and "
+                                     "openhands_persistence_dir=None keeps it in memory only: give a folder "
+                                     "(or leave the default)", parameter="on_ask")
+
+    @classmethod
+    def pause_store(cls, settings: BackendSettings[Any], log_dir: Path | None) -> Any:
+        """The conversation_store option's store (by default beside log_dir's transcripts, else in
+        the user's cache): where this backend keeps its paused runs' records."""
+        options = settings.options if isinstance(settings.options, OpenHandsOptions) else OpenHandsOptions()
+        return store_for_pauses(options.conversation_store, log_dir, Redactor(extra=options.secrets()))
 
     # ------------------------------------------------------------------ lifecycle
     async def _connect(self, spec: SessionSpec) -> None:
@@ -289,6 +324,12 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
 
     # ------------------------------------------------------------------ a turn
     async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
+        async for message in self._drive(prompt):
+            yield message
+
+    async def _drive(self, prompt: str | None, replay: Sequence[Any] = ()) -> AsyncIterator[BackendMessage]:
+        """One run of OpenHands: with the prompt as a new message, or (None) on from where it
+        stopped (a paused run continued; `replay`: its waiting actions, reported as they run)."""
         loop_thread = self._loop_thread
         if self._conversation is None or loop_thread is None:
             raise BackendError(f"the {self.name} backend is not connected", backend=self.name)
@@ -304,6 +345,12 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
             self._resumed = False
             yield BackendMessage(MessageType.STATUS, f"session resumed: OpenHands conversation {self._session_id}")
         self._tokens = TokenStream() if self._streams_deltas else None
+        self._allowed_now, self._waiting, self._pausing = set(), {}, False
+        for action in replay:  # their calls, and their edits counted when they run
+            for message in recorder.translate(action):
+                if message.type in (MessageType.TOOL_CALL, MessageType.COMMAND_START):
+                    yield self._redacted(message)
+        recorder.texts.clear()
         self._recorder, self._emit = recorder, emit
         run = loop_thread.submit(self._run(prompt, emit))
         finished = False
@@ -328,17 +375,25 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
                 if isinstance(item, _Spent):
                     self._settle(item)
             self.track(written=recorder.edited)
-            self.refuse_from_text(recorder.final_text)  # the plain-text form of the refusal tool
-            self.parse_output(recorder.final_text, *reversed(recorder.texts))
+        paused = self._pause_here() if self._pausing and finished else None
+        if paused is not None:
+            yield paused
+            return
+        self.refuse_from_text(recorder.final_text)  # the plain-text form of the refusal tool
+        self.parse_output(recorder.final_text, *reversed(recorder.texts))
 
-    async def _run(self, prompt: str, emit: Callable[[Any], None]) -> None:
-        """Runs on the private loop: send the prompt, run the agent, then signal the end."""
+    async def _run(self, prompt: str | None, emit: Callable[[Any], None]) -> None:
+        """Runs on the private loop: send the prompt (if any), run the agent, then signal the end."""
         try:
-            self._conversation.send_message(prompt)
+            if prompt is not None:
+                self._conversation.send_message(prompt)
             await self._conversation.arun()
         except BaseException as exc:  # noqa: BLE001 - handed to the turn, never lost
             emit(exc)
         finally:
+            if self._pausing:  # the confirmation policy served this pause only
+                with contextlib.suppress(Exception):
+                    self._never_confirm()
             spent = self._spent()
             if spent is not None:
                 emit(spent)
@@ -409,23 +464,57 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
 
         if not isinstance(event, ActionEvent) or event.action is None:
             return  # a call OpenHands could not parse is answered with an error, not run
-        call = tool_call(event.tool_name, action_fields(event.action), self._custom_tools)
+        fields = action_fields(event.action)
+        call = tool_call(event.tool_name, fields, self._custom_tools)
         if call is None:
             return
-        reason = self._decide(call)
+        gate = self.gate
+        if self._pausing:  # an earlier action of this response waits: this one waits, undecided
+            verdict = gate.evaluate(call) if gate is not None else None
+            self._waiting[event.tool_call_id] = pending_call(
+                event.tool_call_id, event.tool_name, fields, call, verdict,
+                needs_approval=verdict is not None and verdict.behavior == "ask")
+            return
+        decision = self._decide(call)
         state = self._actions_state
-        if reason is not None and state is not None:
-            state.block_action(event.id, reason)
+        if isinstance(decision, str) or not (decision.allowed or decision.deferred):
+            if state is not None:
+                state.block_action(event.id, decision if isinstance(decision, str) else self.redact(decision.reason))
+        elif decision.deferred:
+            verdict = gate.evaluate(call) if gate is not None else None
+            self._waiting[event.tool_call_id] = pending_call(event.tool_call_id, event.tool_name, fields, call,
+                                                             verdict, needs_approval=True)
+            self._pause_after_this_response()
+        else:
+            self._allowed_now.add(event.tool_call_id)
 
-    def _decide(self, call: ToolCall) -> str | None:
-        """The gate's decision on the caller's loop, waited for here: None when allowed, else
-        what the model is told. The gate records its own denials; an action blocked because no
-        decision came (the session ended, the run was stopped, the check failed) is recorded
-        here, so the result names it too."""
+    def _pause_after_this_response(self) -> None:
+        """OpenHands asks for a confirmation of the response's actions (before it runs any of
+        them) when its policy says so: AlwaysConfirm until the run has stopped (state lock held)."""
+        from openhands.sdk.security.confirmation_policy import AlwaysConfirm
+
+        self._pausing = True
+        state = self._actions_state
+        if state is not None:
+            state.confirmation_policy = AlwaysConfirm()
+
+    def _never_confirm(self) -> None:
+        from openhands.sdk.security.confirmation_policy import NeverConfirm
+
+        conversation = self._conversation
+        if conversation is not None:
+            conversation.set_confirmation_policy(NeverConfirm())
+
+    def _decide(self, call: ToolCall) -> Any:
+        """The gate's decision on the caller's loop, waited for here (a PermissionDecision; it
+        may defer the call when the conversation is kept for a later process), or, when no
+        decision came, what the model is told. The gate records its own denials; an action
+        blocked because no decision came (the session ended, the run was stopped, the check
+        failed) is recorded here, so the result names it too."""
         loop = self._caller_loop
         if loop is None or loop.is_closed():
             return self._undecided(call, "Permission denied: the session has ended.", "stopped")
-        decision = self.permit(call)
+        decision = self.permit(call, defer=self.options.openhands_persistence_dir is not None)
         try:
             future = asyncio.run_coroutine_threadsafe(decision, loop)
         except RuntimeError:  # the loop closed meanwhile
@@ -446,7 +535,7 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
         finally:
             with self._deciding_lock:
                 self._deciding.discard(future)
-        return None if verdict.allowed else self.redact(verdict.reason)
+        return verdict
 
     def _undecided(self, call: ToolCall, reason: str, rule: str) -> str:
         """Record an action blocked without a decision of the gate; the reason, for the model."""
@@ -521,3 +610,108 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
                 return ToolReply(self.redact(f"{tool.name} failed: {type(exc).__name__}: {exc}"), is_error=True)
 
         return handler
+
+    # ------------------------------------------------------------------ approvals that can wait
+    def _waiting_actions(self) -> list[Any]:
+        """The actions OpenHands has not run (its unmatched actions), in order, without the
+        blocked ones (they are answered with their reason when it runs on)."""
+        from openhands.sdk.conversation.state import ConversationState
+
+        state = self._conversation.state
+        blocked = dict(state.blocked_actions)
+        return [action for action in ConversationState.get_unmatched_actions(state.active_branch())
+                if action.id not in blocked]
+
+    def _pause_here(self) -> BackendMessage | None:
+        """End the turn at the actions that wait: the deferred ones, the ones after them, and the
+        ones of their response the gate allowed before them (OpenHands holds them all). None when
+        nothing waits after all (the turn then ends as usual)."""
+        pending: list[PendingCall] = []
+        self._allowed_waiting = set()
+        for action in self._waiting_actions():
+            waiting = self._waiting.get(action.tool_call_id)
+            if waiting is None:
+                fields = action_fields(action.action) if action.action is not None else {}
+                waiting = pending_call(action.tool_call_id, action.tool_name, fields,
+                                       tool_call(action.tool_name, fields, self._custom_tools),
+                                       None, needs_approval=False)
+            if action.tool_call_id in self._allowed_now:
+                self._allowed_waiting.add(action.tool_call_id)
+            pending.append(waiting)
+        self._waiting, self._pausing = {}, False
+        if not pending:
+            return None
+        self.defer_calls(pending)
+        asking = [call for call in pending if call.needs_approval]
+        return BackendMessage(MessageType.STATUS, content=(
+            f"paused: {len(asking)} call(s) wait for a person's approval ({asking[0].tool}: {asking[0].reason})"
+            if asking else f"paused: {len(pending)} call(s) wait"), details={"pending": [c.id for c in pending]})
+
+    async def hold(self, record: dict[str, Any]) -> str:
+        """Keep the paused run in the pause store: the session's record, the OpenHands
+        conversation id, the gate's "always" answers and the waiting actions it already allowed.
+        The conversation stays in openhands_persistence_dir. StoreError when it fails."""
+        store = await asyncio.to_thread(run_store, self.options.conversation_store, self.spec.log_dir, self.redact)
+        gate = self.gate
+        own = {"approvals": gate.approvals if gate is not None else [], "allowed": sorted(self._allowed_waiting)}
+        return await keep(store, record, backend=self.name, session_id=self.session_id, own={"openhands": own})
+
+    async def _continue_paused(self, held: dict[str, Any], answers: dict[str, str]) -> AsyncIterator[BackendMessage]:
+        """The paused turn, continued: each waiting action decided with the person's answer (a
+        refused one blocked, as a denial is), then OpenHands runs on without a message and runs
+        the waiting actions first. An unanswered action the gate defers again pauses the run
+        again before any model request."""
+        from openhands.sdk.conversation.state import ConversationExecutionStatus
+
+        gate = self.gate
+        if gate is None or self._conversation is None:
+            raise BackendError(f"the {self.name} backend is not connected", backend=self.name)
+        own = held.get("openhands") or {}
+        gate.restore_approvals(own.get("approvals") or [])
+        allowed_before = set(own.get("allowed") or [])
+        pending = [PendingCall.model_validate(call) for call in held.get("pending") or [] if isinstance(call, dict)]
+        state = self._conversation.state
+        actions = {action.tool_call_id: action for action in self._waiting_actions()}
+        if (not pending or state.execution_status != ConversationExecutionStatus.WAITING_FOR_CONFIRMATION
+                or any(call.id not in actions for call in pending)):
+            raise ConfigurationError(
+                f"the OpenHands conversation {self.session_id!r} went on after the run paused (it no longer waits "
+                "for a confirmation of the paused calls), so they cannot be answered", parameter="handle")
+        self._allowed_waiting = set()
+        again: list[PendingCall] = []
+        for waiting in pending:
+            action = actions[waiting.id]
+            call = tool_call(waiting.tool, dict(waiting.input), self._custom_tools)
+            answer = answers.get(waiting.id)
+            if call is None or (answer is None and waiting.id in allowed_before):
+                self._allowed_waiting.add(waiting.id)
+                continue
+            if answer == "always":
+                gate.approve_always(call)
+            if answer is None:
+                decision = await self.permit(call, defer=True)
+            else:
+                decision = await self.permit(call, answer=PermissionAnswer(answer != "deny"))
+            if decision.deferred:
+                verdict = gate.evaluate(call)
+                again.append(pending_call(waiting.id, waiting.tool, waiting.input, call, verdict, needs_approval=True))
+            elif decision.allowed:
+                self._allowed_waiting.add(waiting.id)
+            else:
+                await asyncio.to_thread(self._block, action.id, self.redact(decision.reason))
+        if again:  # still waiting: pause again, listing every action that waits
+            waiting_now = {call.id: call for call in again}
+            self.defer_calls([waiting_now.get(call.id, call.model_copy(update={"needs_approval": False}))
+                              for call in pending if call.id in waiting_now or call.id in self._allowed_waiting])
+            yield BackendMessage(MessageType.STATUS, content=f"paused again: {len(again)} call(s) wait for a "
+                                 f"person's approval ({again[0].tool}: {again[0].reason})",
+                                 details={"pending": [c.id for c in again]})
+            return
+        async for message in self._drive(None, replay=[actions[call.id] for call in pending]):
+            yield message
+
+    def _block(self, action_id: str, reason: str) -> None:
+        """Refuse a waiting action: OpenHands answers it with the reason when it runs on."""
+        state = self._conversation.state
+        with state:
+            state.block_action(action_id, reason)
