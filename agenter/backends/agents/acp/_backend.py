@@ -6,6 +6,15 @@ gate (`_client`), answers session/request_permission by policy and the gate, and
 session/update notifications as BackendMessages. What the agent does by itself (its own file
 writes, its own shell) is seen through the base's workspace snapshots: see docs/backends/acp.md.
 Which permission rule kinds are enforced depends on the agent (AGENT_KINDS).
+
+Approvals that can wait (docs/approvals.md), with the agents in PAUSING_AGENTS: a call the gate
+defers ends the turn there (session/cancel, the permission answered `cancelled`: `_client`), and
+the turn reports it pending. `hold` keeps the session's record with the ACP session id in the
+pause store (`backends/_pauses.py`); a later process loads that session (session/load) and
+`continue_paused` tells the model the person's answers, asking it to make an approved call again,
+which the gate then lets through with that answer (`RepeatedCalls`). The agent carries a loaded
+session's cost on, so the cost it reported when the run paused is where the continued run's
+count starts.
 """
 
 from __future__ import annotations
@@ -16,10 +25,21 @@ import contextlib
 import os
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from agenter._errors import BackendError, ConfigurationError
+from agenter._types import PendingCall
 from agenter._version import __version__
+from agenter.backends._pauses import (
+    answer_paused,
+    keep,
+    no_pause_without_store,
+    pending_call,
+    run_store,
+    store_for_pauses,
+)
 from agenter.backends._prompts import text_refusal
 from agenter.backends.agents.acp._options import ACPOptions, mcp_server_json
 from agenter.backends.agents.acp._usage import SessionUsage
@@ -33,6 +53,7 @@ from agenter.backends.base import (
 )
 from agenter.host import AgentProcess, Program, PythonPackage, Redactor, find_program
 from agenter.host.requirements import Requirement
+from agenter.permissions import ToolCall
 from agenter.usage import is_known_model
 
 if TYPE_CHECKING:
@@ -65,6 +86,12 @@ AGENT_KINDS: dict[str, dict[str | None, frozenset[str]]] = {
     "codex-acp": {None: frozenset({"edit"}), "read-only": frozenset({"edit"})},
 }
 
+#: The ACP agents that can pause a run (on_ask="pause"), by program name: they load a session to
+#: continue it (loadSession) and end a prompt turn on session/cancel without running the call
+#: answered `cancelled` (found with the real program: claude-agent-acp 0.23). Others are refused
+#: on_ask="pause" when the agent is built, and an on_permission "defer" is a denial there.
+PAUSING_AGENTS = frozenset({"claude-agent-acp"})
+
 _CONFIRMATION = re.compile(
     r"\b(shall i|should i|would you like|do you want|want me to|let me know|please confirm|"
     r"can you confirm|could you confirm|confirm (?:that|whether|if)|ready to proceed|"
@@ -87,7 +114,8 @@ class ACPBackend(BaseBackend[ACPOptions]):
     name: ClassVar[str] = "acp"
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, native_tool_loop=True, mcp=True, filesystem_read=True,
-        filesystem_edit=True, shell=True, custom_tools=False, structured_output=True, resume=True, sandbox=True)
+        filesystem_edit=True, shell=True, custom_tools=False, structured_output=True, resume=True, sandbox=True,
+        pause=True)
     options_model: ClassVar[type[ACPOptions]] = ACPOptions
 
     def __init__(self, settings: BackendSettings[ACPOptions]):
@@ -107,6 +135,7 @@ class ACPBackend(BaseBackend[ACPOptions]):
         self._queue: collections.deque[BackendMessage] = collections.deque()
         self._wakeup = asyncio.Event()
         self._notes: list[str] = []
+        self._kinds: dict[str, str] = {}  # the ACP kind of each call that waits, by call id
 
     @property
     def agent_pid(self) -> int | None:
@@ -128,6 +157,11 @@ class ACPBackend(BaseBackend[ACPOptions]):
     @classmethod
     def validate_settings(cls, settings: BackendSettings[Any]) -> None:
         options: ACPOptions = settings.options
+        no_pause_without_store(settings.on_ask, options.conversation_store)
+        if settings.on_ask == "pause" and not cls.can_pause(options):
+            raise ConfigurationError(
+                f"on_ask='pause' on the acp backend needs an agent known to continue a paused session "
+                f"({', '.join(sorted(PAUSING_AGENTS))}); {options.acp_command!r} is not", parameter="on_ask")
         if settings.tools:
             raise ConfigurationError(
                 "the acp backend cannot add custom tools to an ACP agent; give the agent an MCP "
@@ -146,6 +180,18 @@ class ACPBackend(BaseBackend[ACPOptions]):
                     raise ConfigurationError(f"invalid MCP server {server.get('name')!r} in "
                                              f"mcp_servers: {exc.errors()[0]['msg']}",
                                              parameter="mcp_servers") from None
+
+    @classmethod
+    def pause_store(cls, settings: BackendSettings[Any], log_dir: Path | None) -> Any:
+        """The conversation_store option's store (by default beside log_dir's transcripts, else in
+        the user's cache): where this backend keeps its paused runs."""
+        options = settings.options
+        return store_for_pauses(options.conversation_store, log_dir, Redactor(options.env, extra=options.secrets()))
+
+    @classmethod
+    def can_pause(cls, options: ACPOptions) -> bool:
+        """Is this agent program one that can pause a run (PAUSING_AGENTS)?"""
+        return os.path.basename(options.acp_command.strip()) in PAUSING_AGENTS
 
     @classmethod
     def enforced_kinds(cls, options: ACPOptions) -> frozenset[str]:
@@ -176,7 +222,8 @@ class ACPBackend(BaseBackend[ACPOptions]):
         self._client = ACPClient(
             resolver=resolver, permission_policy=policy, fs=options.acp_fs,
             emit=self._emit, on_usage=lambda u: self._tokens.update(u.used, u.cost),
-            on_denied=self.deny, on_file=self._file, in_thread=self.in_thread, permit=self.permit)
+            on_denied=self.deny, on_file=self._file, in_thread=self.in_thread, permit=self.permit,
+            waiting=self._waiting, cancel=self._cancel_turn)
         # PWD as a shell would set it: some agents (OpenCode) take their directory from it.
         self._env = {**os.environ, **self.trace_env(), "PWD": str(self.cwd), **options.env}
         program = find_program(options.acp_command, search_path=self._env.get("PATH")) or options.acp_command
@@ -229,6 +276,12 @@ class ACPBackend(BaseBackend[ACPOptions]):
             client_info=Implementation(name="agenter", title="agenter", version=__version__),
         )
         agent = init.agent_info.name if init.agent_info is not None else None
+        loads = bool(init.agent_capabilities and init.agent_capabilities.load_session)
+        # A deferred call ends the turn only where the run can go on later (PAUSING_AGENTS).
+        self._client.can_defer = loads and self.can_pause(self.options)
+        if self.settings.on_ask == "pause" and not loads:
+            raise BackendError("on_ask='pause' needs an ACP agent that can load a session (loadSession), and "
+                               "this one cannot", backend=self.name, kind="config")
         # Gemini CLI cannot tell any error answer from a failure (MISSING_AS_EMPTY in _client).
         self._client.missing_as_empty = agent in MISSING_AS_EMPTY
         cwd = str(self.cwd)
@@ -322,12 +375,14 @@ class ACPBackend(BaseBackend[ACPOptions]):
         await process.terminate(grace=1.5 if self._graceful else 0.5)
 
     # ------------------------------------------------------------------ turns
-    async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
+    def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
+        return self._prompt_turn(self._compose(prompt, first=self._prompts == 0))
+
+    async def _prompt_turn(self, text: str) -> AsyncIterator[BackendMessage]:
         client = self._client
         if self._conn is None or client is None:
             raise BackendError("the ACP agent is no longer running (an earlier turn was stopped)",
                                backend=self.name, kind="agent_crash")
-        text = self._compose(prompt, first=self._prompts == 0)
         client.start_turn()
         for note in self._notes:
             yield BackendMessage(type=MessageType.STATUS, content=note)
@@ -340,6 +395,10 @@ class ACPBackend(BaseBackend[ACPOptions]):
                     async for message in stream:
                         yield message
                 stop = self._stop_reason
+                if client.paused:  # the turn ended at a call that waits (session/cancel): reported pending
+                    yield BackendMessage(type=MessageType.STATUS, content=(
+                        f"the turn ended at a call that waits for a person's approval (stop_reason={stop})"))
+                    return
                 final = client.final_text()
                 if (stop == "end_turn" and self.options.acp_autonomous and not continued
                         and not text_refusal(final) and asks_for_confirmation(final)
@@ -441,6 +500,59 @@ class ACPBackend(BaseBackend[ACPOptions]):
             raise BackendError("the ACP agent cancelled the turn by itself (stop_reason=cancelled)",
                                backend=self.name)
         self.parse_output(full)
+
+    # ------------------------------------------------------------------ approvals that can wait
+    async def _cancel_turn(self) -> None:
+        """session/cancel for the prompt in flight (the client then answers `cancelled`)."""
+        if self._conn is not None and self._session_id:
+            await self._conn.cancel(session_id=self._session_id)
+
+    def _waiting(self, call_id: str, tool: str, tool_input: dict[str, Any], call: ToolCall, asked: bool) -> None:
+        """A call the turn stops before (see _client), as the gate sees it."""
+        gate = self.gate
+        verdict = gate.evaluate(call) if gate is not None else None
+        needs_approval = asked or (verdict is not None and verdict.behavior == "ask")
+        self._kinds[call_id] = call.kind
+        self.defer_calls([pending_call(call_id, tool, tool_input, call, verdict, needs_approval=needs_approval)])
+
+    async def hold(self, record: dict[str, Any]) -> str:
+        """Keep the paused run in the pause store: the session's record, the ACP session id, the
+        gate's "always" answers, the kinds of the calls that wait and the cost the agent reported.
+        StoreError when it fails."""
+        store = await asyncio.to_thread(run_store, self.options.conversation_store, self.spec.log_dir, self.redact)
+        gate = self.gate
+        own = {"approvals": gate.approvals if gate is not None else [], "cost": self._tokens.reported_cost,
+               "kinds": dict(self._kinds)}
+        return await keep(store, record, backend=self.name, session_id=self.session_id, own={"acp": own})
+
+    async def _continue_paused(self, held: dict[str, Any], answers: dict[str, str]) -> AsyncIterator[BackendMessage]:
+        """The paused turn, continued in the loaded ACP session: the model is told the answers (an
+        approved call is to be made again, a denied one not) and the turn goes on."""
+        own = held.get("acp") or {}
+        gate, client = self.gate, self._client
+        assert gate is not None and client is not None
+        gate.restore_approvals(own.get("approvals") or [])
+        cost = own.get("cost")
+        if isinstance(cost, int | float):
+            self._tokens.carry_cost(float(cost))
+        kinds = own.get("kinds") or {}
+        pending = [PendingCall.model_validate(call) for call in held.get("pending") or [] if isinstance(call, dict)]
+        by_call = {(p.tool, repr(sorted(p.input.items()))): p for p in pending}
+
+        def to_call(tool: str, data: dict[str, Any]) -> ToolCall | None:
+            waiting = by_call.get((tool, repr(sorted(data.items()))))
+            if waiting is None:
+                return None
+            from agenter.backends.agents.acp._client import permission_call
+
+            kind = kinds.get(waiting.id)
+            acp_kind = {"shell": "execute", "edit": "edit", "read": "read", "network": "fetch"}.get(kind or "")
+            update = SimpleNamespace(raw_input=data, title=waiting.command or "")
+            return permission_call(update, acp_kind, list(waiting.paths), tool)
+
+        prompt = await answer_paused(self, pending, answers, to_call, client.repeated)
+        async for message in self._prompt_turn(prompt):
+            yield message
 
     # ------------------------------------------------------------------ client hooks
     def _emit(self, message: BackendMessage) -> None:

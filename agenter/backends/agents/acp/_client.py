@@ -13,6 +13,14 @@ unasked is read afterwards (`unasked_writes`), and each path it writes that agen
 refused (outside the workspace, in .git/, outside allowed_write_paths) is recorded as a denial
 with the rule `unasked`, so the result names it even when no file of the workspace changed.
 
+Approvals that can wait (docs/approvals.md): a call the gate defers ends the turn there. agenter
+sends `session/cancel` and then answers the permission request `cancelled` (ACP's order for a
+cancelled turn), so the agent does not run the call and ends its prompt with stop reason
+`cancelled`; a permission asked later in that turn is answered `cancelled` too. A deferred
+fs/write_text_file is not written (its error says why) and cancels the turn the same way. Each is
+reported through `waiting`; a continued run's answers come back through `repeated` when the model
+makes a paused call again.
+
 Imported only when an acp session connects (it imports the `acp` package at module level).
 """
 
@@ -40,6 +48,7 @@ from acp.schema import (
 )
 from agenter._errors import PathSecurityError
 from agenter.backends._edits import text_counts
+from agenter.backends._pauses import RepeatedCalls
 from agenter.backends.agents.acp._events import UpdateMapper, command_of, tool_name
 from agenter.backends.base import UNASKED_RULE, BackendMessage, MessageType
 from agenter.permissions import PermissionDecision, ToolCall, Workspace, analyze_shell
@@ -70,8 +79,17 @@ _DEVICE_PREFIXES = ("/dev/", "/proc/self/fd/")
 #: At most this many refused paths are recorded for one command.
 MAX_UNASKED_TARGETS = 5
 
-#: Decides a call through the session's permission gate.
-Permit = Callable[[ToolCall], Awaitable[PermissionDecision]]
+#: Input keys that describe a call rather than change it (Claude Code's Bash `description`): a
+#: paused call made again may word them differently.
+DESCRIPTIVE_KEYS = frozenset({"description"})
+#: The error a file write gets when the turn ends at a call that waits (the agent relays it).
+NOT_WRITTEN = "Not written: the run paused for a person's approval; you will be told when to go on."
+
+#: Decides a call through the session's permission gate: permit(call, answer=..., defer=...).
+Permit = Callable[..., Awaitable[PermissionDecision]]
+#: Records a call the turn stops before: (call id, tool, input, call, asked): `asked` for the
+#: call the gate deferred, False for a later one.
+Waiting = Callable[[str, str, dict[str, Any], ToolCall, bool], Any]
 
 
 class _TooLarge(Exception):
@@ -88,7 +106,11 @@ class ACPClient:
       a command the agent ran unasked that writes where agenter would refuse (rule `unasked`);
     - `on_file(path, read=, written=)`: file text served or written (path None for reads);
     - `in_thread(fn, *args)`: blocking file work, off the loop;
-    - `permit(call)`: the permission gate (None: only the sandbox and the policy decide).
+    - `permit(call, answer=, defer=)`: the permission gate (None: only the sandbox and the policy
+      decide);
+    - `waiting(...)`: a call the turn stops before (see the module docstring), and `cancel()`,
+      which sends session/cancel; `can_defer` says whether the gate may defer at all (the agent
+      can continue a paused session). `paused` says the turn stops, until `start_turn`.
 
     permission_policy: "deny" rejects every session/request_permission; "allow" lets the sandbox
     check and then the gate decide.
@@ -100,7 +122,9 @@ class ACPClient:
                  on_denied: Callable[..., Any],
                  on_file: Callable[..., None],
                  in_thread: Callable[..., Awaitable[Any]],
-                 permit: Permit | None = None):
+                 permit: Permit | None = None,
+                 waiting: Waiting | None = None,
+                 cancel: Callable[[], Awaitable[None]] | None = None):
         self.resolver = resolver
         self.permission_policy = permission_policy
         self._permit = permit
@@ -126,11 +150,18 @@ class ACPClient:
         self._asked: set[str] = set()
         self._audited: set[str] = set()
         self._workspace = Workspace(resolver.given_cwd)
+        self._waiting = waiting
+        self._cancel = cancel
+        self.can_defer = False
+        self.paused = False
+        self._writes = 0
+        self.repeated = RepeatedCalls(DESCRIPTIVE_KEYS)
 
     # ------------------------------------------------------------------ turn bookkeeping
     def start_turn(self) -> None:
         self.active = True
         self.denied_in_turn = 0
+        self.paused = False
         self.events.start_turn()
 
     def final_text(self) -> str:
@@ -217,7 +248,8 @@ class ACPClient:
             self._refused("write", path, exc)
             self._on_denied("fs/write_text_file", self.resolver.relative(path), str(exc))
             raise RequestError(SANDBOX_REFUSED, str(exc), {"path": path}) from None
-        await self._gate(ToolCall.edit(path, name="fs/write_text_file"), "write", path)
+        await self._gate(ToolCall.edit(path, name="fs/write_text_file"), "write", path,
+                         {"path": path, "content": content})
         try:
             target, counts = await self._in_thread(self._write, path, content)
         except PathSecurityError as exc:
@@ -253,12 +285,21 @@ class ACPClient:
         self._emit(BackendMessage(type=MessageType.STATUS, is_error=True,
                                   content=f"refused fs/{action}_text_file for {path!r}: {exc}"))
 
-    async def _gate(self, call: ToolCall, action: str, path: str) -> None:
+    async def _gate(self, call: ToolCall, action: str, path: str, data: dict[str, Any] | None = None) -> None:
         """The permission gate for an fs request: a denial (recorded by the gate) is the
-        request's error, whose message the agent relays to the model."""
+        request's error, whose message the agent relays to the model. A write the gate defers
+        (`data`: its parameters, the call as it waits) is not done and ends the turn."""
         if self._permit is None:
             return
-        decision = await self._permit(call)
+        tool = str(call.name)
+        if data is not None and self.paused:
+            await self._stop(self._write_id(), tool, data, call, asked=False)
+            raise RequestError(SANDBOX_REFUSED, NOT_WRITTEN, {"path": path})
+        answer = self.repeated.take(tool, data) if data is not None else None
+        decision = await self._permit(call, answer=answer, defer=data is not None and self.can_defer)
+        if decision.deferred and data is not None:
+            await self._stop(self._write_id(), tool, data, call, asked=True)
+            raise RequestError(SANDBOX_REFUSED, decision.reason, {"path": path})
         if not decision.allowed:
             self._refused(action, path, decision.reason)
             raise RequestError(SANDBOX_REFUSED, decision.reason, {"path": path})
@@ -284,7 +325,13 @@ class ACPClient:
         tool = self.events.name_of(tool_call.tool_call_id) or tool_name(data)
         recorded = False
         if allow and self._permit is not None:
-            decision = await self._permit(permission_call(tool_call, kind, paths, tool))
+            call = permission_call(tool_call, kind, paths, tool)
+            raw = dict(tool_call.raw_input) if isinstance(tool_call.raw_input, dict) else {}
+            if self.paused:  # the turn ends at an earlier call that waits for a person
+                return await self._stop(tool_call.tool_call_id, tool, raw, call, asked=False)
+            decision = await self._permit(call, answer=self.repeated.take(tool, raw), defer=self.can_defer)
+            if decision.deferred:
+                return await self._stop(tool_call.tool_call_id, tool, raw, call, asked=True)
             allow, reason, recorded = decision.allowed, decision.reason, True
         wanted = ("allow_once", "allow_always") if allow else ("reject_once", "reject_always")
         chosen = next((o for kind in wanted for o in options if o.kind == kind), None)
@@ -304,6 +351,27 @@ class ACPClient:
         self._emit(BackendMessage(type=MessageType.STATUS,
                                   content=f"permission {verb} for {title!r} ({reason}): {chosen.name}"))
         return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=chosen.option_id))
+
+    def _write_id(self) -> str:
+        """An id for a file write that waits (ACP gives fs requests none)."""
+        self._writes += 1
+        return f"fs-write-{self._writes}"
+
+    async def _stop(self, call_id: str, tool: str, data: dict[str, Any], call: ToolCall, *,
+                    asked: bool) -> RequestPermissionResponse:
+        """End the turn before this call: record it as waiting, send session/cancel once, and
+        answer the request `cancelled` (so the agent does not run it)."""
+        self.flush()
+        first = not self.paused
+        self.paused = True
+        if self._waiting is not None:
+            self._waiting(call_id, tool, data, call, asked)
+        if first and self._cancel is not None:
+            await self._cancel()
+        self._emit(BackendMessage(type=MessageType.STATUS,
+                                  content=f"{tool} waits for a person's approval: the turn ends here" if asked
+                                  else f"{tool} not run: the turn ends at an earlier call that waits"))
+        return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
 
     def _remember_tool(self, update: ToolCallStart | ToolCallProgress | ToolCallUpdate) -> None:
         kind, paths = self._tool_info.get(update.tool_call_id, (None, []))

@@ -44,6 +44,14 @@ class SessionUsage:
         self._reported = False
         self._chars_in = 0
         self._chars_out = 0
+        #: The session's cumulative cost as the agent last reported it (kept with a paused run).
+        self.reported_cost: float | None = None
+
+    def carry_cost(self, total: float) -> None:
+        """The agent goes on from this cumulative cost (a loaded session whose agent carries its
+        cost on, claude-agent-acp): only what it reports beyond it is new."""
+        self._cost.start_from(total)
+        self.reported_cost = total
 
     def start(self, prompt: str) -> None:
         """A session/prompt is sent with this text."""
@@ -59,7 +67,8 @@ class SessionUsage:
         self._floor = max(self._floor, int(used or 0))
         if cost is not None and str(getattr(cost, "currency", "")).upper() == "USD":
             self._agent_prices = True
-            self.ledger.add_cost(self._cost.cost(float(cost.amount)))
+            self.reported_cost = float(cost.amount)
+            self.ledger.add_cost(self._cost.cost(self.reported_cost))
         self.ledger.running(Usage(input_tokens=self._floor))
 
     def seen(self, message: BackendMessage) -> None:
