@@ -26,6 +26,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, Field, field_validator
+
 from agenter._errors import ConfigurationError
 from agenter._types import PendingCall
 from agenter.host.redact import Redactor
@@ -35,8 +37,8 @@ if TYPE_CHECKING:
     from agenter.backends.base import BaseBackend
     from agenter.store import ConversationStore
 
-__all__ = ["RepeatedCalls", "answer_paused", "check_store_option", "keep", "no_pause_without_store", "pending_call",
-           "run_store", "store_for_pauses"]
+__all__ = ["PauseStoreOption", "RepeatedCalls", "answer_paused", "check_store_option", "defer_as_seen", "keep",
+           "no_pause_without_store", "pending_call", "run_store", "store_for_pauses"]
 
 #: Characters of a call's input the model is shown again when it is told the answers.
 SHOWN_INPUT = 300
@@ -58,6 +60,24 @@ def check_store_option(value: Any) -> Any:
     raise ValueError("conversation_store takes a folder path, a sqlite:// or redis:// URL, a ConversationStore "
                      "(agenter.store: load, save, append, delete, session_ids), None for the default file "
                      f"store, or False; got {type(value).__name__}")
+
+
+class PauseStoreOption(BaseModel):
+    """The `conversation_store` option of a backend whose agent keeps its own conversation: it
+    holds the paused runs' records (a backend's options class inherits it)."""
+
+    conversation_store: Any = Field(
+        None,
+        description="Where a paused run is kept (on_ask='pause', docs/approvals.md): None (the default: a file "
+                    "store beside the run's transcripts, else in the user's cache), a folder path, a "
+                    "sqlite:///path.db or redis://host:port/db URL, a ConversationStore (agenter.store) of your "
+                    "own, or False (none: on_ask='pause' is refused). The agent keeps its conversation itself; "
+                    "this store holds the pause record (the backend's page says what else continuing needs).")
+
+    @field_validator("conversation_store")
+    @classmethod
+    def _a_store(cls, value: Any) -> Any:
+        return check_store_option(value)
 
 
 def run_store(option: Any, log_dir: Path | None, redact: Redactor) -> ConversationStore | None:
@@ -110,6 +130,16 @@ def pending_call(call_id: str, tool: str, tool_input: Any, call: ToolCall | None
         return PendingCall(id=call_id, tool=tool, input=shown, needs_approval=needs_approval)
     return PendingCall(id=call_id, tool=tool, input=shown, needs_approval=needs_approval, rule=verdict.rule,
                        stage=verdict.stage, reason=verdict.reason, paths=list(call.paths), command=call.command)
+
+
+def defer_as_seen(backend: BaseBackend[Any], call_id: str, tool: str, tool_input: Any, call: ToolCall,
+                  *, asked: bool) -> None:
+    """The turn stops before this call: it waits, as the gate sees it (`asked`: the gate deferred
+    it; else a later call of the same response, which needs approval only if the gate would ask)."""
+    gate = backend.gate
+    verdict = gate.evaluate(call) if gate is not None else None
+    needs_approval = asked or (verdict is not None and verdict.behavior == "ask")
+    backend.defer_calls([pending_call(call_id, tool, tool_input, call, verdict, needs_approval=needs_approval)])
 
 
 class RepeatedCalls:

@@ -34,9 +34,9 @@ from agenter._types import PendingCall
 from agenter._version import __version__
 from agenter.backends._pauses import (
     answer_paused,
+    defer_as_seen,
     keep,
     no_pause_without_store,
-    pending_call,
     run_store,
     store_for_pauses,
 )
@@ -509,11 +509,8 @@ class ACPBackend(BaseBackend[ACPOptions]):
 
     def _waiting(self, call_id: str, tool: str, tool_input: dict[str, Any], call: ToolCall, asked: bool) -> None:
         """A call the turn stops before (see _client), as the gate sees it."""
-        gate = self.gate
-        verdict = gate.evaluate(call) if gate is not None else None
-        needs_approval = asked or (verdict is not None and verdict.behavior == "ask")
         self._kinds[call_id] = call.kind
-        self.defer_calls([pending_call(call_id, tool, tool_input, call, verdict, needs_approval=needs_approval)])
+        defer_as_seen(self, call_id, tool, tool_input, call, asked=asked)
 
     async def hold(self, record: dict[str, Any]) -> str:
         """Keep the paused run in the pause store: the session's record, the ACP session id, the

@@ -6,7 +6,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from agenter.backends._pauses import check_store_option
+from agenter.backends._pauses import PauseStoreOption
 from agenter.backends.base import BackendOptions
 
 #: File-system methods agenter can serve to the agent (ACP client capabilities fs.*TextFile).
@@ -14,7 +14,7 @@ FsCapability = Literal["read", "write"]
 ALL_FS: tuple[FsCapability, ...] = ("read", "write")
 
 
-class ACPOptions(BackendOptions):
+class ACPOptions(BackendOptions, PauseStoreOption):
     """How the ACP agent is started and answered. See docs/backends/acp.md."""
 
     renamed: ClassVar[dict[str, str]] = {
@@ -46,18 +46,7 @@ class ACPOptions(BackendOptions):
         description="Which fs methods agenter serves (and advertises in initialize): 'read' "
                     "(fs/read_text_file) and 'write' (fs/write_text_file).")
     acp_startup_timeout: float = Field(60.0, gt=0, description="Seconds for initialize + session/new.")
-    conversation_store: Any = Field(
-        None,
-        description="Where a paused run is kept (on_ask='pause', docs/approvals.md): None (the default: a file "
-                    "store beside the run's transcripts, else in the user's cache), a folder path, a "
-                    "sqlite:///path.db or redis://host:port/db URL, a ConversationStore (agenter.store) of your "
-                    "own, or False (none: on_ask='pause' is refused). The ACP agent keeps the conversation "
-                    "itself; this store holds the pause record.")
 
-    @field_validator("conversation_store")
-    @classmethod
-    def _a_store(cls, value: Any) -> Any:
-        return check_store_option(value)
 
     @field_validator("acp_command")
     @classmethod

@@ -34,9 +34,9 @@ from agenter._types import PendingCall
 from agenter.backends._failures import classify
 from agenter.backends._pauses import (
     answer_paused,
+    defer_as_seen,
     keep,
     no_pause_without_store,
-    pending_call,
     run_store,
     store_for_pauses,
 )
@@ -394,10 +394,7 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
     # ------------------------------------------------------------------ approvals that can wait
     def _waiting(self, call_id: str, tool: str, tool_input: dict[str, Any], call: ToolCall, asked: bool) -> None:
         """A call the turn stops before (the hook denied it; see _permissions), as the gate sees it."""
-        gate = self.gate
-        verdict = gate.evaluate(call) if gate is not None else None
-        needs_approval = asked or (verdict is not None and verdict.behavior == "ask")
-        self.defer_calls([pending_call(call_id, tool, tool_input, call, verdict, needs_approval=needs_approval)])
+        defer_as_seen(self, call_id, tool, tool_input, call, asked=asked)
 
     async def hold(self, record: dict[str, Any]) -> str:
         """Keep the paused run in the pause store: the session's record, Claude Code's session id,

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr
 
-from agenter.backends._pauses import check_store_option
+from agenter.backends._pauses import PauseStoreOption
 from agenter.backends.base import BackendOptions
 
 #: Claude Code's own tools the agent gets by default: read, search, edit files and run commands.
 DEFAULT_ALLOWED_TOOLS: tuple[str, ...] = ("Read", "Edit", "Write", "Bash", "Glob", "Grep")
 
 
-class ClaudeCodeOptions(BackendOptions):
+class ClaudeCodeOptions(BackendOptions, PauseStoreOption):
     """How Claude Code is started. Everything has a headless-pipeline default."""
 
     renamed: ClassVar[dict[str, str]] = {
@@ -54,15 +54,4 @@ class ClaudeCodeOptions(BackendOptions):
     claude_max_turns: int | None = Field(
         None, gt=0, description="Claude Code's own limit on model round trips per iteration."
     )
-    conversation_store: Any = Field(
-        None,
-        description="Where a paused run is kept (on_ask='pause', docs/approvals.md): None (the default: a file "
-                    "store beside the run's transcripts, else in the user's cache), a folder path, a "
-                    "sqlite:///path.db or redis://host:port/db URL, a ConversationStore (agenter.store) of your "
-                    "own, or False (none: on_ask='pause' is refused). Claude Code keeps the conversation itself "
-                    "(in ~/.claude); this store holds the pause record.")
 
-    @field_validator("conversation_store")
-    @classmethod
-    def _a_store(cls, value: Any) -> Any:
-        return check_store_option(value)

@@ -33,9 +33,9 @@ from agenter._version import __version__
 from agenter.backends._failures import classify
 from agenter.backends._pauses import (
     answer_paused,
+    defer_as_seen,
     keep,
     no_pause_without_store,
-    pending_call,
     run_store,
     store_for_pauses,
 )
@@ -502,10 +502,7 @@ class CodexBackend(BaseBackend[CodexOptions]):
 
     def _waiting(self, call_id: str, tool: str, data: dict[str, Any], call: ToolCall, asked: bool) -> None:
         """A call the turn stops before (see _permissions), as the gate sees it."""
-        gate = self.gate
-        verdict = gate.evaluate(call) if gate is not None else None
-        needs_approval = asked or (verdict is not None and verdict.behavior == "ask")
-        self.defer_calls([pending_call(call_id, tool, data, call, verdict, needs_approval=needs_approval)])
+        defer_as_seen(self, call_id, tool, data, call, asked=asked)
 
     async def hold(self, record: dict[str, Any]) -> str:
         """Keep the paused run in the pause store: the session's record, the thread id, the gate's

@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, SecretStr, field_validator
 
 from agenter.backends._mcp import MCPServer
-from agenter.backends._pauses import check_store_option
+from agenter.backends._pauses import PauseStoreOption
 from agenter.backends.agents.codex._tools_server import SERVER_NAME
 from agenter.backends.base import BackendOptions
 
@@ -53,7 +53,7 @@ class CodexMCPServer(MCPServer):
         return table
 
 
-class CodexOptions(BackendOptions):
+class CodexOptions(BackendOptions, PauseStoreOption):
     """How agenter runs `codex app-server`. See docs/backends/codex.md."""
 
     renamed: ClassVar[dict[str, str]] = {
@@ -107,18 +107,7 @@ class CodexOptions(BackendOptions):
         default_factory=dict,
         description="Raw Codex config keys (dotted paths allowed), applied last. An escape hatch.",
     )
-    conversation_store: Any = Field(
-        None,
-        description="Where a paused run is kept (on_ask='pause', docs/approvals.md): None (the default: a file "
-                    "store beside the run's transcripts, else in the user's cache), a folder path, a "
-                    "sqlite:///path.db or redis://host:port/db URL, a ConversationStore (agenter.store) of your "
-                    "own, or False (none: on_ask='pause' is refused). It holds the pause record and, with the "
-                    "private CODEX_HOME, the Codex thread (its rollout file), which is deleted with that home.")
 
-    @field_validator("conversation_store")
-    @classmethod
-    def _a_store(cls, value: Any) -> Any:
-        return check_store_option(value)
 
     @field_validator("mcp_servers")
     @classmethod

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator
 
 from agenter.backends._mcp import MCPServer
-from agenter.backends._pauses import check_store_option
+from agenter.backends._pauses import PauseStoreOption
 from agenter.backends.base import BackendOptions
 
 __all__ = ["DEFAULT_MODEL", "IN_MEMORY", "GoogleADKOptions", "default_session_db"]
@@ -35,7 +35,7 @@ def default_session_db(environ: dict[str, str] | None = None) -> Path:
     return base / "agenter" / "google-adk" / "sessions.db"
 
 
-class GoogleADKOptions(BackendOptions):
+class GoogleADKOptions(BackendOptions, PauseStoreOption):
     """How the google-adk backend builds ADK's agent. See docs/backends/google-adk.md.
 
     api_key defaults to GOOGLE_API_KEY, then GEMINI_API_KEY (google-genai's order); base_url to
@@ -80,18 +80,7 @@ class GoogleADKOptions(BackendOptions):
         None, description="Where ADK's SqliteSessionService keeps conversations (resume across processes); None: "
                           "$XDG_CACHE_HOME/agenter/google-adk/sessions.db; ':memory:' for ADK's InMemorySessionService "
                           "(no resume).")
-    conversation_store: Any = Field(
-        None,
-        description="Where a paused run is kept (on_ask='pause', docs/approvals.md): None (the default: a file "
-                    "store beside the run's transcripts, else in the user's cache), a folder path, a "
-                    "sqlite:///path.db or redis://host:port/db URL, a ConversationStore (agenter.store) of your "
-                    "own, or False (none: on_ask='pause' is refused). It holds the pause record and a copy of "
-                    "the ADK session's events, from which another process continues the run.")
 
-    @field_validator("conversation_store")
-    @classmethod
-    def _a_store(cls, value: Any) -> Any:
-        return check_store_option(value)
 
     @field_validator("mcp_servers")
     @classmethod

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from agenter.backends._pauses import check_store_option
+from agenter.backends._pauses import PauseStoreOption
 from agenter.backends.base import BackendOptions
 
 __all__ = ["MCPServerConfig", "OpenAIAgentsOptions"]
@@ -42,7 +42,7 @@ class MCPServerConfig(BaseModel):
         return self
 
 
-class OpenAIAgentsOptions(BackendOptions):
+class OpenAIAgentsOptions(BackendOptions, PauseStoreOption):
     """How the openai-agents backend builds the SDK's agent. See docs/backends/openai-agents.md."""
 
     # Shared with other backends (one name everywhere).
@@ -78,13 +78,6 @@ class OpenAIAgentsOptions(BackendOptions):
                           "conversation store (resume across processes by session id).")
     openai_agents_store_dir: Path | None = Field(
         None, description="Folder of agenter's conversation store; None: $XDG_CACHE_HOME/agenter/conversations.")
-    conversation_store: Any = Field(
-        None,
-        description="Where a paused run is kept (on_ask='pause', docs/approvals.md): None (the default: a file "
-                    "store beside the run's transcripts, else in the user's cache), a folder path, a "
-                    "sqlite:///path.db or redis://host:port/db URL, a ConversationStore (agenter.store) of your "
-                    "own, or False (none: on_ask='pause' is refused). The pause record holds the SDK's RunState; "
-                    "the conversation stays in openai_agents_store_dir (or openai_agents_session).")
 
     @field_validator("mcp_servers")
     @classmethod
@@ -104,10 +97,6 @@ class OpenAIAgentsOptions(BackendOptions):
             raise ValueError(f"two MCP servers are named {', '.join(map(repr, twice))}")
         return checked
 
-    @field_validator("conversation_store")
-    @classmethod
-    def _a_store(cls, value: Any) -> Any:
-        return check_store_option(value)
 
     @field_validator("openai_agents_session")
     @classmethod

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr
 
-from agenter.backends._pauses import check_store_option
+from agenter.backends._pauses import PauseStoreOption
 from agenter.backends.base import BackendOptions
 
 #: Where conversations are kept by default (`~` is the user's home when the backend connects).
 DEFAULT_PERSISTENCE_DIR = "~/.openhands/agenter-conversations"
 
 
-class OpenHandsOptions(BackendOptions):
+class OpenHandsOptions(BackendOptions, PauseStoreOption):
     """How the OpenHands agent reaches its model (through LiteLLM) and runs its tools."""
 
     renamed: ClassVar[dict[str, str]] = {
@@ -73,15 +73,4 @@ class OpenHandsOptions(BackendOptions):
         description="Where OpenHands keeps each conversation (one folder per conversation id), so a "
         "later run can resume it. None: in memory only (no resume).",
     )
-    conversation_store: Any = Field(
-        None,
-        description="Where a paused run is kept (on_ask='pause', docs/approvals.md): None (the default: a file "
-                    "store beside the run's transcripts, else in the user's cache), a folder path, a "
-                    "sqlite:///path.db or redis://host:port/db URL, a ConversationStore (agenter.store) of your "
-                    "own, or False (none: on_ask='pause' is refused). It holds the pause record; the OpenHands "
-                    "conversation itself stays in openhands_persistence_dir.")
 
-    @field_validator("conversation_store")
-    @classmethod
-    def _a_store(cls, value: Any) -> Any:
-        return check_store_option(value)
