@@ -72,6 +72,15 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
             os.environ["XDG_CACHE_HOME"] = saved
 
 
+# A shell without job control starts a background command (`make test &`, nohup, setsid from a
+# script) with SIGINT ignored, Python keeps it so, and every child the suite starts inherits it:
+# the Ctrl-C tests then fail. Seen in a clean-clone run started that way: the first test of each
+# pytest process was named by the guard below. Children of a process whose SIGINT has a handler
+# start with the default action, so pytest gets Python's usual handler before any test.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.fixture(autouse=True)
 def _sigint_left_as_python_sets_it(request: pytest.FixtureRequest) -> Iterator[None]:
     """A test (or a library it runs in this process) that leaves SIGINT ignored or blocked makes
