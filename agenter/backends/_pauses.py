@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from agenter.backends.base import BaseBackend
     from agenter.store import ConversationStore
 
-__all__ = ["PauseStoreOption", "RepeatedCalls", "answer_paused", "check_store_option", "defer_as_seen", "keep",
-           "no_pause_without_store", "pending_call", "run_store", "store_for_pauses"]
+__all__ = ["PauseStoreOption", "RepeatedCalls", "answer_paused", "check_store_option", "defer_as_seen", "hold_paused",
+           "keep", "no_pause_without_store", "pending_call", "resume_paused", "run_store", "store_for_pauses"]
 
 #: Characters of a call's input the model is shown again when it is told the answers.
 SHOWN_INPUT = 300
@@ -120,6 +120,29 @@ async def keep(store: ConversationStore | None, record: Mapping[str, Any], *, ba
         raise StoreError(f"the {backend} backend keeps no conversation store (conversation_store=False), so the "
                          "paused run cannot be kept")
     return await asyncio.to_thread(save_pause, store, {**record, "session_id": session_id, **own})
+
+
+async def hold_paused(backend: BaseBackend[Any], record: Mapping[str, Any], key: str, own: Mapping[str, Any],
+                      *, store: ConversationStore | None = None) -> str:
+    """`hold` of an agent backend with `PauseStoreOption`: the session's record, the agent's
+    session id, and under `key` the backend's `own` part with the gate's "always" answers, kept
+    in `store` (by default the one its conversation_store option names)."""
+    if store is None:
+        store = await asyncio.to_thread(run_store, backend.options.conversation_store, backend.spec.log_dir,
+                                        backend.redact)
+    gate = backend.gate
+    part = {**own, "approvals": gate.approvals if gate is not None else []}
+    return await keep(store, record, backend=backend.name, session_id=backend.session_id, own={key: part})
+
+
+def resume_paused(backend: BaseBackend[Any], held: Mapping[str, Any], key: str) -> tuple[dict[str, Any], list[PendingCall]]:
+    """What `hold_paused` kept under `key`, with the gate's "always" answers given back to the
+    gate, and the calls that wait."""
+    own = held.get(key) or {}
+    if backend.gate is not None:
+        backend.gate.restore_approvals(own.get("approvals") or [])
+    pending = [PendingCall.model_validate(call) for call in held.get("pending") or [] if isinstance(call, dict)]
+    return own, pending
 
 
 def pending_call(call_id: str, tool: str, tool_input: Any, call: ToolCall | None = None,

@@ -30,14 +30,13 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from agenter._errors import BackendError, ConfigurationError
-from agenter._types import PendingCall
 from agenter._version import __version__
 from agenter.backends._pauses import (
     answer_paused,
     defer_as_seen,
-    keep,
+    hold_paused,
     no_pause_without_store,
-    run_store,
+    resume_paused,
     store_for_pauses,
 )
 from agenter.backends._prompts import text_refusal
@@ -516,24 +515,18 @@ class ACPBackend(BaseBackend[ACPOptions]):
         """Keep the paused run in the pause store: the session's record, the ACP session id, the
         gate's "always" answers, the kinds of the calls that wait and the cost the agent reported.
         StoreError when it fails."""
-        store = await asyncio.to_thread(run_store, self.options.conversation_store, self.spec.log_dir, self.redact)
-        gate = self.gate
-        own = {"approvals": gate.approvals if gate is not None else [], "cost": self._tokens.reported_cost,
-               "kinds": dict(self._kinds)}
-        return await keep(store, record, backend=self.name, session_id=self.session_id, own={"acp": own})
+        return await hold_paused(self, record, "acp", {"cost": self._tokens.reported_cost, "kinds": dict(self._kinds)})
 
     async def _continue_paused(self, held: dict[str, Any], answers: dict[str, str]) -> AsyncIterator[BackendMessage]:
         """The paused turn, continued in the loaded ACP session: the model is told the answers (an
         approved call is to be made again, a denied one not) and the turn goes on."""
-        own = held.get("acp") or {}
-        gate, client = self.gate, self._client
-        assert gate is not None and client is not None
-        gate.restore_approvals(own.get("approvals") or [])
+        client = self._client
+        assert self.gate is not None and client is not None
+        own, pending = resume_paused(self, held, "acp")
         cost = own.get("cost")
         if isinstance(cost, int | float):
             self._tokens.carry_cost(float(cost))
         kinds = own.get("kinds") or {}
-        pending = [PendingCall.model_validate(call) for call in held.get("pending") or [] if isinstance(call, dict)]
         by_call = {(p.tool, repr(sorted(p.input.items()))): p for p in pending}
 
         def to_call(tool: str, data: dict[str, Any]) -> ToolCall | None:

@@ -30,14 +30,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agenter._errors import BackendError
-from agenter._types import PendingCall
 from agenter.backends._failures import classify
 from agenter.backends._pauses import (
     answer_paused,
     defer_as_seen,
-    keep,
+    hold_paused,
     no_pause_without_store,
-    run_store,
+    resume_paused,
     store_for_pauses,
 )
 from agenter.backends._programs.claude import CREDENTIALS as CLAUDE_CREDENTIALS
@@ -399,25 +398,19 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
     async def hold(self, record: dict[str, Any]) -> str:
         """Keep the paused run in the pause store: the session's record, Claude Code's session id,
         the gate's "always" answers and the cost the CLI reported. StoreError when it fails."""
-        options = self.options
-        store = await asyncio.to_thread(run_store, options.conversation_store, self.spec.log_dir, self.redact)
-        gate = self.gate
-        own = {"approvals": gate.approvals if gate is not None else [], "cli_cost": self._cli_cost}
-        return await keep(store, record, backend=self.name, session_id=self.session_id, own={"claude_code": own})
+        return await hold_paused(self, record, "claude_code", {"cli_cost": self._cli_cost})
 
     async def _continue_paused(self, held: dict[str, Any], answers: dict[str, str]) -> AsyncIterator[BackendMessage]:
         """The paused turn, continued in the resumed Claude Code session: the model is told the
         answers (an approved call is to be made again, a denied one not) and the turn goes on."""
-        own = held.get("claude_code") or {}
-        gate, permissions = self.gate, self._permissions
-        assert gate is not None and permissions is not None
-        gate.restore_approvals(own.get("approvals") or [])
+        permissions = self._permissions
+        assert self.gate is not None and permissions is not None
+        own, pending = resume_paused(self, held, "claude_code")
         cost = own.get("cli_cost")
         if isinstance(cost, int | float):
             self._cli_cost = float(cost)
             if self._connection is not None:
                 self._connection.cost.start_from(float(cost))
-        pending = [PendingCall.model_validate(call) for call in held.get("pending") or [] if isinstance(call, dict)]
         prompt = await answer_paused(self, pending, answers, lambda name, data: tool_call(name, data, permissions.tools),
                                      permissions.repeated)
         async for message in self._turn(prompt):

@@ -28,14 +28,15 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agenter._errors import BackendError, ConfigurationError
-from agenter._types import PendingCall, Usage
+from agenter._types import Usage
 from agenter._version import __version__
 from agenter.backends._failures import classify
 from agenter.backends._pauses import (
     answer_paused,
     defer_as_seen,
-    keep,
+    hold_paused,
     no_pause_without_store,
+    resume_paused,
     run_store,
     store_for_pauses,
 )
@@ -508,11 +509,8 @@ class CodexBackend(BaseBackend[CodexOptions]):
         """Keep the paused run in the pause store: the session's record, the thread id, the gate's
         "always" answers and the thread's usage so far; with a private CODEX_HOME the thread itself
         too (`_threads`). StoreError when it fails."""
-        store = await asyncio.to_thread(run_store, self.options.conversation_store, self.spec.log_dir, self.redact)
-        gate = self.gate
-        own = {"approvals": gate.approvals if gate is not None else [],
-               "thread_total": self._thread_total.model_dump() if self._thread_total is not None else None}
-        handle = await keep(store, record, backend=self.name, session_id=self.session_id, own={"codex": own})
+        total = self._thread_total.model_dump() if self._thread_total is not None else None
+        handle = await hold_paused(self, record, "codex", {"thread_total": total})
         # After the record, so that `keep` says why when there is no store.
         if self._private_home is not None and not await self._keep_thread():
             raise BackendError("Codex named no rollout file for the thread, so the paused thread could not be kept "
@@ -522,16 +520,14 @@ class CodexBackend(BaseBackend[CodexOptions]):
     async def _continue_paused(self, held: dict[str, Any], answers: dict[str, str]) -> AsyncIterator[BackendMessage]:
         """The paused turn, continued on the resumed thread: the model is told the answers (an
         approved call is to be made again, a denied one not) and the turn goes on."""
-        own = held.get("codex") or {}
-        gate, pausing = self.gate, self._pausing
-        assert gate is not None and pausing is not None
-        gate.restore_approvals(own.get("approvals") or [])
+        pausing = self._pausing
+        assert self.gate is not None and pausing is not None
+        own, pending = resume_paused(self, held, "codex")
         total = own.get("thread_total")
         if isinstance(total, dict):
             # Codex reports the thread's totals, the paused run's included: only what follows is new.
             self._thread_total = Usage.model_validate(total)
             self._thread_usage.start_from(usage=self._thread_total)
-        pending = [PendingCall.model_validate(call) for call in held.get("pending") or [] if isinstance(call, dict)]
         tools = {tool.name: tool for tool in self.settings.tools}
         prompt = await answer_paused(self, pending, answers, lambda name, data: gate_call(name, data, tools),
                                      pausing.repeated)

@@ -55,7 +55,14 @@ from agenter._errors import BackendError, ConfigurationError
 from agenter._types import PendingCall, Usage
 from agenter.backends._failures import Failure, classify_failure, is_transport_error
 from agenter.backends._genai import MISSING_KEY, api_key_of
-from agenter.backends._pauses import keep, no_pause_without_store, pending_call, run_store, store_for_pauses
+from agenter.backends._pauses import (
+    hold_paused,
+    no_pause_without_store,
+    pending_call,
+    resume_paused,
+    run_store,
+    store_for_pauses,
+)
 from agenter.backends._prompts import REFUSAL_TOOL_DESCRIPTION, REFUSAL_TOOL_NAME, REFUSAL_TOOL_SCHEMA
 from agenter.backends.agents.google_adk._events import (
     TurnEvents,
@@ -668,9 +675,7 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
         store = await asyncio.to_thread(run_store, self.options.conversation_store, self.spec.log_dir, self.redact)
         if store is not None:
             await self._keep_session(store)
-        gate = self.gate
-        own = {"approvals": gate.approvals if gate is not None else []}
-        return await keep(store, record, backend=self.name, session_id=self.session_id, own={"google_adk": own})
+        return await hold_paused(self, record, "google_adk", {}, store=store)
 
     async def _update_copy(self) -> None:
         """Bring the store's copy of the session up to date (when it ends): events were added."""
@@ -698,8 +703,7 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
         answer (`_answer`), and the turn goes on from there."""
         gate = self.gate
         assert gate is not None
-        gate.restore_approvals((held.get("google_adk") or {}).get("approvals") or [])
-        pending = [PendingCall.model_validate(call) for call in held.get("pending") or [] if isinstance(call, dict)]
+        _, pending = resume_paused(self, held, "google_adk")
         session = await self._session()
         asked = confirmations_asked(session.events if session is not None else [])
         if not pending or any(call.id not in asked for call in pending):

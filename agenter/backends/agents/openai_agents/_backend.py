@@ -43,7 +43,13 @@ from agenter._errors import BackendError, ConfigurationError
 from agenter._types import Usage
 from agenter.backends._confinement import session_confinement
 from agenter.backends._failures import Failure, classify_failure, error_message, error_type, is_transport_error
-from agenter.backends._pauses import keep, no_pause_without_store, pending_call, run_store, store_for_pauses
+from agenter.backends._pauses import (
+    hold_paused,
+    no_pause_without_store,
+    pending_call,
+    resume_paused,
+    store_for_pauses,
+)
 from agenter.backends._prompts import REFUSAL_TOOL_DESCRIPTION, REFUSAL_TOOL_NAME, REFUSAL_TOOL_SCHEMA
 from agenter.backends.agents.openai_agents._approvals import Approvals, call_of
 from agenter.backends.agents.openai_agents._events import SHELL_TOOL_NAME, ToolOutcome, ToolOutcomes, TurnEvents
@@ -376,10 +382,7 @@ class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
         """Keep the paused run in the pause store: the session's record, the SDK's RunState, the
         conversation's length when it paused and the gate's "always" answers. StoreError when it
         fails."""
-        store = await asyncio.to_thread(run_store, self.options.conversation_store, self.spec.log_dir, self.redact)
-        gate = self.gate
-        own = {**self._paused, "approvals": gate.approvals if gate is not None else []}
-        return await keep(store, record, backend=self.name, session_id=self.session_id, own={"openai_agents": own})
+        return await hold_paused(self, record, "openai_agents", self._paused)
 
     async def _continue_paused(self, held: dict[str, Any], answers: dict[str, str]) -> AsyncIterator[BackendMessage]:
         """The paused run, continued from the SDK's state: each waiting call decided with the
@@ -387,10 +390,9 @@ class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
         then the SDK goes on: they run, and the model's next request has their results."""
         from agents import RunState
 
-        own = held.get("openai_agents") or {}
         gate = self.gate
         assert gate is not None
-        gate.restore_approvals(own.get("approvals") or [])
+        own, _ = resume_paused(self, held, "openai_agents")
         if own.get("items") != len(await self._session.get_items()):
             raise ConfigurationError(
                 f"the conversation {self.session_id!r} went on after the run paused, so the paused calls cannot be "

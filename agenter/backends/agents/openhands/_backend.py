@@ -49,7 +49,13 @@ from typing import Any, ClassVar
 
 from agenter._errors import BackendError, ConfigurationError
 from agenter._types import PendingCall, Usage
-from agenter.backends._pauses import keep, no_pause_without_store, pending_call, run_store, store_for_pauses
+from agenter.backends._pauses import (
+    hold_paused,
+    no_pause_without_store,
+    pending_call,
+    resume_paused,
+    store_for_pauses,
+)
 from agenter.backends._prompts import REFUSAL_TOOL_DESCRIPTION, REFUSAL_TOOL_NAME, REFUSAL_TOOL_SCHEMA
 from agenter.backends.agents.openhands._events import (
     MetricsCursor,
@@ -651,10 +657,7 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
         """Keep the paused run in the pause store: the session's record, the OpenHands
         conversation id, the gate's "always" answers and the waiting actions it already allowed.
         The conversation stays in openhands_persistence_dir. StoreError when it fails."""
-        store = await asyncio.to_thread(run_store, self.options.conversation_store, self.spec.log_dir, self.redact)
-        gate = self.gate
-        own = {"approvals": gate.approvals if gate is not None else [], "allowed": sorted(self._allowed_waiting)}
-        return await keep(store, record, backend=self.name, session_id=self.session_id, own={"openhands": own})
+        return await hold_paused(self, record, "openhands", {"allowed": sorted(self._allowed_waiting)})
 
     async def _continue_paused(self, held: dict[str, Any], answers: dict[str, str]) -> AsyncIterator[BackendMessage]:
         """The paused turn, continued: each waiting action decided with the person's answer (a
@@ -666,10 +669,8 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
         gate = self.gate
         if gate is None or self._conversation is None:
             raise BackendError(f"the {self.name} backend is not connected", backend=self.name)
-        own = held.get("openhands") or {}
-        gate.restore_approvals(own.get("approvals") or [])
+        own, pending = resume_paused(self, held, "openhands")
         allowed_before = set(own.get("allowed") or [])
-        pending = [PendingCall.model_validate(call) for call in held.get("pending") or [] if isinstance(call, dict)]
         state = self._conversation.state
         actions = {action.tool_call_id: action for action in self._waiting_actions()}
         if (not pending or state.execution_status != ConversationExecutionStatus.WAITING_FOR_CONFIRMATION
