@@ -457,10 +457,15 @@ class HarnessBackend(BaseBackend[OptionsT]):
 
     async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
         first = not self._messages
-        named = await self.in_thread(self._files_named_in, prompt)
-        self._named.extend(path for path in named if path not in self._named)
         attach = self.config.attach_named_files
-        if first and named and (attach or (attach is None and self._text_system is not None)):
+        attaching = first and (attach or (attach is None and self._text_system is not None))
+        # The files a prompt names serve attaching and code blocks as edits (text mode, from the
+        # start or once switched): a turn with native calls only does not list the repository.
+        named: list[str] = []
+        if attaching or (self._edits_code_blocks() and (self._text_system is not None or self.config.tool_calls == "auto")):
+            named = await self.in_thread(self._files_named_in, prompt)
+            self._named.extend(path for path in named if path not in self._named)
+        if attaching and named:
             prompt, shown = await self.in_thread(self._with_files, prompt, named)
             if shown:
                 yield BackendMessage(MessageType.STATUS, content=f"the task names {', '.join(shown)}: their text "
