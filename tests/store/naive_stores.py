@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from pathlib import Path
 
 from agenter.host.redact import Redactor
@@ -165,7 +166,24 @@ class SQLiteAutocommitStore(SQLiteConversationStore):
                 for statement in _SCHEMA:
                     handle.connection.execute(statement, (FORMAT, VERSION) if "?" in statement else ())
                 self._check_schema(handle)
-            yield handle.connection
+            yield _SlowDeletes(handle.connection)
+
+
+class _SlowDeletes:
+    """A connection that waits a moment after each DELETE, so a reader meets the gap between
+    the delete and the insert on every run, not only when the scheduler happens to allow it."""
+
+    def __init__(self, connection):
+        self._connection = connection
+
+    def execute(self, statement, *args):
+        cursor = self._connection.execute(statement, *args)
+        if statement.lstrip().upper().startswith("DELETE"):
+            time.sleep(0.005)
+        return cursor
+
+    def __getattr__(self, name):
+        return getattr(self._connection, name)
 
 
 def sqlite_autocommit(location, secrets):

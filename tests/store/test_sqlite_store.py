@@ -26,8 +26,9 @@ def test_is_a_conversation_store(tmp_path):
     assert isinstance(SQLiteConversationStore(tmp_path / "c.db"), ConversationStore)
 
 
-# Only the check that fails it every time: with each statement its own transaction, two writers'
-# appends overlap only now and then, but a reader always meets a save between its delete and insert.
+# Only the check that fails it every time: with each statement its own transaction, a reader
+# meets a save between its delete and its insert (the naive store waits 5 ms there, so this does
+# not hang on the scheduler: a loaded machine once let every load fall outside the gap).
 @pytest.mark.parametrize("check", [sc.check_concurrent_saves_one_id], ids=sc.check_id)
 def test_the_suite_fails_a_sqlite_store_without_transactions(check, tmp_path):
     broken = sc.StoreHarness(factory="naive_stores:sqlite_autocommit", raw=sc.file_store_bytes)
