@@ -346,13 +346,16 @@ class SQLiteConversationStore:
 
     def _create_file(self) -> None:
         """The database file, empty and 0600 whatever the umask (and missing folders above it 0700),
-        before SQLite opens it: its -wal and -shm files then take the same mode."""
+        before SQLite opens it: its -wal and -shm files then take the same mode. It is made under
+        another name and linked into place, never opened at its own: closing a descriptor of the
+        database drops every POSIX lock this process holds on it, so another thread's connection
+        that had just created and locked it would lose its locks (SQLite's "How To Corrupt" 2.2;
+        seen as "database disk image is malformed" with three threads and three processes)."""
         try:
             missing = [p for p in (self.path.parent, *self.path.parent.parents) if not p.exists()]
             for folder in reversed(missing):  # each one 0700 (mkdir -p would leave the upper ones to the umask)
                 folder.mkdir(mode=0o700, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
-            os.close(fd)
+            _create_unopened(self.path)
         except OSError as exc:
             raise self._error("cannot create", exc) from None
 
@@ -371,3 +374,23 @@ class SQLiteConversationStore:
         if exc.errno == errno.ENOTDIR:
             reason = "a part of the path is a regular file, not a directory"
         return StoreError(f"{self!r} {doing} {str(self.path)!r}: {reason}")
+
+
+def _create_unopened(path: Path) -> None:
+    """An empty 0600 file at `path` unless one is there, without opening a descriptor of the file
+    once it is visible at `path` (see SQLiteConversationStore._create_file)."""
+    spare = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+    fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+    os.close(fd)
+    try:
+        os.link(spare, path)
+    except FileExistsError:
+        pass  # another thread or process made it first
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+            raise
+        # No hard links on this filesystem: exclusive creation, with the small window it leaves.
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600))
+    finally:
+        os.unlink(spare)

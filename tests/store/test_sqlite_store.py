@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+import sys
+import threading
 
 import pytest
 
@@ -156,4 +159,33 @@ def test_a_writer_waits_for_another_then_gives_a_store_error_after_its_timeout(t
         blocker.execute("ROLLBACK")
         blocker.close()
     assert store.save("s", _conversation(2)) == 2
+    store.close()
+
+
+def _locked_for_another_process(path) -> bool:
+    probe = ("import sqlite3, sys\n"
+             "db = sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)\n"
+             "try:\n    db.execute('BEGIN IMMEDIATE')\nexcept sqlite3.OperationalError as e:\n"
+             "    print('locked' if 'locked' in str(e) else e)\nelse:\n    print('free')\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip() == "locked"
+
+
+def test_creating_the_file_in_one_thread_keeps_the_locks_another_thread_holds(tmp_path):
+    """Two threads of one process both found no database; one made it and holds the write lock
+    when the other creates it too. Closing a descriptor of the database would drop the lock (POSIX
+    locks are per process), and another process could write beside the holder: the store once
+    answered three threads and three processes with "database disk image is malformed"."""
+    store = SQLiteConversationStore(tmp_path / "c.db")
+    store.save("s", _conversation(2))
+    with store._write("write"):  # this thread's connection holds the write lock
+        assert _locked_for_another_process(store.path)
+        worker = threading.Thread(target=store._create_file)  # the other thread's late creation
+        worker.start()
+        worker.join()
+        assert _locked_for_another_process(store.path), "creating the file dropped the write lock"
+    assert not _locked_for_another_process(store.path)
+    assert store.load("s").messages == _conversation(2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.db", "c.db-shm", "c.db-wal"]
     store.close()
