@@ -9,6 +9,9 @@ commands ran, the answer it was told), never by arrival order."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -362,3 +365,41 @@ def test_the_store_of_paused_runs_follows_the_option(tmp_path):
     beside = store()
     assert isinstance(beside, FileConversationStore) and beside.root == tmp_path / "logs" / "conversations"
     assert store(conversation_store=str(tmp_path / "runs")).root == tmp_path / "runs"
+
+
+def _agenter(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`agenter ARGS` as a user runs it, in a process of its own."""
+    return subprocess.run([sys.executable, "-m", "agenter", *args], capture_output=True, text=True, timeout=240,
+                          env=env)
+
+
+@agent_test
+@pytest.mark.timeout(600)
+def test_agenter_run_pauses_and_agenter_approve_in_another_process_continues_the_codex_thread(
+        scripted_model_server, codex_path, repo, home, tmp_path, run_token):
+    """The command line, end to end: `agenter run --backend codex --on-ask pause` exits 3 with the
+    handle; `agenter approve HANDLE --store ...` (a second process, given the key again) restores
+    the thread Codex kept in the store and the approved command runs once."""
+    server = scripted_model_server(handler=scripted_model)
+    store = f"sqlite:///{tmp_path / 'shared' / 'runs.db'}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+    options = ["--option", f"program_path={codex_path}", "--option", f"base_url={server.openai_base_url}",
+               "--option", f"api_key={API_KEY}", "--option", "max_retries=0",
+               "--option", "env=" + json.dumps({"HOME": str(home), TOKEN_ENV: run_token})]
+    first = _agenter("run", "Write a.txt, then create b.txt", "--cwd", str(repo), "--backend", "codex",
+                     "--model", MODEL, "--no-sandbox", "--json", "--on-ask", "pause",
+                     "--permission", "mode bypass", "--permission", f"ask shell:{ASKING}",
+                     "--option", f"conversation_store={store}", *options, env=env)
+    assert first.returncode == 3, first.stderr
+    paused = json.loads(first.stdout.splitlines()[-1])["data"]["result"]
+    assert paused["status"] == "paused" and paused["files"] == {"a.txt": "a\n"}
+    assert [(c["tool"], c["rule"]) for c in paused["pending"]] == [("shell", f"ask shell:{ASKING}")]
+    assert not (repo / "b.txt").exists()
+
+    second = _agenter("approve", paused["resume_handle"], "--store", store, "--json", *options, env=env)
+    assert second.returncode == 0, second.stderr
+    result = json.loads(second.stdout.splitlines()[-1])["data"]["result"]
+    assert result["status"] == "completed", result
+    assert result["files"] == {"a.txt": "a\n", "b.txt": ""} and (repo / "b.txt").exists()
+    assert (result["input_tokens"], result["output_tokens"]) == (4000, 400)  # the paused run's once
+    assert API_KEY not in first.stdout + first.stderr + second.stdout + second.stderr
