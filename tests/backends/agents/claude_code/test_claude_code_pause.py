@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -224,3 +226,39 @@ def test_the_store_of_paused_runs_follows_the_option(tmp_path):
     beside = store()
     assert isinstance(beside, FileConversationStore) and beside.root == tmp_path / "logs" / "conversations"
     assert store(conversation_store=str(tmp_path / "runs")).root == tmp_path / "runs"
+
+
+@agent_test
+@needs_cli
+@pytest.mark.timeout(600)
+def test_agenter_run_pauses_and_agenter_approve_in_another_process_resumes_claude_code(
+        scripted_model_server, repo, tmp_path, cli_env, no_leftover_cli):
+    """The command line, end to end: `agenter run --backend claude-code --on-ask pause` exits 3
+    with the handle; `agenter approve HANDLE --store ...` (a second process on the same host: the
+    session file is under the CLI's HOME) resumes the session and the approved call runs once."""
+    server = scripted_model_server(handler=scripted_model(repo))
+    store = f"sqlite:///{tmp_path / 'shared' / 'runs.db'}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+    options = ["--option", f"base_url={server.base_url}", "--option", f"api_key={API_KEY}",
+               "--option", "env=" + json.dumps({**cli_env, "IS_SANDBOX": "1"})]
+
+    def agenter(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "agenter", *args], capture_output=True, text=True,
+                              timeout=240, env=env)
+
+    first = agenter("run", "Write a.txt, then create b.txt", "--cwd", str(repo), "--backend", "claude-code",
+                    "--no-sandbox", "--json", "--on-ask", "pause", "--permission", "mode bypass",
+                    "--permission", "ask shell:touch b.txt", "--option", f"conversation_store={store}", *options)
+    assert first.returncode == 3, first.stderr
+    paused = json.loads(first.stdout.splitlines()[-1])["data"]["result"]
+    assert paused["status"] == "paused" and paused["files"] == {"a.txt": "a\n"}
+    assert [(c["tool"], c["rule"]) for c in paused["pending"]] == [("Bash", "ask shell:touch b.txt")]
+    assert not (repo / "b.txt").exists()
+
+    second = agenter("approve", paused["resume_handle"], "--store", store, "--json", *options)
+    assert second.returncode == 0, second.stderr
+    result = json.loads(second.stdout.splitlines()[-1])["data"]["result"]
+    assert result["status"] == "completed", result
+    assert result["session_id"] == paused["session_id"]
+    assert result["files"] == {"a.txt": "a\n", "b.txt": ""} and (repo / "b.txt").exists()
+    assert API_KEY not in first.stdout + first.stderr + second.stdout + second.stderr
