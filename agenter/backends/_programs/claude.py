@@ -8,10 +8,12 @@ sandbox (settings, requirements, install hint) and its quiet environment are sta
 
 from __future__ import annotations
 
+import glob
 import importlib.util
+import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +23,10 @@ from agenter.backends.base import BackendMessage, MessageType
 from agenter.host import Program, Requirement
 from agenter.host.requirements import Credentials
 
-__all__ = ["CREDENTIALS", "FILE_WRITE_TOOLS", "QUIET_ENV", "SANDBOX_INSTALL", "SANDBOX_SETTINGS", "SHELL_TOOL",
-           "StreamedBlocks", "bundled_cli", "call_target", "compacted", "denied_calls", "exit_code", "line_changes",
-           "result_text", "sandbox_hint", "sandbox_requirements", "usage_from"]
+__all__ = ["CREDENTIALS", "FILE_WRITE_TOOLS", "QUIET_ENV", "SANDBOX_INSTALL", "SANDBOX_SETTINGS", "SESSION_KIND",
+           "SHELL_TOOL", "StreamedBlocks", "bundled_cli", "call_target", "compacted", "config_dir", "denied_calls",
+           "exit_code", "line_changes", "result_text", "sandbox_hint", "sandbox_requirements", "session_file",
+           "usage_from"]
 
 #: Where Claude Code's credentials may be (claude-code and claude-cli).
 CREDENTIALS = Credentials(env=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
@@ -66,6 +69,26 @@ _DELTAS = {"text": (MessageType.TEXT_DELTA, "text_delta", "text"),
 
 
 # ---------------------------------------------------------------------------------- the program
+#: The `kind` of a Claude Code session transcript kept in agenter's store (backends/_stored_files.py).
+SESSION_KIND = "claude-session"
+
+
+def config_dir(env: Mapping[str, str]) -> Path:
+    """Where Claude Code keeps its settings and sessions when started with `env` on top of this
+    process's environment: $CLAUDE_CONFIG_DIR, else `.claude` in its HOME."""
+    merged = {**os.environ, **env}
+    if merged.get("CLAUDE_CONFIG_DIR"):
+        return Path(merged["CLAUDE_CONFIG_DIR"]).expanduser()
+    return Path(merged.get("HOME") or Path.home()) / ".claude"
+
+
+def session_file(env: Mapping[str, str], session_id: str) -> Path | None:
+    """Claude Code's transcript of a session (`projects/<the folder it ran in>/<id>.jsonl` under
+    `config_dir`), which `--resume` reads; None when there is none."""
+    found = sorted((config_dir(env) / "projects").glob(f"*/{glob.escape(session_id)}.jsonl"))
+    return found[0] if found else None
+
+
 def bundled_cli() -> str | None:
     """The `claude` that claude-agent-sdk bundles, when that package is installed (found, not
     imported, so asking costs no import)."""

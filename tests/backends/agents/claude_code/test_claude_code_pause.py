@@ -262,3 +262,34 @@ def test_agenter_run_pauses_and_agenter_approve_in_another_process_resumes_claud
     assert result["session_id"] == paused["session_id"]
     assert result["files"] == {"a.txt": "a\n", "b.txt": ""} and (repo / "b.txt").exists()
     assert API_KEY not in first.stdout + first.stderr + second.stdout + second.stderr
+
+
+@agent_test
+@needs_cli
+@pytest.mark.timeout(300)
+async def test_another_home_approves_from_the_session_kept_in_the_store(
+        scripted_model_server, repo, tmp_path, cli_env, no_leftover_cli):
+    """Claude Code resumes a session only from its transcript under ~/.claude: the paused run
+    keeps that transcript in the store, and a process with another HOME (as on another host with
+    the same store and the same checkout path) writes it back and resumes the session."""
+    server = scripted_model_server(handler=scripted_model(repo))
+    store = tmp_path / "store"
+    paused = await make_agent(server, cli_env, store).execute("Write a.txt, then create b.txt", cwd=repo)
+    assert paused.status is CodingStatus.PAUSED, paused.error
+    kept = [json.loads(p.read_text().splitlines()[0]) for p in store.glob("*.jsonl")]
+    (session,) = [k for k in kept if k["metadata"].get("kind") == "claude-session"]
+    assert session["metadata"]["path"].startswith("projects/") and paused.session_id in session["metadata"]["path"]
+    assert API_KEY not in "".join(p.read_text() for p in store.iterdir() if p.is_file())
+
+    other = tmp_path / "other-host"
+    (other / "home").mkdir(parents=True)
+    (other / "tmp").mkdir()
+    other_env = {**cli_env, "HOME": str(other / "home"), "TMPDIR": str(other / "tmp")}
+    resumed = await make_agent(server, other_env, store).approve(paused.resume_handle)
+    assert resumed.status is CodingStatus.COMPLETED, resumed.error
+    assert resumed.session_id == paused.session_id
+    assert resumed.files == {"a.txt": "a\n", "b.txt": ""} and (repo / "b.txt").exists()
+    # The model saw the conversation from before the pause, then the answer.
+    told = json.dumps(server.model_requests[-2].body["messages"])
+    assert "a.txt" in told and f"(call {paused.pending[0].id}): approved" in told
+    assert list((other / "home" / ".claude" / "projects").glob(f"*/{paused.session_id}.jsonl"))
