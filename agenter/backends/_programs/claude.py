@@ -8,8 +8,10 @@ sandbox (settings, requirements, install hint) and its quiet environment are sta
 
 from __future__ import annotations
 
+import asyncio
 import glob
 import importlib.util
+import logging
 import os
 import re
 import sys
@@ -19,14 +21,16 @@ from typing import Any
 
 from agenter._types import Usage
 from agenter.backends._deltas import DeltaBuffer
-from agenter.backends.base import BackendMessage, MessageType
+from agenter.backends.base import BackendMessage, BaseBackend, MessageType
 from agenter.host import Program, Requirement
 from agenter.host.requirements import Credentials
 
 __all__ = ["CREDENTIALS", "FILE_WRITE_TOOLS", "QUIET_ENV", "SANDBOX_INSTALL", "SANDBOX_SETTINGS", "SESSION_KIND",
            "SHELL_TOOL", "StreamedBlocks", "bundled_cli", "call_target", "compacted", "config_dir", "denied_calls",
-           "exit_code", "line_changes", "result_text", "sandbox_hint", "sandbox_requirements", "session_file",
-           "usage_from"]
+           "exit_code", "keep_session", "line_changes", "restore_session", "result_text", "sandbox_hint",
+           "sandbox_requirements", "session_file", "usage_from"]
+
+log = logging.getLogger("agenter.backends")
 
 #: Where Claude Code's credentials may be (claude-code and claude-cli).
 CREDENTIALS = Credentials(env=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
@@ -87,6 +91,48 @@ def session_file(env: Mapping[str, str], session_id: str) -> Path | None:
     `config_dir`), which `--resume` reads; None when there is none."""
     found = sorted((config_dir(env) / "projects").glob(f"*/{glob.escape(session_id)}.jsonl"))
     return found[0] if found else None
+
+
+async def keep_session(backend: BaseBackend[Any], env: Mapping[str, str], session: str | None) -> None:
+    """Keep Claude Code's session file in the pause store of a backend whose run paused
+    (claude-code; acp with claude-agent-acp), so that a process on another host, or with another
+    HOME, can resume the session (`restore_session`). A failure is logged: this host can still
+    approve."""
+    from agenter.backends._pauses import run_store
+    from agenter.backends._stored_files import keep_file
+    from agenter.store import StoreError
+
+    if session is None:
+        return
+    try:
+        path = await asyncio.to_thread(session_file, env, session)
+        store = await asyncio.to_thread(run_store, backend.options.conversation_store, backend.spec.log_dir,
+                                        backend.redact)
+        if path is None or store is None or not await asyncio.to_thread(
+                keep_file, store, session, SESSION_KIND, config_dir(env), path):
+            log.warning("%s: Claude Code's file of session %s was not found; only this host (with the same HOME) "
+                        "can approve the paused run", backend.name, session)
+    except (StoreError, OSError) as exc:
+        log.warning("%s: the paused session could not be kept in the store (only this host can approve it): %s",
+                    backend.name, backend.redact(str(exc)))
+
+
+async def restore_session(backend: BaseBackend[Any], env: Mapping[str, str], session: str) -> None:
+    """Write back Claude Code's file of a paused session the pause store keeps, when this host
+    has none (another host paused it, or another HOME); a file that is here stays as it is."""
+    from agenter.backends._pauses import run_store
+    from agenter.backends._stored_files import restore_file
+    from agenter.store import StoreError
+
+    try:
+        store = await asyncio.to_thread(run_store, backend.options.conversation_store, backend.spec.log_dir,
+                                        backend.redact)
+        if store is not None and await asyncio.to_thread(session_file, env, session) is None:
+            await asyncio.to_thread(restore_file, store, session, SESSION_KIND, config_dir(env), "projects",
+                                    replace=False)
+    except (StoreError, OSError) as exc:
+        log.warning("%s: the paused session kept in the store could not be restored: %s", backend.name,
+                    backend.redact(str(exc)))
 
 
 def bundled_cli() -> str | None:

@@ -39,6 +39,7 @@ from agenter.backends._pauses import (
     resume_paused,
     store_for_pauses,
 )
+from agenter.backends._programs.claude import keep_session, restore_session
 from agenter.backends._prompts import text_refusal
 from agenter.backends.agents.acp._options import ACPOptions, mcp_server_json
 from agenter.backends.agents.acp._usage import SessionUsage
@@ -290,6 +291,8 @@ class ACPBackend(BaseBackend[ACPOptions]):
             if not (capabilities and capabilities.load_session):
                 raise BackendError("this ACP agent cannot load a previous session (no loadSession "
                                    "capability)", backend=self.name, kind="config")
+            if self.can_pause(self.options):  # Claude Code underneath: its session file may be in the store
+                await restore_session(self, self._env, spec.resume_session_id)
             response = await self._conn.load_session(cwd=cwd, session_id=spec.resume_session_id,
                                                      mcp_servers=mcp_servers)
             self._session_id = spec.resume_session_id
@@ -515,7 +518,10 @@ class ACPBackend(BaseBackend[ACPOptions]):
         """Keep the paused run in the pause store: the session's record, the ACP session id, the
         gate's "always" answers, the kinds of the calls that wait and the cost the agent reported.
         StoreError when it fails."""
-        return await hold_paused(self, record, "acp", {"cost": self._tokens.reported_cost, "kinds": dict(self._kinds)})
+        handle = await hold_paused(self, record, "acp", {"cost": self._tokens.reported_cost,
+                                                         "kinds": dict(self._kinds)})
+        await keep_session(self, self._env, self._session_id)  # claude-agent-acp: Claude Code's session file
+        return handle
 
     async def _continue_paused(self, held: dict[str, Any], answers: dict[str, str]) -> AsyncIterator[BackendMessage]:
         """The paused turn, continued in the loaded ACP session: the model is told the answers (an

@@ -37,21 +37,12 @@ from agenter.backends._pauses import (
     hold_paused,
     no_pause_without_store,
     resume_paused,
-    run_store,
     store_for_pauses,
 )
 from agenter.backends._programs.claude import CREDENTIALS as CLAUDE_CREDENTIALS
-from agenter.backends._programs.claude import (
-    SESSION_KIND,
-    SHELL_TOOL,
-    config_dir,
-    denied_calls,
-    session_file,
-    usage_from,
-)
+from agenter.backends._programs.claude import SHELL_TOOL, denied_calls, keep_session, restore_session, usage_from
 from agenter.backends._prompts import REFUSAL_TOOL_NAME, output_schema
 from agenter.backends._steer import EMPTY, IDLE
-from agenter.backends._stored_files import keep_file, restore_file
 from agenter.backends.agents.claude_code import _setup
 from agenter.backends.agents.claude_code._events import TurnTranslator, describe_result_error, describe_sdk_error
 from agenter.backends.agents.claude_code._options import ClaudeCodeOptions
@@ -179,7 +170,7 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
         # so other sessions on this event loop keep running meanwhile.
         await asyncio.to_thread(importlib.import_module, "claude_agent_sdk")
         if spec.resume_session_id:
-            await self._restore_session(spec.resume_session_id)
+            await restore_session(self, self._env, spec.resume_session_id)
         await self._open(resume=spec.resume_session_id)
 
     async def _open(self, resume: str | None) -> None:
@@ -410,41 +401,8 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
         """Keep the paused run in the pause store: the session's record, Claude Code's session id,
         the gate's "always" answers and the cost the CLI reported. StoreError when it fails."""
         handle = await hold_paused(self, record, "claude_code", {"cli_cost": self._cli_cost})
-        await self._keep_session()
+        await keep_session(self, self._env, self._session_id)
         return handle
-
-    async def _keep_session(self) -> None:
-        """Keep Claude Code's transcript of the paused session in the pause store, so that a
-        process on another host (or with another HOME) can resume it (`_restore_session`)."""
-        from agenter.store import StoreError
-
-        session = self._session_id
-        if session is None:
-            return
-        try:
-            path = await asyncio.to_thread(session_file, self._env, session)
-            store = await asyncio.to_thread(run_store, self.options.conversation_store, self.spec.log_dir, self.redact)
-            if path is None or store is None or not await asyncio.to_thread(
-                    keep_file, store, session, SESSION_KIND, config_dir(self._env), path):
-                log.warning("claude-code: Claude Code's transcript of session %s was not found; only this host "
-                            "(with the same HOME) can approve the paused run", session)
-        except (StoreError, OSError) as exc:
-            log.warning("claude-code: the paused session could not be kept in the store (only this host can "
-                        "approve it): %s", self.redact(str(exc)))
-
-    async def _restore_session(self, session: str) -> None:
-        """Write back Claude Code's transcript of a paused session the store keeps, when this host
-        has none (another host paused it, or another HOME); a transcript that is here stays."""
-        from agenter.store import StoreError
-
-        try:
-            store = await asyncio.to_thread(run_store, self.options.conversation_store, self.spec.log_dir, self.redact)
-            if store is not None and await asyncio.to_thread(session_file, self._env, session) is None:
-                await asyncio.to_thread(restore_file, store, session, SESSION_KIND, config_dir(self._env), "projects",
-                                        replace=False)
-        except (StoreError, OSError) as exc:
-            log.warning("claude-code: the paused session kept in the store could not be restored: %s",
-                        self.redact(str(exc)))
 
     async def _continue_paused(self, held: dict[str, Any], answers: dict[str, str]) -> AsyncIterator[BackendMessage]:
         """The paused turn, continued in the resumed Claude Code session: the model is told the

@@ -217,3 +217,25 @@ async def test_a_deferred_file_write_is_not_written_and_cancels_the_turn_once(tm
     assert [(tool, was_asked) for _, tool, was_asked in waiting] == [
         ("fs/write_text_file", True), ("fs/write_text_file", False), ("execute", False)]
     assert cancels == [True]  # session/cancel once, at the first call that waits
+
+
+@agent_test
+@pytest.mark.timeout(300)
+async def test_another_home_loads_the_session_kept_in_the_store(scripted_model_server, repo, tmp_path, mark):
+    """claude-agent-acp loads a session from Claude Code's file under ~/.claude: the paused run
+    keeps that file in the store, and an agent with another HOME (as on another host with the same
+    store and checkout path) writes it back, loads the session and runs the approved call."""
+    server = scripted_model_server(handler=scripted_model(repo))
+    store = tmp_path / "store"
+    paused = await make_agent(server, tmp_path, mark, store).execute("Write a.txt, then create b.txt", cwd=repo)
+    assert paused.status is CodingStatus.PAUSED, paused.error
+    kinds = [json.loads(p.read_text().splitlines()[0])["metadata"].get("kind") for p in store.glob("*.jsonl")]
+    assert "claude-session" in kinds
+
+    other = tmp_path / "other-host"
+    other.mkdir()
+    resumed = await make_agent(server, other, mark, store).approve(paused.resume_handle)
+    assert resumed.status is CodingStatus.COMPLETED, resumed.error
+    assert resumed.session_id == paused.session_id
+    assert resumed.files == {"a.txt": "a\n", "b.txt": ""} and (repo / "b.txt").exists()
+    assert list((other / "claude-home" / ".claude" / "projects").glob(f"*/{paused.session_id}.jsonl"))
