@@ -159,6 +159,8 @@ class LoopConfig:
     tool_calls_option: str = "tool_calls"
     #: Text mode: a reply that makes no call has its code blocks read as file edits (codeedits.py).
     code_edits: bool = True
+    #: Text mode: a reply whose code blocks were all written cleanly as edits ends the turn.
+    edits_end_turn: bool = True
     #: The files the task names go with its first message (their text in fenced blocks): True,
     #: False, or None (in text tool-call mode only: small local models edit what they see, and
     #: rarely read first).
@@ -192,6 +194,7 @@ class HarnessBackend(BaseBackend[OptionsT]):
         config = self.loop_config(self.options)
         if isinstance(self.options, HarnessOptions):  # the options every harness backend has
             config = dataclasses.replace(config, code_edits=self.options.text_code_edits,
+                                         edits_end_turn=self.options.text_edits_end_turn,
                                          attach_named_files=self.options.attach_named_files)
         self.config = config
         self._wire: ModelWire | None = None
@@ -212,6 +215,7 @@ class HarnessBackend(BaseBackend[OptionsT]):
         #: The files the run's prompts name (the files an unlabelled code block may apply to), and
         #: whether this turn told the model why a code block was not written.
         self._named: list[str] = []
+        self._edits_only = False
         self._code_told = False
         #: Whether the latest reply's code blocks included a quote of a file as it is (no nudge).
         self._quoted = False
@@ -602,6 +606,12 @@ class HarnessBackend(BaseBackend[OptionsT]):
             if self._tools.turn_ended():
                 append_user_content(self._messages, follow_up)
                 return
+            if self._edits_done(results, feedback):
+                append_user_content(self._messages, follow_up)
+                await self._save_conversation()
+                yield BackendMessage(MessageType.STATUS, content=(
+                    "the reply's code blocks were written as edits: the turn ends there (text_edits_end_turn)"))
+                return
             if response.stop == "context_length":
                 # The response filled the context window: its complete tool calls ran; the
                 # history is compacted before the model continues.
@@ -714,11 +724,20 @@ class HarnessBackend(BaseBackend[OptionsT]):
         self._text_feedback = turn.feedback
         blocks, calls = turn.blocks, bool(turn.calls)
         self._quoted = False
+        self._edits_only = False
         if not turn.calls and turn.error is None and self._edits_code_blocks():
             blocks, calls = self._code_blocks_as_calls(text, blocks)
+            self._edits_only = calls
         kept = [block for block in response.content if block.get("type") not in ("text", "tool_use")]
         return WireResponse(content=kept + blocks, stop="tool_use" if calls else response.stop,
                             usage=response.usage, stop_detail=response.stop_detail)
+
+    def _edits_done(self, results: list[Block], feedback: str | None) -> bool:
+        """Text mode: the reply was code blocks only, all written as edits without a problem, so
+        the turn ends (config.edits_end_turn): the validators judge the edits, as they would the
+        reply of an edit-format tool, instead of a request only for the model to say it is done."""
+        return (self.config.edits_end_turn and self._edits_only and feedback is None and bool(results)
+                and not any(block.get("is_error") for block in results) and not self._steers)
 
     def _edits_code_blocks(self) -> bool:
         return self.config.code_edits and any(tool.get("name") == "write_file" for tool in self._tool_definitions)

@@ -43,6 +43,12 @@ class HarnessOptions(BackendOptions):
                     "that makes no call has its code blocks read as file edits, a block after a line with a file's "
                     "path, or Python functions and classes that one file the task names or the model read defines "
                     "(docs/text-tool-calls.md). False: only calls change files.")
+    text_edits_end_turn: bool = Field(
+        True,
+        description="With text_code_edits: a reply whose code blocks were all written as edits, with no call and "
+                    "no problem, ends the turn (the validators judge it, and their findings come back as the next "
+                    "message), as an edit-format tool's reply does; no request only to hear the model say it is done. "
+                    "False: the model is sent the write results and answers again.")
     attach_named_files: bool | None = Field(
         None,
         description="The text of the files the task names (up to 4, 32,000 characters in all) goes with its first "

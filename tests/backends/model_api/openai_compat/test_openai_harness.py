@@ -32,6 +32,7 @@ from agenter.backends.model_api.openai_compat import OpenAICompatBackend, OpenAI
 from agenter.backends.model_api.openai_compat._wire import ChatWire, ResponsesWire, responses_input
 from agenter.testing import conformance, disconnect, hang, http_error, refusal_reply, reply, text, thinking, tool_call
 from agenter.testing._scene import HOOK, diverged_repo, harness_hostile_calls, private_home, remote_head
+from agenter.validators import CommandValidator
 
 API_KEY = "sk-test-OPENAI-SECRET-0123456789abcdef"
 WIRES = ["chat", "responses"]
@@ -450,7 +451,9 @@ async def test_the_task_s_files_go_with_it_and_a_code_block_of_their_functions_i
         # An explanation that quotes the fixed function as the file now has it: text, no nudge.
         reply(text("I fixed it:\n```python\n" + FIXED + "```")),
     ])
-    agent = make_agent(server, wire, openai_tool_calls="text")
+    # text_edits_end_turn=False: the model hears the write's result (by default the turn ends
+    # at the edit: the next test).
+    agent = make_agent(server, wire, openai_tool_calls="text", text_edits_end_turn=False)
     events = [e async for e in agent.stream_execute(
         "Fix `is_leap_year` in `calendar_utils.py`: 1900 is not a leap year.", cwd=repo)]
     result = events[-1].data["result"]
@@ -466,6 +469,30 @@ async def test_the_task_s_files_go_with_it_and_a_code_block_of_their_functions_i
     second = json.dumps(server.model_requests[1].body)
     assert '{\\"name\\": \\"write_file\\", \\"arguments\\": {\\"path\\": \\"calendar_utils.py\\"}}' in second
     assert len(server.model_requests) == 2
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_a_reply_of_code_block_edits_ends_the_turn_and_the_validators_judge_it(
+        scripted_model_server, repo, wire):
+    """By default (text_edits_end_turn) a reply that is only code blocks, all written as edits,
+    ends the turn, as an edit-format tool's reply does: one request, not a second one only for
+    the model to say it is done. The validators judge it; their findings come back next."""
+    (repo / "calendar_utils.py").write_text(LEAP)
+    wrong = FIXED.replace(" or year % 400 == 0", "")
+    server = scripted_model_server([reply(text("```python\n" + wrong + "```")),
+                                    reply(text("```python\n" + FIXED + "```"))])
+    check = CommandValidator([sys.executable, "-c", "import calendar_utils as c; assert c.is_leap_year(2000), '2000'"])
+    agent = make_agent(server, wire, openai_tool_calls="text", validators=[check])
+    events = [e async for e in agent.stream_execute(
+        "Fix `is_leap_year` in `calendar_utils.py`: 1900 is not a leap year.", cwd=repo)]
+    result = events[-1].data["result"]
+    assert result["status"] == "completed", result
+    assert (repo / "calendar_utils.py").read_text() == LEAP.replace(
+        "def is_leap_year(year):\n    return year % 4 == 0\n", FIXED)
+    assert result["iterations"] == 2 and len(server.model_requests) == 2  # one request per attempt
+    assert any("the turn ends there (text_edits_end_turn)" in str(e.data.get("content")) for e in events)
+    retry = json.dumps(server.model_requests[1].body)
+    assert "AssertionError: 2000" in retry
 
 
 async def test_code_blocks_as_edits_pass_the_sandbox_and_unplaced_blocks_are_explained(scripted_model_server, repo):
@@ -484,7 +511,7 @@ async def test_code_blocks_as_edits_pass_the_sandbox_and_unplaced_blocks_are_exp
     assert result.status is CodingStatus.COMPLETED, result.error
     assert (repo / "app.py").read_text() == "def greet():\n    return 'hello'\n"
     assert (repo / "src" / "word_count.py").read_text() == module
-    assert len(server.model_requests) == 4
+    assert len(server.model_requests) == 3  # the written block ended the turn (text_edits_end_turn)
     second, third = (json.dumps(r.body) for r in server.model_requests[1:3])
     assert "writes are limited to: src/" in second
     assert ("Some code blocks of your reply were not written to a file: the block that defines count was not "
