@@ -515,9 +515,24 @@ class TextTurn:
         if self.error is None:
             return None
         ran = "The calls before it ran; nothing" if self.calls else "Nothing"
-        return (f"Your tool call could not be used: {self.error}. {ran} after it ran. "
-                f"Write each call again in this form:\n"
+        told = f"Your tool call could not be used: {self.error}. {ran} after it ran. "
+        blocks = _BLOCK_FORMS.get(self.named or "")
+        if blocks is not None:  # a file's text inside the JSON: the usual way to break a call
+            return (told + "Leave the text out of the JSON: write the call with its path only, then the text "
+                    "as a fenced code block right after it" + (" (the old text, then the new)" if len(blocks) > 1
+                                                              else "") + ":\n"
+                    f'{CALL_OPEN}\n{{"name": "{self.named}", "arguments": {{"path": "FILE"}}}}\n{CALL_CLOSE}\n'
+                    + "\n".join(f"```python\n{block}\n```" for block in blocks))
+        return (told + "Write each call again in this form:\n"
                 f'{CALL_OPEN}\n{{"name": "TOOL_NAME", "arguments": {{...}}}}\n{CALL_CLOSE}')
+
+
+#: What the code blocks hold after a call of a tool whose text goes in code blocks: repeated to
+#: the model when its call of that tool was malformed.
+_BLOCK_FORMS: dict[str, tuple[str, ...]] = {
+    "write_file": ("...the whole file...",),
+    "edit_file": ("...the text as it is now...", "...the new text..."),
+}
 
 
 @dataclass(frozen=True)
@@ -552,7 +567,8 @@ def parse_calls(text: str, tools: Tools, *, new_id: Callable[[], str] = new_call
         problem = attempt.problem or _check(attempt.payload, schemas)
         if problem is not None:
             turn.error = problem
-            name = (attempt.payload or {}).get("name")
+            name = (attempt.payload or {}).get("name") if attempt.payload is not None else _name_in(
+                text[attempt.start:attempt.end])
             turn.named = name if isinstance(name, str) and name in schemas else None
             _add_text(turn, text[attempt.start:])
             return turn
@@ -566,6 +582,16 @@ def parse_calls(text: str, tools: Tools, *, new_id: Callable[[], str] = new_call
         taken = attempt.end
     _add_text(turn, text[taken:])
     return turn
+
+
+def _name_in(attempt: str) -> str | None:
+    """The tool an attempt that is not valid JSON names, read from its `"name": "..."` (for the
+    feedback's form and detection; the call itself is never guessed)."""
+    found = _NAME_FIELD.search(attempt)
+    return found.group(1) if found else None
+
+
+_NAME_FIELD = re.compile(r'"name"\s*:\s*"([A-Za-z0-9_.\-]{1,64})"')
 
 
 def looks_like_text_calls(text: str, tools: Tools) -> bool:

@@ -654,3 +654,29 @@ def test_any_text_with_calls_and_fences_parses_without_raising(pieces):
     assert [b for b in turn.blocks if b["type"] == "tool_use"] == turn.calls
     assert all(isinstance(c["input"], dict) and c["name"] in BY_NAME for c in turn.calls)
     assert turn.error is None or turn.feedback.startswith("Your tool call could not be used")
+
+
+#: What Qwen2.5-Coder-1.5B answered on the caesar-cipher task of the real-model benchmark, eight
+#: times in a row: the file's text inside the JSON, its docstrings' quotes not escaped.
+BROKEN_WRITE = ('```json\n{\n    "name": "write_file",\n    "arguments": {\n        "path": "cipher.py",\n'
+                '        "content": "def shift(text: str, key: int) -> str:\\n    """Each letter."""\\n    return text"\n'
+                '    }\n}\n```')
+
+
+def test_a_file_s_text_that_breaks_the_json_is_answered_with_the_code_block_form():
+    """The repair message for a malformed write_file or edit_file call shows that call's form
+    with the text as code blocks (the model had repeated the same broken JSON against the generic
+    form); the tool is read from the attempt's "name", and nothing is guessed or run."""
+    turn = parse(BROKEN_WRITE, ["write_file", "read_file"])
+    assert turn.calls == [] and turn.named == "write_file" and turn.error.startswith("the call is not valid JSON")
+    assert turn.feedback.endswith(
+        'Leave the text out of the JSON: write the call with its path only, then the text as a fenced code block '
+        'right after it:\n<tool_call>\n{"name": "write_file", "arguments": {"path": "FILE"}}\n</tool_call>\n'
+        "```python\n...the whole file...\n```")
+    edit = parse(BROKEN_WRITE.replace("write_file", "edit_file"), NAMES)
+    assert edit.named == "edit_file" and "(the old text, then the new)" in edit.feedback
+    assert edit.feedback.count("```python") == 2
+    # Another tool, or one not offered: the generic form.
+    other = parse(BROKEN_WRITE.replace("write_file", "bash"), NAMES)
+    assert other.named == "bash" and '{"name": "TOOL_NAME", "arguments": {...}}' in other.feedback
+    assert parse(BROKEN_WRITE, ["read_file"]).named is None
