@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 from agenter._errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from agenter.store import ConversationStore
+    from agenter.store import Conversation, ConversationStore
 
-__all__ = ["keep_file", "restore_file"]
+__all__ = ["keep_file", "kept", "restore_file"]
 
 
 def keep_file(store: ConversationStore, key: str, kind: str, root: Path, path: Path) -> bool:
@@ -52,22 +52,29 @@ def restore_file(store: ConversationStore, key: str, kind: str, root: Path, top:
     """Write the file stored under `key` back under `root`; False when the store keeps none of
     this kind there, its path is not under `root/top` (never written elsewhere), or (with
     `replace=False`) the file is there already."""
-    from agenter.store import check_session_id
-
-    try:
-        check_session_id(key)
-    except ConfigurationError:
+    found = kept(store, key, kind)
+    if found is None:
         return False
-    kept = store.load(key)
-    if kept is None or kept.metadata.get("kind") != kind:
-        return False
-    relative = PurePosixPath(str(kept.metadata.get("path") or ""))
+    relative = PurePosixPath(str(found.metadata.get("path") or ""))
     if relative.is_absolute() or ".." in relative.parts or relative.parts[:1] != (top,) or len(relative.parts) < 2:
         return False  # not a path the program wrote
     target = root.joinpath(*relative.parts)
     if not replace and target.exists():
         return False
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in kept.messages),
+    target.write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in found.messages),
                       encoding="utf-8", errors="surrogateescape")
     return True
+
+
+def kept(store: ConversationStore, key: str, kind: str) -> Conversation | None:
+    """What the store keeps under `key` when it is of this `kind` (an agent program's file, or
+    ADK's session events); None for a key that is no store id, nothing there, or another kind."""
+    from agenter.store import check_session_id
+
+    try:
+        check_session_id(key)
+    except ConfigurationError:
+        return None
+    found = store.load(key)
+    return found if found is not None and found.metadata.get("kind") == kind else None

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agenter._errors import ConfigurationError
-
 if TYPE_CHECKING:
     from agenter.store import ConversationStore
 
@@ -35,13 +33,9 @@ def keep_session(store: ConversationStore, session_id: str, events: list[dict[st
 def kept_session(store: ConversationStore, session_id: str) -> list[dict[str, Any]] | None:
     """The events of the session the store keeps under this id; None when it keeps none (an id
     that is no store id, another kind of conversation)."""
-    from agenter.store import check_session_id
+    from agenter.backends._stored_files import kept
 
-    try:
-        check_session_id(session_id)
-    except ConfigurationError:
+    found = kept(store, session_id, SESSION_KIND)
+    if found is None:
         return None
-    kept = store.load(session_id)
-    if kept is None or kept.metadata.get("kind") != SESSION_KIND:
-        return None
-    return [event for event in kept.messages if isinstance(event, dict)]
+    return [event for event in found.messages if isinstance(event, dict)]
