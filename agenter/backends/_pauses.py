@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from agenter.backends.base import BaseBackend
     from agenter.store import ConversationStore
 
-__all__ = ["PauseStoreOption", "RepeatedCalls", "answer_paused", "check_store_option", "defer_as_seen", "hold_paused",
+__all__ = ["PauseStoreOption", "RepeatedCalls", "answer_paused", "backend_store", "check_store_option", "defer_as_seen", "hold_paused",
            "keep", "no_pause_without_store", "pending_call", "resume_paused", "run_store", "store_for_pauses"]
 
 #: Characters of a call's input the model is shown again when it is told the answers.
@@ -93,6 +93,13 @@ def run_store(option: Any, log_dir: Path | None, redact: Redactor) -> Conversati
     return FileConversationStore.beside(log_dir, redact=redact)
 
 
+async def backend_store(backend: BaseBackend[Any]) -> ConversationStore | None:
+    """The store a running agent backend's `conversation_store` option names (`run_store`, opened
+    in a thread)."""
+    return await asyncio.to_thread(run_store, backend.options.conversation_store, backend.spec.log_dir,
+                                   backend.redact)
+
+
 def store_for_pauses(option: Any, log_dir: Path | None, redact: Redactor) -> ConversationStore:
     """Where a run with this option and log_dir keeps its paused runs (`pause_store` of a backend)."""
     store = run_store(option, log_dir, redact)
@@ -128,8 +135,7 @@ async def hold_paused(backend: BaseBackend[Any], record: Mapping[str, Any], key:
     session id, and under `key` the backend's `own` part with the gate's "always" answers, kept
     in `store` (by default the one its conversation_store option names)."""
     if store is None:
-        store = await asyncio.to_thread(run_store, backend.options.conversation_store, backend.spec.log_dir,
-                                        backend.redact)
+        store = await backend_store(backend)
     gate = backend.gate
     part = {**own, "approvals": gate.approvals if gate is not None else []}
     return await keep(store, record, backend=backend.name, session_id=backend.session_id, own={key: part})

@@ -17,13 +17,16 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agenter._types import Usage
 from agenter.backends._deltas import DeltaBuffer
 from agenter.backends.base import BackendMessage, BaseBackend, MessageType
 from agenter.host import Program, Requirement
 from agenter.host.requirements import Credentials
+
+if TYPE_CHECKING:
+    from agenter.store import ConversationStore
 
 __all__ = ["CREDENTIALS", "FILE_WRITE_TOOLS", "QUIET_ENV", "SANDBOX_INSTALL", "SANDBOX_SETTINGS", "SESSION_KIND",
            "SHELL_TOOL", "StreamedBlocks", "bundled_cli", "call_target", "compacted", "config_dir", "denied_calls",
@@ -93,12 +96,12 @@ def session_file(env: Mapping[str, str], session_id: str) -> Path | None:
     return found[0] if found else None
 
 
-async def keep_session(backend: BaseBackend[Any], env: Mapping[str, str], session: str | None) -> None:
+async def keep_session(backend: BaseBackend[Any], env: Mapping[str, str], session: str | None,
+                       store: ConversationStore | None) -> None:
     """Keep Claude Code's session file in the pause store of a backend whose run paused
     (claude-code; acp with claude-agent-acp), so that a process on another host, or with another
-    HOME, can resume the session (`restore_session`). A failure is logged: this host can still
-    approve."""
-    from agenter.backends._pauses import run_store
+    HOME, can resume the session (`restore_session`); `store` is the one the pause record went to.
+    A failure is logged: this host can still approve."""
     from agenter.backends._stored_files import keep_file
     from agenter.store import StoreError
 
@@ -106,8 +109,6 @@ async def keep_session(backend: BaseBackend[Any], env: Mapping[str, str], sessio
         return
     try:
         path = await asyncio.to_thread(session_file, env, session)
-        store = await asyncio.to_thread(run_store, backend.options.conversation_store, backend.spec.log_dir,
-                                        backend.redact)
         if path is None or store is None or not await asyncio.to_thread(
                 keep_file, store, session, SESSION_KIND, config_dir(env), path):
             log.warning("%s: Claude Code's file of session %s was not found; only this host (with the same HOME) "
@@ -120,13 +121,12 @@ async def keep_session(backend: BaseBackend[Any], env: Mapping[str, str], sessio
 async def restore_session(backend: BaseBackend[Any], env: Mapping[str, str], session: str) -> None:
     """Write back Claude Code's file of a paused session the pause store keeps, when this host
     has none (another host paused it, or another HOME); a file that is here stays as it is."""
-    from agenter.backends._pauses import run_store
+    from agenter.backends._pauses import backend_store
     from agenter.backends._stored_files import restore_file
     from agenter.store import StoreError
 
     try:
-        store = await asyncio.to_thread(run_store, backend.options.conversation_store, backend.spec.log_dir,
-                                        backend.redact)
+        store = await backend_store(backend)
         if store is not None and await asyncio.to_thread(session_file, env, session) is None:
             await asyncio.to_thread(restore_file, store, session, SESSION_KIND, config_dir(env), "projects",
                                     replace=False)

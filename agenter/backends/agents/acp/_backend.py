@@ -33,6 +33,7 @@ from agenter._errors import BackendError, ConfigurationError
 from agenter._version import __version__
 from agenter.backends._pauses import (
     answer_paused,
+    backend_store,
     defer_as_seen,
     hold_paused,
     no_pause_without_store,
@@ -518,9 +519,10 @@ class ACPBackend(BaseBackend[ACPOptions]):
         """Keep the paused run in the pause store: the session's record, the ACP session id, the
         gate's "always" answers, the kinds of the calls that wait and the cost the agent reported.
         StoreError when it fails."""
+        store = await backend_store(self)
         handle = await hold_paused(self, record, "acp", {"cost": self._tokens.reported_cost,
-                                                         "kinds": dict(self._kinds)})
-        await keep_session(self, self._env, self._session_id)  # claude-agent-acp: Claude Code's session file
+                                                         "kinds": dict(self._kinds)}, store=store)
+        await keep_session(self, self._env, self._session_id, store)  # claude-agent-acp: Claude Code's session file
         return handle
 
     async def _continue_paused(self, held: dict[str, Any], answers: dict[str, str]) -> AsyncIterator[BackendMessage]:

@@ -33,6 +33,7 @@ from agenter._errors import BackendError
 from agenter.backends._failures import classify
 from agenter.backends._pauses import (
     answer_paused,
+    backend_store,
     defer_as_seen,
     hold_paused,
     no_pause_without_store,
@@ -400,8 +401,9 @@ class ClaudeCodeBackend(BaseBackend[ClaudeCodeOptions]):
     async def hold(self, record: dict[str, Any]) -> str:
         """Keep the paused run in the pause store: the session's record, Claude Code's session id,
         the gate's "always" answers and the cost the CLI reported. StoreError when it fails."""
-        handle = await hold_paused(self, record, "claude_code", {"cli_cost": self._cli_cost})
-        await keep_session(self, self._env, self._session_id)
+        store = await backend_store(self)
+        handle = await hold_paused(self, record, "claude_code", {"cli_cost": self._cli_cost}, store=store)
+        await keep_session(self, self._env, self._session_id, store)
         return handle
 
     async def _continue_paused(self, held: dict[str, Any], answers: dict[str, str]) -> AsyncIterator[BackendMessage]:

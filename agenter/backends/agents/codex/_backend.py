@@ -25,7 +25,7 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from agenter._errors import BackendError, ConfigurationError
 from agenter._types import Usage
@@ -33,11 +33,11 @@ from agenter._version import __version__
 from agenter.backends._failures import classify
 from agenter.backends._pauses import (
     answer_paused,
+    backend_store,
     defer_as_seen,
     hold_paused,
     no_pause_without_store,
     resume_paused,
-    run_store,
     store_for_pauses,
 )
 from agenter.backends._programs import codex as _codex_program
@@ -72,6 +72,9 @@ from agenter.host import AgentProcess, Redactor, Requirement
 from agenter.host.requirements import Credentials
 from agenter.permissions import ToolCall
 from agenter.usage import RunningTotal
+
+if TYPE_CHECKING:
+    from agenter.store import ConversationStore
 
 __all__ = ["CodexBackend"]
 
@@ -510,9 +513,10 @@ class CodexBackend(BaseBackend[CodexOptions]):
         "always" answers and the thread's usage so far; with a private CODEX_HOME the thread itself
         too (`_threads`). StoreError when it fails."""
         total = self._thread_total.model_dump() if self._thread_total is not None else None
-        handle = await hold_paused(self, record, "codex", {"thread_total": total})
+        store = await backend_store(self)
+        handle = await hold_paused(self, record, "codex", {"thread_total": total}, store=store)
         # After the record, so that `keep` says why when there is no store.
-        if self._private_home is not None and not await self._keep_thread():
+        if self._private_home is not None and not await self._keep_thread(store):
             raise BackendError("Codex named no rollout file for the thread, so the paused thread could not be kept "
                                "(its private CODEX_HOME is deleted with the session)", backend=self.name)
         return handle
@@ -534,13 +538,14 @@ class CodexBackend(BaseBackend[CodexOptions]):
         async for message in self._turn(prompt):
             yield message
 
-    async def _keep_thread(self) -> bool:
-        """Store the thread's rollout (a private CODEX_HOME is deleted when the session ends);
-        False when there is none to store, or no store."""
+    async def _keep_thread(self, store: ConversationStore | None = None) -> bool:
+        """Store the thread's rollout (a private CODEX_HOME is deleted when the session ends) in
+        `store` (by default the option's); False when there is none to store, or no store."""
         home, rollout, thread = self._private_home, self._rollout, self._session_id
         if home is None or rollout is None or rollout.path is None or thread is None:
             return False
-        store = await asyncio.to_thread(run_store, self.options.conversation_store, self.spec.log_dir, self.redact)
+        if store is None:
+            store = await backend_store(self)
         if store is not None:
             self._thread_kept = await asyncio.to_thread(_threads.keep_thread, store, thread, home, rollout.path)
         return self._thread_kept
@@ -551,8 +556,7 @@ class CodexBackend(BaseBackend[CodexOptions]):
         from agenter.store import StoreError
 
         try:
-            store = await asyncio.to_thread(run_store, self.options.conversation_store, self.spec.log_dir,
-                                            self.redact)
+            store = await backend_store(self)
             if store is not None:
                 self._thread_kept = await asyncio.to_thread(_threads.restore_thread, store, thread, home)
         except (StoreError, OSError) as exc:

@@ -56,11 +56,11 @@ from agenter._types import PendingCall, Usage
 from agenter.backends._failures import Failure, classify_failure, is_transport_error
 from agenter.backends._genai import MISSING_KEY, api_key_of
 from agenter.backends._pauses import (
+    backend_store,
     hold_paused,
     no_pause_without_store,
     pending_call,
     resume_paused,
-    run_store,
     store_for_pauses,
 )
 from agenter.backends._prompts import REFUSAL_TOOL_DESCRIPTION, REFUSAL_TOOL_NAME, REFUSAL_TOOL_SCHEMA
@@ -310,8 +310,7 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
 
         runtime = self._runtime
         try:
-            store = await asyncio.to_thread(run_store, self.options.conversation_store, self.spec.log_dir,
-                                            self.redact)
+            store = await backend_store(self)
             events = None if store is None else await asyncio.to_thread(kept_session, store, session_id)
         except StoreError as exc:
             raise BackendError(f"the ADK session {session_id!r} kept in the conversation store cannot be read: "
@@ -672,7 +671,7 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
         """Keep the paused run in the pause store: the session's record, the ADK session id, the
         gate's "always" answers, and a copy of the ADK session's events (`_kept`), from which
         another process continues it. StoreError when it fails."""
-        store = await asyncio.to_thread(run_store, self.options.conversation_store, self.spec.log_dir, self.redact)
+        store = await backend_store(self)
         if store is not None:
             await self._keep_session(store)
         return await hold_paused(self, record, "google_adk", {}, store=store)
@@ -688,8 +687,7 @@ class GoogleADKBackend(BaseBackend[GoogleADKOptions]):
         from agenter.backends.agents.google_adk._kept import keep_session
 
         if store is None:
-            store = await asyncio.to_thread(run_store, self.options.conversation_store, self.spec.log_dir,
-                                            self.redact)
+            store = await backend_store(self)
         session = await self._session()
         if store is None or session is None:
             return
