@@ -438,6 +438,18 @@ LEAP = ("DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]\n\n\ndef is_lea
 FIXED = "def is_leap_year(year):\n    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)\n"
 
 
+async def fix_leap_year(agent: AutonomousCodingAgent, repo: Path) -> tuple[list[Any], dict[str, Any]]:
+    """The leap-year task run to COMPLETED with is_leap_year fixed and the rest of the file kept:
+    its events and its result."""
+    events = [e async for e in agent.stream_execute(
+        "Fix `is_leap_year` in `calendar_utils.py`: 1900 is not a leap year.", cwd=repo)]
+    result = events[-1].data["result"]
+    assert result["status"] == "completed", result
+    assert (repo / "calendar_utils.py").read_text() == LEAP.replace(
+        "def is_leap_year(year):\n    return year % 4 == 0\n", FIXED)
+    return events, result
+
+
 @pytest.mark.parametrize("wire", ["chat", "responses"])
 async def test_the_task_s_files_go_with_it_and_a_code_block_of_their_functions_is_the_edit(
         scripted_model_server, repo, wire):
@@ -454,12 +466,7 @@ async def test_the_task_s_files_go_with_it_and_a_code_block_of_their_functions_i
     # text_edits_end_turn=False: the model hears the write's result (by default the turn ends
     # at the edit: the next test).
     agent = make_agent(server, wire, openai_tool_calls="text", text_edits_end_turn=False)
-    events = [e async for e in agent.stream_execute(
-        "Fix `is_leap_year` in `calendar_utils.py`: 1900 is not a leap year.", cwd=repo)]
-    result = events[-1].data["result"]
-    assert result["status"] == "completed", result
-    assert (repo / "calendar_utils.py").read_text() == LEAP.replace(
-        "def is_leap_year(year):\n    return year % 4 == 0\n", FIXED)
+    events, result = await fix_leap_year(agent, repo)
     assert list(result["files"]) == ["calendar_utils.py"]
     first = json.dumps(server.model_requests[0].body)
     assert "The files named above, as they are now (each path, then its text):\\n\\ncalendar_utils.py\\n```python\\nDAYS" \
@@ -483,12 +490,7 @@ async def test_a_reply_of_code_block_edits_ends_the_turn_and_the_validators_judg
                                     reply(text("```python\n" + FIXED + "```"))])
     check = CommandValidator([sys.executable, "-c", "import calendar_utils as c; assert c.is_leap_year(2000), '2000'"])
     agent = make_agent(server, wire, openai_tool_calls="text", validators=[check])
-    events = [e async for e in agent.stream_execute(
-        "Fix `is_leap_year` in `calendar_utils.py`: 1900 is not a leap year.", cwd=repo)]
-    result = events[-1].data["result"]
-    assert result["status"] == "completed", result
-    assert (repo / "calendar_utils.py").read_text() == LEAP.replace(
-        "def is_leap_year(year):\n    return year % 4 == 0\n", FIXED)
+    events, result = await fix_leap_year(agent, repo)
     assert result["iterations"] == 2 and len(server.model_requests) == 2  # one request per attempt
     assert any("the turn ends there (text_edits_end_turn)" in str(e.data.get("content")) for e in events)
     retry = json.dumps(server.model_requests[1].body)
