@@ -68,6 +68,10 @@ STOP = {"decision": "cancel"}
 #: Seconds a deferred custom tool call holds its answer back for the interrupted turn to end, so
 #: the model never reads it in that turn.
 STOP_WAIT = 10.0
+#: Seconds a waiting custom tool call waits for Codex's announcement of it (item/started), which
+#: names it by Codex's own id: the announcement and the call reach agenter on two connections,
+#: so the call may come first.
+ANNOUNCE_WAIT = 2.0
 
 
 @dataclass(frozen=True)
@@ -117,12 +121,14 @@ class Pausing:
     calls Codex announced (`observe`), so a paused one is named by Codex's own call id.
     """
 
-    def __init__(self, permit: Permit, waiting: Waiting | None = None):
+    def __init__(self, permit: Permit, waiting: Waiting | None = None, *, announce_wait: float = ANNOUNCE_WAIT):
         self.permit = permit
         self.waiting = waiting
         self.paused = False
         self.repeated = RepeatedCalls(DESCRIPTIVE_KEYS)
         self._tool_calls: dict[str, tuple[str, Any]] = {}  # Codex's item id -> (tool, arguments)
+        self._announced = asyncio.Event()  # set at each custom tool call Codex announces
+        self._announce_wait = announce_wait
         self._unnamed = 0
         self._ended = asyncio.Event()
 
@@ -138,21 +144,24 @@ class Pausing:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._ended.wait(), timeout)
 
-    async def decide(self, call_id: str, tool: str, data: dict[str, Any], call: ToolCall) -> PermissionDecision | None:
+    async def decide(self, call_id: str | Callable[[], Awaitable[str]], tool: str, data: dict[str, Any],
+                     call: ToolCall) -> PermissionDecision | None:
         """The gate's decision for one call (a deferred one: the turn stops at it); None when an
-        earlier call of the turn waits, so the turn stops before this one without asking."""
+        earlier call of the turn waits, so the turn stops before this one without asking.
+        `call_id` may be a coroutine function, awaited only when the call waits."""
         if self.paused:
-            self._wait(call_id, tool, data, call, asked=False)
+            await self._wait(call_id, tool, data, call, asked=False)
             return None
         decision = await self.permit(call, answer=self.repeated.take(tool, data), defer=self.waiting is not None)
         if decision.deferred:
             self.paused = True
-            self._wait(call_id, tool, data, call, asked=True)
+            await self._wait(call_id, tool, data, call, asked=True)
         return decision
 
-    def _wait(self, call_id: str, tool: str, data: dict[str, Any], call: ToolCall, *, asked: bool) -> None:
+    async def _wait(self, call_id: str | Callable[[], Awaitable[str]], tool: str, data: dict[str, Any],
+                    call: ToolCall, *, asked: bool) -> None:
         if self.waiting is not None:
-            self.waiting(call_id, tool, data, call, asked)
+            self.waiting(call_id if isinstance(call_id, str) else await call_id(), tool, data, call, asked)
 
     def observe(self, notification: Notification) -> None:
         """Remember agenter's custom tool calls while they run (in the reader, like Approvals.observe)."""
@@ -161,14 +170,25 @@ class Pausing:
             return
         if notification.method == "item/started":
             self._tool_calls[item["id"]] = (str(item.get("tool")), item.get("arguments"))
+            self._announced.set()
         elif notification.method == "item/completed":
             self._tool_calls.pop(item["id"], None)
 
-    def tool_call_id(self, tool: str, arguments: Mapping[str, Any]) -> str:
-        """Codex's id of the running custom tool call with this input (else one of agenter's)."""
-        for item_id, (name, given) in self._tool_calls.items():
-            if name == tool and given == arguments:
-                return item_id
+    async def tool_call_id(self, tool: str, arguments: Mapping[str, Any]) -> str:
+        """Codex's id of the running custom tool call with this input, waiting (bounded) for
+        Codex to announce it; else one of agenter's."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._announce_wait
+        while True:
+            for item_id, (name, given) in self._tool_calls.items():
+                if name == tool and given == arguments:
+                    return item_id
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            self._announced.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._announced.wait(), left)
         self._unnamed += 1
         return f"agenter-{tool}-{self._unnamed}"
 
@@ -382,7 +402,8 @@ def gated_tool(run: Callable[[Tool, dict[str, Any]], Awaitable[ToolReply]], perm
         if pausing is None:
             decision = await permit(call)
         else:
-            decided = await pausing.decide(pausing.tool_call_id(tool.name, arguments), tool.name, dict(arguments), call)
+            decided = await pausing.decide(lambda: pausing.tool_call_id(tool.name, arguments), tool.name,
+                                           dict(arguments), call)
             if decided is None:  # an earlier call of the turn waits
                 return ToolReply(NOT_RUN, is_error=True)
             if decided.deferred and stop is not None:

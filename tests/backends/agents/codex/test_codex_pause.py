@@ -8,6 +8,7 @@ commands ran, the answer it was told), never by arrival order."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -291,7 +292,8 @@ async def test_a_deferred_custom_tool_stops_the_turn_and_later_ones_do_not_run(t
     gate = PermissionGate(PermissionPolicy.coerce({"rules": ["ask custom:deploy"], "mode": "bypass"}), tmp_path,
                           on_ask="pause", can_pause=True)
     waiting: list[tuple[str, str, bool]] = []
-    pausing = Pausing(gate.decide, lambda call_id, name, data, call, asked: waiting.append((call_id, name, asked)))
+    pausing = Pausing(gate.decide, lambda call_id, name, data, call, asked: waiting.append((call_id, name, asked)),
+                      announce_wait=0.2)
     stopped: list[bool] = []
     ran: list[str] = []
 
@@ -314,10 +316,16 @@ async def test_a_deferred_custom_tool_stops_the_turn_and_later_ones_do_not_run(t
         pausing.end_turn()
 
     run = gated_tool(run_tool, gate.decide, pausing=pausing, stop=stop)
-    pausing.observe(Notification("item/started", {"item": {"type": "mcpToolCall", "id": "call_9",
-                                                            "server": "agenter_tools", "tool": "deploy",
-                                                            "arguments": {"target": "prod"}}}))
+
+    async def announce_late() -> None:  # Codex's item/started may reach agenter after the call itself
+        await asyncio.sleep(0.05)
+        pausing.observe(Notification("item/started", {"item": {"type": "mcpToolCall", "id": "call_9",
+                                                                "server": "agenter_tools", "tool": "deploy",
+                                                                "arguments": {"target": "prod"}}}))
+
+    announcing = asyncio.create_task(announce_late())
     first = await run(deploy, {"target": "prod"})
+    await announcing
     assert first.is_error and first.text.startswith("Paused:") and stopped == [True]
     later = await run(lookup, {"term": "x"})
     assert later.is_error and later.text == NOT_RUN and stopped == [True] and not ran
