@@ -269,6 +269,8 @@ class _Tree:
         deep: set[str] = set()  # folders to list again with all below them
         check: set[str] = set()  # folders whose permissions may have changed
         paths: set[str] = set()
+        made: set[str] = set()  # files given a new name in this batch
+        written: set[str] = set()  # files written (or their times set) in this batch
         for event in events:
             _pace()
             mask, name = event.mask, event.name
@@ -296,6 +298,10 @@ class _Tree:
                 (deep if mask & _DIR_MOVES else check).add(path)
             else:
                 paths.add(path)
+                if mask & (_IN_CREATE | _IN_MOVED_TO):
+                    made.add(path)
+                if mask & (_IN_MODIFY | _IN_ATTRIB):
+                    written.add(path)
                 if name == "pyvenv.cfg":
                     deep.add(directory)
         for path in paths:
@@ -307,6 +313,11 @@ class _Tree:
         for path in sorted(paths, key=_depth):
             _pace()
             self._refresh(path)
+        if any(path not in self.files for path in made & written):
+            # A name made, written through and removed before this look may have been a second
+            # link of another file, which the write changed with no event naming it (the kernel
+            # tells the folder of the name written through only): only a walk sees that file.
+            self.walk_all()
 
     def _refresh(self, path: str, deep: bool = False) -> None:
         """Look again at one path (and below it, for a folder that is new or was replaced)."""

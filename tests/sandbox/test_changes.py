@@ -277,6 +277,14 @@ async def test_a_write_through_one_hard_link_changes_the_other_name(tmp_path):
         with open(tmp_path / "e.txt", "a") as handle:
             handle.write("+")
         assert (await detector.end_turn()).written == {"d.txt", "e.txt"}
+        walks = detector.walks
+        await detector.begin_turn()
+        os.link(tmp_path / "d.txt", tmp_path / "f.txt")  # a link written through and removed unseen
+        with open(tmp_path / "f.txt", "a") as handle:
+            handle.write("+")
+        os.unlink(tmp_path / "f.txt")
+        assert (await detector.end_turn()).written == {"d.txt", "e.txt"}  # found by Hypothesis
+        assert detector.walks == walks + 1  # no event names d.txt or e.txt: a walk finds them
     finally:
         detector.close()
 
