@@ -18,8 +18,10 @@ The gate decides a call of agenter's function tools before the SDK runs it, in t
 `needs_approval` check, so approvals that can wait (docs/approvals.md) are the SDK's own pause
 (`_approvals`): a call the gate defers ends the run with it as an interruption and the turn
 reports it pending; `hold` keeps the SDK's RunState (JSON) with the session's record in the pause
-store (`conversation_store`), and a later process continues that state with the person's
-answers (`continue_paused`): an approved call runs then, once, with its real result.
+store (`conversation_store`), and a copy of the conversation (`_kept`), and a later process
+continues that state with the person's answers (`continue_paused`): an approved call runs then,
+once, with its real result. A process whose `openai_agents_store_dir` lacks the conversation
+(another host) writes it there from the copy first.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from agenter._types import Usage
 from agenter.backends._confinement import session_confinement
 from agenter.backends._failures import Failure, classify_failure, error_message, error_type, is_transport_error
 from agenter.backends._pauses import (
+    backend_store,
     hold_paused,
     no_pause_without_store,
     pending_call,
@@ -130,6 +133,9 @@ class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
         self._approvals = Approvals()
         #: The paused run's own part of its record (the SDK's RunState, the conversation's length).
         self._paused: dict[str, Any] = {}
+        #: Items in the pause store's copy of the conversation, when this session kept or restored
+        #: one (`_kept`): brought up to date when the session ends.
+        self._copy: int | None = None
 
     # ------------------------------------------------------------------ configuration
     @classmethod
@@ -203,6 +209,7 @@ class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
         self._session_id = self._session.session_id
 
     async def _disconnect(self) -> None:
+        await self._update_copy()
         manager, self._mcp = self._mcp, None
         if manager is not None:
             with contextlib.suppress(Exception):
@@ -267,9 +274,9 @@ class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
         if resume is None:
             return StoredSession(store, uuid.uuid4().hex, metadata)
         session = StoredSession(store, check_session_id(resume, self.redact), metadata)
-        if not await session.exists():
-            raise BackendError(f"no conversation {resume!r} to resume in {store.root}", backend=self.name,
-                               kind="config")
+        if not await session.exists() and not await self._restore_conversation(session):
+            raise BackendError(f"no conversation {resume!r} to resume in {store.root} (nor in conversation_store, "
+                               "where a paused run keeps it)", backend=self.name, kind="config")
         return session
 
     # ------------------------------------------------------------------ the turn
@@ -380,9 +387,13 @@ class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
 
     async def hold(self, record: dict[str, Any]) -> str:
         """Keep the paused run in the pause store: the session's record, the SDK's RunState, the
-        conversation's length when it paused and the gate's "always" answers. StoreError when it
-        fails."""
-        return await hold_paused(self, record, "openai_agents", self._paused)
+        conversation's length when it paused, the gate's "always" answers and a copy of the
+        conversation (`_kept`), from which a process with another openai_agents_store_dir
+        continues it. StoreError when it fails."""
+        store = await backend_store(self)
+        if store is not None:
+            await self._keep_conversation(store)
+        return await hold_paused(self, record, "openai_agents", self._paused, store=store)
 
     async def _continue_paused(self, held: dict[str, Any], answers: dict[str, str]) -> AsyncIterator[BackendMessage]:
         """The paused run, continued from the SDK's state: each waiting call decided with the
@@ -393,10 +404,15 @@ class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
         gate = self.gate
         assert gate is not None
         own, _ = resume_paused(self, held, "openai_agents")
-        if own.get("items") != len(await self._session.get_items()):
-            raise ConfigurationError(
-                f"the conversation {self.session_id!r} went on after the run paused, so the paused calls cannot be "
-                "answered", parameter="handle")
+        count = own.get("items")
+        if isinstance(count, int) and len(await self._session.get_items()) < count:
+            await self._catch_up(count)
+        have = len(await self._session.get_items())
+        if count != have:
+            how = ("is behind the paused run (it went on elsewhere, and conversation_store keeps no copy of it to "
+                   "catch up from)" if isinstance(count, int) and have < count else "went on after the run paused")
+            raise ConfigurationError(f"the conversation {self.session_id!r} {how}, so the paused calls cannot be "
+                                     "answered", parameter="handle")
         kept = own.get("run_state")
         try:
             if not isinstance(kept, dict):
@@ -414,6 +430,88 @@ class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
                     yield message
         async for message in self._run(state, events):
             yield message
+
+    # ------------------------------------------------------------------ the conversation's copy
+    def _stored_session(self) -> Any:
+        """The session when it is one of agenter's store (None: the user's own SDK session, which
+        the backend neither copies nor restores)."""
+        from agenter.backends.agents.openai_agents._session import StoredSession
+
+        return self._session if isinstance(self._session, StoredSession) else None
+
+    async def _keep_conversation(self, store: Any) -> None:
+        """Keep the conversation as it is now in the pause store (`_kept`)."""
+        from agenter.backends.agents.openai_agents._kept import keep_conversation
+
+        session = self._stored_session()
+        if session is None:
+            return
+        items = await session.get_items()
+        if await asyncio.to_thread(keep_conversation, store, session.session_id, items):
+            self._copy = len(items)
+        else:
+            log.warning("%s: session id %r is too long to keep its conversation in the store; only a process with "
+                        "this openai_agents_store_dir can approve the paused run", self.name, session.session_id)
+
+    async def _restore_conversation(self, session: Any) -> bool:
+        """Write the conversation the pause store keeps for this session into the backend's own
+        store, which has none (another host paused the run); False when the pause store keeps none."""
+        from agenter.backends.agents.openai_agents._kept import restore_conversation
+        from agenter.store import ConversationConflictError, StoreError
+
+        try:
+            pauses = await backend_store(self)
+            count = None if pauses is None else await asyncio.to_thread(
+                restore_conversation, pauses, session.store, session.session_id, session.metadata)
+        except ConversationConflictError:
+            return True  # another process wrote it meanwhile: that one is used
+        except StoreError as exc:
+            raise BackendError(self.redact(f"the conversation {session.session_id!r} kept in conversation_store "
+                                           f"cannot be read: {exc}"), backend=self.name, kind="config") from None
+        if count is None:
+            return False
+        self._copy = count
+        return True
+
+    async def _catch_up(self, count: int) -> None:
+        """The conversation is behind the paused run (it went on and paused on another host): bring
+        it up to `count` items from the pause store's copy, when it is that copy's beginning."""
+        from agenter.backends.agents.openai_agents._kept import catch_up
+        from agenter.store import ConversationConflictError, StoreError
+
+        session = self._stored_session()
+        if session is None:
+            return
+        try:
+            pauses = await backend_store(self)
+            if pauses is not None and await asyncio.to_thread(catch_up, pauses, session.store, session.session_id,
+                                                              count):
+                self._copy = count
+        except ConversationConflictError:
+            pass  # written meanwhile by another writer: the length check decides
+        except StoreError as exc:
+            raise BackendError(self.redact(f"the conversation {session.session_id!r} kept in conversation_store "
+                                           f"cannot be read: {exc}"), backend=self.name, kind="config") from None
+
+    async def _update_copy(self) -> None:
+        """Bring the pause store's copy up to date when the session ends (items were added since
+        it kept or restored it), so a later resume elsewhere gets the whole conversation. A
+        failure is logged: the conversation itself is safe in this host's store."""
+        from agenter.backends.agents.openai_agents._kept import keep_conversation
+        from agenter.store import StoreError
+
+        session = self._stored_session() if self._copy is not None else None
+        if session is None:
+            return
+        try:
+            items = await session.get_items()
+            store = await backend_store(self) if len(items) != self._copy else None
+            if store is not None:
+                await asyncio.to_thread(keep_conversation, store, session.session_id, items)
+                self._copy = len(items)
+        except (StoreError, OSError) as exc:
+            log.warning("%s: the copy of the conversation in conversation_store could not be brought up to date: %s",
+                        self.name, self.redact(str(exc)))
 
     async def _answer(self, item: Any, answers: dict[str, str]) -> bool:
         """Decide one waiting call of a continued run (see `_continue_paused`); False when it waits

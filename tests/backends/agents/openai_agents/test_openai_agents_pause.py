@@ -37,15 +37,16 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
-def make_agent(server: Any, tmp_path: Path, wire: str = "responses", **kwargs: Any) -> AutonomousCodingAgent:
-    """The agent, as this process or another one builds it: the same pause store and the same
-    conversation store."""
+def make_agent(server: Any, tmp_path: Path, wire: str = "responses", conversations: str = "conversations",
+               **kwargs: Any) -> AutonomousCodingAgent:
+    """The agent, as this process or another one builds it: the same pause store and (unless
+    `conversations` names another folder, as on another host) the same conversation store."""
     kwargs.setdefault("on_ask", "pause")
     kwargs.setdefault("permissions", POLICY)
     return AutonomousCodingAgent(
         backend="openai-agents", model=MODEL, api_key=API_KEY, base_url=server.openai_base_url,
         openai_agents_wire=wire, sandbox=False, max_retries=0, conversation_store=str(tmp_path / "store"),
-        openai_agents_store_dir=str(tmp_path / "conversations"), **kwargs)
+        openai_agents_store_dir=str(tmp_path / conversations), **kwargs)
 
 
 def scripted_model(request: Any) -> Any:
@@ -134,6 +135,120 @@ async def test_an_ask_pauses_the_sdks_run_and_a_fresh_agent_runs_the_approved_ca
         await again.approve("pause-" + "0" * 32)
     assert "unknown resume handle 'pause-" in str(unknown.value) and "\n" not in str(unknown.value)
     assert len(server.model_requests) == 2
+
+
+def stored(folder: Path, key: str) -> list[Any]:
+    """The messages a file store keeps under `key` (it must keep some)."""
+    from agenter.store import FileConversationStore
+
+    found = FileConversationStore(folder).load(key)
+    assert found is not None, f"{folder} keeps no {key}"
+    return list(found.messages)
+
+
+def outputs_of(items: list[Any], call_id: str) -> list[Any]:
+    """The results of one call in a stored conversation (the SDK's items)."""
+    return [item for item in items if item.get("type") == "function_call_output" and item.get("call_id") == call_id]
+
+
+@agent_test
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("wire", WIRES)
+async def test_another_host_approves_from_the_conversation_kept_in_the_store(scripted_model_server, repo, tmp_path,
+                                                                           wire):
+    """The conversation is in openai_agents_store_dir (by default this host's cache): the paused
+    run keeps a copy in the pause store, and an agent with another, empty openai_agents_store_dir
+    (as on another host with the same pause store and checkout) writes it back and goes on."""
+    from agenter.store import FileConversationStore
+
+    server = scripted_model_server(handler=scripted_model)
+    paused = await make_agent(server, tmp_path, wire).execute("Write a.txt and secret.txt", cwd=repo)
+    assert paused.status is CodingStatus.PAUSED, paused.error
+    here, store, other = tmp_path / "conversations", tmp_path / "store", tmp_path / "other-host"
+    before = stored(here, paused.session_id)
+    kept = FileConversationStore(store).load(f"{paused.session_id}.paused")
+    assert kept is not None
+    assert kept.metadata == {"kind": "openai-agents-conversation", "session_id": paused.session_id}
+    assert kept.messages == before and "Write a.txt and secret.txt" in json.dumps(before)
+    assert not outputs_of(before, "call_secret")
+    assert not any(API_KEY in path.read_text() for path in store.iterdir())
+
+    resumed = await make_agent(server, tmp_path, wire, conversations="other-host").approve(paused.resume_handle)
+    assert resumed.status is CodingStatus.COMPLETED, resumed.error
+    assert resumed.session_id == paused.session_id
+    assert (repo / "secret.txt").read_text() == "s\n" and resumed.files == {"a.txt": "a\n", "secret.txt": "s\n"}
+    # The paused call ran once, and the model's next request carries the conversation before it.
+    assert len(server.model_requests) == 2
+    told = results(server, 1)
+    assert sorted(told) == ["call_a", "call_read", "call_secret"] and told["call_secret"] == "Wrote secret.txt"
+    assert "Write a.txt and secret.txt" in json.dumps(server.model_requests[1].body)
+    # The other host's conversation: the kept one, then what followed; this host's is untouched;
+    # the copy is brought up to date when the approving session ends.
+    there = stored(other, paused.session_id)
+    assert there[:len(before)] == before and len(outputs_of(there, "call_secret")) == 1
+    assert "Both written." in json.dumps(there)
+    assert stored(here, paused.session_id) == before and stored(store, f"{paused.session_id}.paused") == there
+
+    # A later request there continues the whole conversation from the other host's store.
+    later = await make_agent(server, tmp_path, wire, conversations="other-host", on_ask="deny").execute(
+        "Never mind; write other.txt.", cwd=repo, resume=paused.session_id)
+    assert later.status is CodingStatus.COMPLETED, later.error
+    carried = json.dumps(server.model_requests[2].body)
+    assert "Write a.txt and secret.txt" in carried and "Both written." in carried and "Wrote secret.txt" in carried
+
+
+def two_asks(request: Any) -> Any:
+    """A write that asks, then (with its result) another one that asks, then the answer."""
+    done = {result["id"] for result in request.tool_results}
+    if "call_late" in done:
+        return reply(text("Both written."))
+    if "call_secret" in done:
+        return reply(tool_call("write_file", {"path": "late.txt", "content": "l\n"}, id="call_late"))
+    return reply(tool_call("write_file", SECRET, id="call_secret"))
+
+
+@agent_test
+@pytest.mark.timeout(300)
+async def test_a_host_whose_conversation_is_behind_catches_up_from_the_store(scripted_model_server, repo, tmp_path):
+    """Paused here, approved on another host where the run goes on and pauses again: approving
+    that pause here brings this host's conversation up to it from the store's copy."""
+    server = scripted_model_server(handler=two_asks)
+    policy = {"rules": ["ask edit:secret.txt", "ask edit:late.txt"], "mode": "bypass"}
+    paused = await make_agent(server, tmp_path, permissions=policy).execute("Write both", cwd=repo)
+    assert paused.status is CodingStatus.PAUSED, paused.error
+    again = await make_agent(server, tmp_path, conversations="other-host", permissions=policy).approve(
+        paused.resume_handle)
+    assert again.status is CodingStatus.PAUSED and [c.id for c in again.pending] == ["call_late"], again.error
+    behind = stored(tmp_path / "conversations", paused.session_id)
+    ahead = stored(tmp_path / "other-host", paused.session_id)
+    assert len(behind) < len(ahead) and ahead[:len(behind)] == behind
+
+    resumed = await make_agent(server, tmp_path, permissions=policy).approve(again.resume_handle)
+    assert resumed.status is CodingStatus.COMPLETED, resumed.error
+    assert (repo / "secret.txt").read_text() == "s\n" and (repo / "late.txt").read_text() == "l\n"
+    assert len(server.model_requests) == 3 and sorted(results(server, 2)) == ["call_late", "call_secret"]
+    caught_up = stored(tmp_path / "conversations", paused.session_id)
+    assert caught_up[:len(ahead)] == ahead and "Both written." in json.dumps(caught_up)
+    assert [len(outputs_of(caught_up, call)) for call in ("call_secret", "call_late")] == [1, 1]
+
+
+@agent_test
+@pytest.mark.timeout(300)
+async def test_a_conversation_in_neither_store_ends_the_approval_with_an_error(scripted_model_server, repo,
+                                                                              tmp_path):
+    server = scripted_model_server(handler=scripted_model)
+    paused = await make_agent(server, tmp_path).execute("Write a.txt and secret.txt", cwd=repo)
+    assert paused.status is CodingStatus.PAUSED, paused.error
+    (tmp_path / "store" / f"{paused.session_id}.paused.jsonl").unlink()  # the copy lost (or never kept)
+    gone = await make_agent(server, tmp_path, conversations="other-host").approve(paused.resume_handle)
+    assert gone.status is CodingStatus.ERROR, gone.error
+    assert f"no conversation {paused.session_id!r} to resume" in (gone.error or "")
+    assert "nor in conversation_store" in (gone.error or "")
+    assert not (repo / "secret.txt").exists() and len(server.model_requests) == 1
+    # The run stays paused: the host that has the conversation approves it.
+    resumed = await make_agent(server, tmp_path).approve(paused.resume_handle)
+    assert resumed.status is CodingStatus.COMPLETED, resumed.error
+    assert (repo / "secret.txt").read_text() == "s\n" and len(server.model_requests) == 2
 
 
 @agent_test
