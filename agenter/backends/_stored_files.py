@@ -9,6 +9,14 @@ file's JSON lines, with a `kind` naming the program and the file's path under th
 in its metadata. The process that approves, on this host or another one with the same store,
 writes the file back before the program resumes the session.
 
+A program that keeps a session as a folder of JSON files (OpenHands: `base_state.json` and one
+file per event) keeps that folder instead (`keep_folder` / `restore_folder`): one message per
+file, `{"path": <its path under the folder, POSIX>, "json": <the file's JSON value>}`, so the
+store scrubs the values it holds as for any message (a file's text would hide a secret that JSON
+escapes). Written back, a file holds the same JSON value (not the same bytes: OpenHands reads its
+files as JSON only). Limits: KEPT_FOLDER_FILES files and KEPT_FOLDER_BYTES bytes in all; a larger
+folder is not kept (StoreError).
+
 The store scrubs secrets from what it writes, as for any conversation. Blocking file and store
 I/O: call these in a thread.
 """
@@ -16,6 +24,10 @@ I/O: call these in a thread.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +36,13 @@ from agenter._errors import ConfigurationError
 if TYPE_CHECKING:
     from agenter.store import Conversation, ConversationStore
 
-__all__ = ["keep_file", "kept", "restore_file"]
+__all__ = ["KEPT_FOLDER_BYTES", "KEPT_FOLDER_FILES", "keep_file", "keep_folder", "kept", "restore_file",
+           "restore_folder"]
+
+#: The most files `keep_folder` keeps of one folder.
+KEPT_FOLDER_FILES = 10_000
+#: The most bytes (the files' sizes on disk, together) `keep_folder` keeps of one folder.
+KEPT_FOLDER_BYTES = 32 * 1024 * 1024
 
 
 def keep_file(store: ConversationStore, key: str, kind: str, root: Path, path: Path) -> bool:
@@ -78,3 +96,99 @@ def kept(store: ConversationStore, key: str, kind: str) -> Conversation | None:
         return None
     found = store.load(key)
     return found if found is not None and found.metadata.get("kind") == kind else None
+
+
+def keep_folder(store: ConversationStore, key: str, kind: str, folder: Path,
+                wanted: Callable[[PurePosixPath], bool]) -> int:
+    """Store the JSON files under `folder` whose relative path `wanted` accepts (symbolic links
+    are not followed), as they are now, under `key`; the number of files. StoreError when a
+    wanted file is not JSON or the folder is over the limits (nothing is stored then)."""
+    from agenter.store import StoreError
+
+    records: list[dict[str, Any]] = []
+    total = 0
+    for relative, path in _folder_files(folder, wanted):
+        total += path.stat().st_size
+        if len(records) >= KEPT_FOLDER_FILES or total > KEPT_FOLDER_BYTES:
+            raise StoreError(f"the folder {folder.name!r} is too large to keep in the store (more than "
+                             f"{KEPT_FOLDER_FILES} files or {KEPT_FOLDER_BYTES // (1024 * 1024)} MiB)")
+        try:
+            value = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            raise StoreError(f"{relative.as_posix()!r} in the folder {folder.name!r} is not JSON, so it cannot "
+                             "be kept in the store") from None
+        records.append({"path": relative.as_posix(), "json": value})
+    store.save(key, records, {"kind": kind, "files": len(records)})
+    return len(records)
+
+
+def restore_folder(store: ConversationStore, key: str, kind: str, folder: Path,
+                   wanted: Callable[[PurePosixPath], bool]) -> bool:
+    """Write the folder stored under `key` back as `folder` (0700, its files 0600), which must
+    not exist yet (or be empty); False when the store keeps none of this kind there. Every path
+    is checked before anything is written: one that is absolute, climbs out ('..'), is hidden or
+    is not one `wanted` accepts is refused (StoreError: the record is not what `keep_folder`
+    wrote). Written beside `folder` first and moved into place whole, so a reader never finds
+    half of it."""
+    from agenter.store import StoreError
+
+    found = kept(store, key, kind)
+    if found is None:
+        return False
+    files = [_stored_path(message, key, wanted) for message in found.messages]
+    if len(files) > KEPT_FOLDER_FILES:
+        raise StoreError(f"the folder stored under {key!r} holds more than {KEPT_FOLDER_FILES} files: refused")
+    folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".agenter-restore-", dir=folder.parent))  # 0700
+    try:
+        for relative, value in files:
+            _write_private(staging, relative, json.dumps(value))
+        os.replace(staging, folder)  # onto nothing or an empty folder only
+    except OSError as exc:
+        raise StoreError(f"the folder stored under {key!r} cannot be written back as {str(folder)!r}: "
+                         f"{exc.strerror or exc}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return True
+
+
+def _folder_files(folder: Path, wanted: Callable[[PurePosixPath], bool]) -> list[tuple[PurePosixPath, Path]]:
+    """The regular files under `folder` that `wanted` accepts, sorted by relative path."""
+    found = []
+    for top, dirs, names in os.walk(folder):  # os.walk follows no symbolic link to a folder
+        dirs.sort()
+        for name in names:
+            path = Path(top, name)
+            relative = PurePosixPath(*path.relative_to(folder).parts)
+            if not path.is_symlink() and path.is_file() and wanted(relative):
+                found.append((relative, path))
+    return sorted(found)
+
+
+def _stored_path(message: Any, key: str, wanted: Callable[[PurePosixPath], bool]) -> tuple[PurePosixPath, Any]:
+    """A stored file's checked relative path and its JSON value (StoreError for a path that is
+    not one `keep_folder` would have written)."""
+    from agenter.store import StoreError
+
+    raw = message.get("path") if isinstance(message, dict) else None
+    relative = PurePosixPath(raw) if isinstance(raw, str) else None
+    if (relative is None or not raw or "\\" in raw or "\0" in raw or relative.is_absolute()
+            or any(part in ("", ".", "..") or part.startswith(".") for part in relative.parts)
+            or relative.as_posix() != raw or not wanted(relative) or "json" not in message):
+        shown = repr(raw)[:120] if isinstance(raw, str) else type(message).__name__
+        raise StoreError(f"the folder stored under {key!r} names a file {shown} that is not one agenter keeps "
+                         "(an absolute path, '..', a hidden name or a file the program does not write): refused, "
+                         "nothing was written")
+    return relative, message["json"]
+
+
+def _write_private(root: Path, relative: PurePosixPath, text: str) -> None:
+    """Write `text` as the new file `relative` under `root`, a folder of this process's own
+    (folders 0700, the file 0600, following no symbolic link)."""
+    parent = root
+    for part in relative.parts[:-1]:
+        parent = parent / part
+        parent.mkdir(mode=0o700, exist_ok=True)
+    descriptor = os.open(parent / relative.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(text)
