@@ -24,7 +24,10 @@ defers switches the conversation's confirmation policy to AlwaysConfirm while it
 is being announced, so OpenHands stops with the response's actions unexecuted
 (WAITING_FOR_CONFIRMATION, the actions "unmatched" in its event log) and the policy goes back to
 NeverConfirm. `hold` keeps the record, the gate's "always" answers and which waiting actions the
-gate already allowed; the conversation itself stays in `openhands_persistence_dir`.
+gate already allowed, and a copy of the conversation's files (`_kept`): a process whose
+`openhands_persistence_dir` lacks the conversation (another host with the same store) writes it
+back before OpenHands resumes it, and the copy is brought up to date when a session that kept or
+restored it ends; a process that has the folder uses its own.
 `continue_paused` decides each waiting action with the person's answer (a refused one is blocked
 in the state, as a denial is) and runs OpenHands again without a message: it executes the
 waiting actions first (its implicit confirmation), so the paused action itself runs once with its
@@ -38,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import logging
 import os
 import threading
 import time
@@ -47,9 +51,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agenter._errors import BackendError, ConfigurationError
+from agenter._errors import AgenterError, BackendError, ConfigurationError
 from agenter._types import PendingCall, Usage
 from agenter.backends._pauses import (
+    backend_store,
     hold_paused,
     no_pause_without_store,
     pending_call,
@@ -91,6 +96,8 @@ INSTALL_HINT = "pip install 'agenter-sdk[openhands]' (on Python >= 3.12)"
 STOP_GRACE_SECONDS = 3.5
 
 _END = object()
+
+log = logging.getLogger("agenter.backends.agents.openhands")
 
 
 @dataclass
@@ -151,6 +158,9 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
         self._waiting: dict[str, PendingCall] = {}
         self._pausing = False
         self._allowed_waiting: set[str] = set()
+        #: This session kept the conversation's files in the pause store, or restored them from
+        #: it: the stored copy is brought up to date when the session ends.
+        self._copy_kept = False
 
     # ------------------------------------------------------------------ settings
     @classmethod
@@ -207,6 +217,8 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
         terminal_env, self._mark = marked_env({**self.options.env, **self.trace_env()})
         instructions = self.instructions(refusal_tool=REFUSAL_TOOL_NAME, output_channel="text")
         persistence_dir = self._persistence_dir()
+        if spec.resume_session_id and persistence_dir is not None:
+            await self._restore_conversation(spec.resume_session_id, persistence_dir)
         resume = self._resume_target(spec.resume_session_id, persistence_dir)
         # If connect is cancelled (time budget) the thread still finishes; _start then sees that
         # disconnect() ran and tears down what it built. The thread runs in this context, so the
@@ -244,6 +256,30 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
             raise BackendError(f"cannot resume: no OpenHands conversation {session_id} in {str(persistence_dir)!r} "
                                "(openhands_persistence_dir)", backend=self.name, kind="config")
         return conversation_id
+
+    async def _restore_conversation(self, session_id: str, persistence_dir: Path) -> None:
+        """Write back the conversation's files the pause store keeps (`_kept`), when the
+        persistence dir lacks the conversation (it paused on another host); one that is here is
+        used as it is. BackendError when the stored copy cannot be written back."""
+        from agenter.backends.agents.openhands._kept import restore_conversation
+        from agenter.backends.agents.openhands._runtime import stored_conversation
+        from agenter.store import StoreError
+
+        try:
+            conversation_id = uuid.UUID(session_id)
+        except ValueError:
+            return  # not an OpenHands conversation id: _resume_target says so
+        if await asyncio.to_thread(stored_conversation, persistence_dir, conversation_id):
+            return
+        try:
+            store = await backend_store(self)
+            if store is not None:
+                self._copy_kept = await asyncio.to_thread(restore_conversation, store, persistence_dir,
+                                                          conversation_id)
+        except (StoreError, OSError) as exc:
+            raise BackendError(self.redact(f"the OpenHands conversation {session_id} kept in the conversation store "
+                                           f"cannot be restored into {str(persistence_dir)!r}: {exc}"),
+                               backend=self.name, kind="config") from None
 
     def _start(self, instructions: str, terminal_env: dict[str, str], persistence_dir: Path | None,
                resume: uuid.UUID | None) -> None:
@@ -327,6 +363,8 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
         await asyncio.to_thread(close)
         if mark is not None:
             await reap(mark)  # anything the terminal started while its tool threads were stopping
+        if self._copy_kept:  # the stored copy goes on from where this session left it
+            await self._keep_conversation()
 
     # ------------------------------------------------------------------ a turn
     async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
@@ -656,8 +694,36 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
     async def hold(self, record: dict[str, Any]) -> str:
         """Keep the paused run in the pause store: the session's record, the OpenHands
         conversation id, the gate's "always" answers and the waiting actions it already allowed.
-        The conversation stays in openhands_persistence_dir. StoreError when it fails."""
-        return await hold_paused(self, record, "openhands", {"allowed": sorted(self._allowed_waiting)})
+        A copy of the conversation's files goes to the same store, for a process whose
+        persistence dir lacks it (a failure to copy is logged: this host can still approve).
+        StoreError when the record cannot be kept."""
+        store = await backend_store(self)
+        handle = await hold_paused(self, record, "openhands", {"allowed": sorted(self._allowed_waiting)}, store=store)
+        await self._keep_conversation(store)
+        return handle
+
+    async def _keep_conversation(self, store: Any = None) -> None:
+        """Store the conversation's files as they are now (`_kept`) in `store` (by default the
+        one the conversation_store option names); a failure is logged."""
+        from agenter.backends.agents.openhands._kept import keep_conversation
+
+        configured, session = self.options.openhands_persistence_dir, self._session_id
+        if configured is None or session is None:
+            return
+        persistence_dir = Path(os.path.expanduser(configured))
+        try:
+            if store is None:
+                store = await backend_store(self)
+            if store is not None:
+                if await asyncio.to_thread(keep_conversation, store, persistence_dir, uuid.UUID(session)):
+                    self._copy_kept = True
+                else:
+                    log.warning("openhands: the conversation %s is not in openhands_persistence_dir %s, so no copy "
+                                "of it was kept in the conversation store", session, str(persistence_dir))
+        except (AgenterError, OSError, ValueError) as exc:  # StoreError among them
+            log.warning("openhands: the conversation %s could not be kept in the conversation store (only a process "
+                        "with openhands_persistence_dir %s can continue it): %s", session, str(persistence_dir),
+                        self.redact(str(exc)))
 
     async def _continue_paused(self, held: dict[str, Any], answers: dict[str, str]) -> AsyncIterator[BackendMessage]:
         """The paused turn, continued: each waiting action decided with the person's answer (a

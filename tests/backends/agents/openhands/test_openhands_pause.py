@@ -7,6 +7,9 @@ what a request holds (the tool results in it), never by arrival order."""
 
 from __future__ import annotations
 
+import json
+import stat
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,9 @@ import pytest
 from agenter import AutonomousCodingAgent, CodingStatus
 from agenter._errors import ConfigurationError
 from agenter.backends.agents.openhands import OpenHandsBackend
+from agenter.backends.agents.openhands._kept import CONVERSATION_KIND
 from agenter.host.requirements import missing_requirements
+from agenter.store import open_store
 from agenter.testing import reply
 from agenter.testing import tool_call as model_tool_call
 from agenter.testing._scene import private_home
@@ -179,3 +184,85 @@ def test_pause_needs_a_kept_conversation():
     with pytest.raises(ConfigurationError, match="conversation_store=False"):
         AutonomousCodingAgent(backend="openhands", model=MODEL, sandbox=False, on_ask="pause",
                               conversation_store=False)
+
+
+def conversation_files(persistence_dir: Path, session_id: str) -> dict[str, Any]:
+    """What OpenHands resumes a conversation from: its path under the conversation's folder →
+    the file's JSON value."""
+    folder = persistence_dir / uuid.UUID(session_id).hex
+    return {path.relative_to(folder).as_posix(): json.loads(path.read_text())
+            for path in sorted(folder.rglob("*.json"))}
+
+
+async def test_another_host_with_the_same_store_approves(scripted_model_server, repo, home, tmp_path):
+    """The run pauses with persistence dir A; a fresh agent with another, empty persistence dir
+    B and the same store (as another host would) approves: the conversation's files come back
+    from the store, the paused call runs once, and the model's next request carries the earlier
+    conversation."""
+    server = scripted_model_server(handler=model_for(repo))
+    store = tmp_path / "store"
+    paused = await make_agent(server, home, store).execute("Write a.txt, b.txt and secret.txt", cwd=repo)
+    assert paused.status is CodingStatus.PAUSED and paused.resume_handle and paused.session_id, paused.error
+    here = conversation_files(home / "conversations", paused.session_id)
+    assert "base_state.json" in here and sum(name.startswith("events/event-") for name in here) == 7
+    kept = open_store(str(store)).load(paused.session_id)
+    assert kept is not None and kept.metadata["kind"] == CONVERSATION_KIND
+    assert {message["path"] for message in kept.messages} == set(here)  # no lock, no length marker
+
+    other = private_home(tmp_path / "other-host")
+    assert not (other / "conversations").exists()
+    resumed = await make_agent(server, other, store).approve(paused.resume_handle)
+    assert resumed.status is CodingStatus.COMPLETED, resumed.error
+    assert resumed.session_id == paused.session_id
+    assert (repo / "secret.txt").read_text() == "s\n"
+    assert resumed.files == {"a.txt": "a\n", "b.txt": "b\n", "secret.txt": "s\n"}
+    # The continued request is the same conversation: the task, the run before the pause, and
+    # the real results of the waiting actions, which OpenHands ran once.
+    assert len(server.model_requests) == 3
+    continued = server.model_requests[2].model_request
+    assert "Write a.txt, b.txt and secret.txt" in json.dumps(continued.messages)
+    assert [result["id"] for result in continued.tool_results] == ["call_a", "call_b", "call_secret", "call_read"]
+    assert "created" in said(continued)["call_secret"].lower()
+
+    # The other host's folder: private, holding every file the pause kept as it was, then the
+    # events of the continued run; the first host's folder is as the pause left it.
+    folder = other / "conversations" / uuid.UUID(paused.session_id).hex
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert all(stat.S_IMODE(path.stat().st_mode) == 0o600 for path in folder.rglob("*.json"))
+    there = conversation_files(other / "conversations", paused.session_id)
+    assert all(there[name] == value for name, value in here.items() if name != "base_state.json")
+    assert len(there) > len(here)
+    observed = [value["tool_call_id"] for value in there.values() if value.get("kind") == "ObservationEvent"]
+    assert sorted(observed) == ["call_a", "call_b", "call_finish", "call_read", "call_secret"]  # each once
+    assert conversation_files(home / "conversations", paused.session_id) == here
+    # The stored copy went on with the session that restored it.
+    kept = open_store(str(store)).load(paused.session_id)
+    assert kept is not None and {message["path"] for message in kept.messages} == set(there)
+    assert all(API_KEY not in path.read_text() for path in store.rglob("*") if path.is_file())
+
+
+async def test_a_stored_path_outside_the_conversation_is_refused(scripted_model_server, repo, home, tmp_path):
+    server = scripted_model_server(handler=model_for(repo))
+    store = tmp_path / "store"
+    paused = await make_agent(server, home, store).execute("Write a.txt, b.txt and secret.txt", cwd=repo)
+    assert paused.status is CodingStatus.PAUSED and paused.resume_handle and paused.session_id, paused.error
+    # The stored copy, tampered with: one file climbs out of the conversation's folder.
+    opened = open_store(str(store))
+    kept = opened.load(paused.session_id)
+    assert kept is not None
+    opened.save(paused.session_id, [*kept.messages, {"path": "events/../../../escaped.json", "json": {}}],
+                kept.metadata)
+    other = private_home(tmp_path / "other-host")
+    failed = await make_agent(server, other, store).approve(paused.resume_handle)
+    assert (failed.status, failed.error_kind) == (CodingStatus.ERROR, "config")
+    error = str(failed.error)
+    assert f"the OpenHands conversation {paused.session_id} kept in the conversation store cannot be restored" in error
+    assert "'events/../../../escaped.json'" in error and "refused, nothing was written" in error
+    assert list((other / "conversations").iterdir()) == []  # nothing written, nothing left over
+    assert not list(tmp_path.rglob("escaped.json")) and not (repo / "secret.txt").exists()
+    assert len(server.model_requests) == 2
+    # The handle was not used up: with the stored copy as the pause kept it, the approval runs.
+    opened.save(paused.session_id, kept.messages, kept.metadata)
+    resumed = await make_agent(server, other, store).approve(paused.resume_handle)
+    assert resumed.status is CodingStatus.COMPLETED, resumed.error
+    assert (repo / "secret.txt").read_text() == "s\n"
