@@ -194,13 +194,14 @@ def conversation_files(persistence_dir: Path, session_id: str) -> dict[str, Any]
             for path in sorted(folder.rglob("*.json"))}
 
 
-async def test_another_host_with_the_same_store_approves(scripted_model_server, repo, home, tmp_path):
+@pytest.mark.parametrize("store_kind", ["folder", "sqlite"])
+async def test_another_host_with_the_same_store_approves(scripted_model_server, repo, home, tmp_path, store_kind):
     """The run pauses with persistence dir A; a fresh agent with another, empty persistence dir
-    B and the same store (as another host would) approves: the conversation's files come back
-    from the store, the paused call runs once, and the model's next request carries the earlier
-    conversation."""
+    B and the same store (a folder, or a SQLite file as on a shared disk) approves, as another
+    host would: the conversation's files come back from the store, the paused call runs once,
+    and the model's next request carries the earlier conversation."""
     server = scripted_model_server(handler=model_for(repo))
-    store = tmp_path / "store"
+    store: Any = tmp_path / "store" if store_kind == "folder" else f"sqlite:///{tmp_path / 'pauses.db'}"
     paused = await make_agent(server, home, store).execute("Write a.txt, b.txt and secret.txt", cwd=repo)
     assert paused.status is CodingStatus.PAUSED and paused.resume_handle and paused.session_id, paused.error
     here = conversation_files(home / "conversations", paused.session_id)
@@ -238,7 +239,8 @@ async def test_another_host_with_the_same_store_approves(scripted_model_server, 
     # The stored copy went on with the session that restored it.
     kept = open_store(str(store)).load(paused.session_id)
     assert kept is not None and {message["path"] for message in kept.messages} == set(there)
-    assert all(API_KEY not in path.read_text() for path in store.rglob("*") if path.is_file())
+    assert all(API_KEY.encode() not in path.read_bytes() for path in tmp_path.glob("*store*/**/*") if path.is_file())
+    assert all(API_KEY.encode() not in path.read_bytes() for path in tmp_path.glob("pauses.db*"))
 
 
 async def test_a_stored_path_outside_the_conversation_is_refused(scripted_model_server, repo, home, tmp_path):
