@@ -2,10 +2,12 @@
 
 Where a paused run is kept: the `conversation_store` option (a folder, a sqlite:// or redis://
 URL, a ConversationStore of the user's; None: the file store beside the run's transcripts, else
-the user's cache; False: nowhere), read here for agenter's own agent, which keeps its
-conversation in that store too, for claude-code, which keeps only the pause record there
-(Claude Code keeps its conversation itself), and for codex, which keeps the record and, with its
-private CODEX_HOME, a copy of the Codex thread there. `keep` writes the session's record with the
+the user's cache; False: nowhere), read here (`backend_store`) for every backend that pauses.
+agenter's own agent keeps its conversation in that store too; the others keep the pause record
+there and, beside it, a copy of what their agent resumes from, so that another host with the
+same store can approve: Claude Code's session file and Codex's thread (`_stored_files.keep_file`),
+OpenHands's conversation folder (`keep_folder`), ADK's session and the OpenAI Agents SDK
+session's items (their `_kept` modules). `keep` writes the session's record with the
 backend's own part under a new handle; `pending_call` is a call that waits, as the gate saw it.
 
 An agent that keeps its own conversation cannot be handed a paused call's result afterwards: its
