@@ -34,6 +34,10 @@ waiting actions first (its implicit confirmation), so the paused action itself r
 real result, and the run goes on. Limit: OpenHands confirms a response's actions together, so
 the actions of that response that the gate allowed before the deferred one wait too (listed with
 needs_approval=False) and run when the run goes on.
+A new prompt instead of an approval (`resume=` with another request) would make OpenHands run the
+waiting actions unasked, so `_turn` rejects them first (`_reject_waiting_actions`); that session
+then brings the stored copy up to date, and an approval on a host whose own folder is behind the
+stored copy is refused (`_went_on_elsewhere`).
 """
 
 from __future__ import annotations
@@ -96,6 +100,11 @@ INSTALL_HINT = "pip install 'agenter-sdk[openhands]' (on Python >= 3.12)"
 STOP_GRACE_SECONDS = 3.5
 
 _END = object()
+#: What the model reads for a paused run's waiting action when a new prompt continues the
+#: conversation instead of an approval (OpenHands adds "Action rejected: ").
+PAUSED_WITHOUT_APPROVAL = "the run paused for approval and went on without it; this call did not run."
+#: The same for an action a run made and never ran (its process ended before it ran).
+ENDED_BEFORE_IT_RAN = "the run that made this call ended before it ran; this call did not run."
 
 log = logging.getLogger("agenter.backends.agents.openhands")
 
@@ -368,8 +377,38 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
 
     # ------------------------------------------------------------------ a turn
     async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
+        if self._conversation is not None:
+            await asyncio.to_thread(self._reject_waiting_actions)
         async for message in self._drive(prompt):
             yield message
+
+    def _reject_waiting_actions(self) -> None:
+        """A new prompt on a conversation whose actions still wait (a paused run resumed with
+        `resume=` instead of `approve`): reject them first. OpenHands runs a conversation's
+        unmatched actions at the start of its next run, with no event the gate could decide, so
+        they would otherwise run unanswered. The model reads "Action rejected: <reason>" before
+        the prompt, and the pause can no longer be approved ("went on after the run paused").
+        Limit: an action the gate had denied is rejected with this reason too (its denial was
+        recorded when the run paused)."""
+        from openhands.sdk.conversation.state import ConversationExecutionStatus, ConversationState
+
+        state = self._conversation.state
+        with state:
+            unmatched = ConversationState.get_unmatched_actions(state.active_branch())
+            if not unmatched:
+                return
+            reason = (PAUSED_WITHOUT_APPROVAL
+                      if state.execution_status == ConversationExecutionStatus.WAITING_FOR_CONFIRMATION
+                      else ENDED_BEFORE_IT_RAN)
+            for action in unmatched:  # an action blocked at the pause is answered here, not later
+                state.pop_blocked_action(action.id)
+            log.info("openhands: %d action(s) of conversation %s had not run and are rejected before the new prompt",
+                     len(unmatched), self._session_id)
+            self._conversation.reject_pending_actions(reason)
+        if reason == PAUSED_WITHOUT_APPROVAL:
+            # The stored copy goes on with this session too, so a host that restores it later
+            # sees that the run went on (its approval then fails instead of running the calls).
+            self._copy_kept = True
 
     async def _drive(self, prompt: str | None, replay: Sequence[Any] = ()) -> AsyncIterator[BackendMessage]:
         """One run of OpenHands: with the prompt as a new message, or (None) on from where it
@@ -744,6 +783,11 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
             raise ConfigurationError(
                 f"the OpenHands conversation {self.session_id!r} went on after the run paused (it no longer waits "
                 "for a confirmation of the paused calls), so they cannot be answered", parameter="handle")
+        if await self._went_on_elsewhere():
+            raise ConfigurationError(
+                f"the OpenHands conversation {self.session_id!r} went on after the run paused, in another process "
+                "(the copy in conversation_store holds events this openhands_persistence_dir lacks), so the paused "
+                "calls cannot be answered", parameter="handle")
         self._allowed_waiting = set()
         again: list[PendingCall] = []
         for waiting in pending:
@@ -776,6 +820,23 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
             return
         async for message in self._drive(None, replay=[actions[call.id] for call in pending]):
             yield message
+
+    async def _went_on_elsewhere(self) -> bool:
+        """The stored copy of the conversation holds events this host's folder lacks (a request
+        on another host went on from the pause); a store that cannot be read says nothing."""
+        from agenter.backends.agents.openhands._kept import went_on_elsewhere
+
+        configured, session = self.options.openhands_persistence_dir, self._session_id
+        if configured is None or session is None:
+            return False
+        try:
+            store = await backend_store(self)
+            return store is not None and await asyncio.to_thread(
+                went_on_elsewhere, store, Path(os.path.expanduser(configured)), uuid.UUID(session))
+        except (AgenterError, OSError, ValueError) as exc:  # StoreError among them
+            log.warning("openhands: the stored copy of conversation %s could not be read: %s", session,
+                        self.redact(str(exc)))
+            return False
 
     def _block(self, action_id: str, reason: str) -> None:
         """Refuse a waiting action: OpenHands answers it with the reason when it runs on."""

@@ -11,7 +11,8 @@ elsewhere than where it is approved needs that folder, so `hold` keeps the two k
 the pause store under the conversation id (`backends/_stored_files.py`, `keep_folder`: one
 message per file, kind "openhands-conversation", at most 10,000 files and 32 MiB). A process
 whose persistence dir lacks the conversation writes the folder back before OpenHands resumes it;
-one that has it uses its own. Free of OpenHands imports; blocking file and store I/O: call these
+one that has it uses its own, unless the stored copy holds events it lacks: then the
+conversation went on on another host (`went_on_elsewhere`) and the pause cannot be approved. Free of OpenHands imports; blocking file and store I/O: call these
 in a thread.
 """
 
@@ -22,12 +23,12 @@ import uuid
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from agenter.backends._stored_files import keep_folder, restore_folder
+from agenter.backends._stored_files import keep_folder, kept, restore_folder
 
 if TYPE_CHECKING:
     from agenter.store import ConversationStore
 
-__all__ = ["CONVERSATION_KIND", "conversation_file", "keep_conversation", "restore_conversation"]
+__all__ = ["CONVERSATION_KIND", "conversation_file", "keep_conversation", "restore_conversation", "went_on_elsewhere"]
 
 #: The `kind` in the metadata of a stored OpenHands conversation.
 CONVERSATION_KIND = "openhands-conversation"
@@ -55,3 +56,19 @@ def restore_conversation(store: ConversationStore, persistence_dir: Path, conver
     under this id. StoreError for a stored path that is not one of the conversation's files."""
     return restore_folder(store, str(conversation_id), CONVERSATION_KIND, persistence_dir / conversation_id.hex,
                           conversation_file)
+
+
+def went_on_elsewhere(store: ConversationStore, persistence_dir: Path, conversation_id: uuid.UUID) -> bool:
+    """Whether the stored copy holds an event this persistence dir's folder lacks: the
+    conversation went on in another process (another host) since this folder was written."""
+    found = kept(store, str(conversation_id), CONVERSATION_KIND)
+    if found is None:
+        return False
+    events = persistence_dir / conversation_id.hex / "events"
+    for message in found.messages:
+        path = message.get("path") if isinstance(message, dict) else None
+        relative = PurePosixPath(path) if isinstance(path, str) else None
+        if relative is not None and conversation_file(relative) and relative.parts[0] == "events" \
+                and not (events / relative.parts[1]).is_file():
+            return True
+    return False

@@ -268,3 +268,50 @@ async def test_a_stored_path_outside_the_conversation_is_refused(scripted_model_
     resumed = await make_agent(server, other, store).approve(paused.resume_handle)
     assert resumed.status is CodingStatus.COMPLETED, resumed.error
     assert (repo / "secret.txt").read_text() == "s\n"
+
+
+@pytest.mark.parametrize("where", ["this host", "another host"])
+async def test_a_new_request_on_a_paused_conversation_runs_none_of_its_waiting_actions(scripted_model_server, repo,
+                                                                                      home, tmp_path, where):
+    """`resume=` the paused conversation with a new prompt (not approve): OpenHands would run the
+    actions waiting for its confirmation with the next run. They are rejected first instead: the
+    model reads that they did not run and why, nothing the gate deferred (nor the calls of its
+    response) runs, and the pause can no longer be approved."""
+    first = model_for(repo)
+
+    def model(request: Any) -> Any:  # the new prompt: write other.txt, then finish
+        if "call_other" in said(request):
+            return reply(model_tool_call("finish", {"message": "Done."}, id="call_done"), usage=USAGE)
+        if "Never mind" in json.dumps(request.messages):
+            return reply(model_tool_call("file_editor", {"command": "create", "path": str(repo / "other.txt"),
+                                                         "file_text": "o\n"}, id="call_other"), usage=USAGE)
+        return first(request)
+
+    server = scripted_model_server(handler=model)
+    store = tmp_path / "store"
+    paused = await make_agent(server, home, store).execute("Write a.txt, b.txt and secret.txt", cwd=repo)
+    assert paused.status is CodingStatus.PAUSED and paused.resume_handle and paused.session_id, paused.error
+    host = home if where == "this host" else private_home(tmp_path / "other-host")
+    later = await make_agent(server, host, store).execute("Never mind; write other.txt.", cwd=repo,
+                                                           resume=paused.session_id)
+    assert later.status is CodingStatus.COMPLETED, later.error
+    assert later.session_id == paused.session_id
+    assert not (repo / "secret.txt").exists() and not (repo / "b.txt").exists()
+    assert later.files == {"other.txt": "o\n"} and len(server.model_requests) == 4
+    request = server.model_requests[2].model_request
+    results = said(request)
+    assert set(results) == {"call_a", "call_b", "call_secret", "call_read"}
+    for call in ("call_b", "call_secret", "call_read"):
+        assert "the run paused for approval and went on without it" in results[call], results[call]
+        assert "created" not in results[call].lower()
+    assert "Never mind; write other.txt." in json.dumps(request.messages)
+    # The stored copy went on with the request, wherever it ran, so a host that restores it
+    # sees that; and the pause can no longer be approved, also on the host that paused, whose
+    # folder still waits when the conversation went on on another host.
+    kept = open_store(str(store)).load(paused.session_id)
+    assert kept is not None
+    assert {message["path"] for message in kept.messages} == set(conversation_files(host / "conversations",
+                                                                                     paused.session_id))
+    gone = await make_agent(server, home, store).approve(paused.resume_handle)
+    assert gone.status is CodingStatus.ERROR and "went on after the run paused" in (gone.error or ""), gone.error
+    assert not (repo / "secret.txt").exists() and len(server.model_requests) == 4
