@@ -327,6 +327,32 @@ async def test_a_request_after_the_pause_moves_the_conversation_on_and_the_appro
 
 @agent_test
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("wire", WIRES)
+async def test_a_new_request_resuming_a_paused_conversation_runs_none_of_its_waiting_calls(
+        scripted_model_server, repo, tmp_path, wire):
+    """`resume=` the paused conversation with a new prompt in a fresh agent (not approve): the
+    SDK's RunState with the interruptions is only in the pause record, so the new run starts from
+    the conversation, where the waiting calls have no result; they do not run, and the pause can
+    no longer be approved."""
+    server = scripted_model_server(handler=scripted_model)
+    paused = await make_agent(server, tmp_path, wire).execute("Write a.txt and secret.txt", cwd=repo)
+    assert paused.status is CodingStatus.PAUSED and paused.resume_handle, paused.error
+    later = await make_agent(server, tmp_path, wire).execute("Never mind; write other.txt.", cwd=repo,
+                                                             resume=paused.session_id)
+    assert later.status is CodingStatus.COMPLETED, later.error
+    assert later.files == {"other.txt": "o"} and not (repo / "secret.txt").exists()
+    assert len(server.model_requests) == 3
+    # The SDK kept only the call that ran in the conversation: the waiting calls are not in the
+    # next request at all (neither the calls nor results).
+    assert sorted(results(server, 1)) == ["call_a"]
+    assert "call_secret" not in json.dumps(server.model_requests[1].body)
+    gone = await make_agent(server, tmp_path, wire).approve(paused.resume_handle)
+    assert gone.status is CodingStatus.ERROR and "went on after the run paused" in (gone.error or ""), gone.error
+    assert not (repo / "secret.txt").exists() and len(server.model_requests) == 3
+
+
+@agent_test
+@pytest.mark.timeout(300)
 async def test_a_call_the_sdk_cannot_read_runs_and_the_model_reads_what_is_wrong(scripted_model_server, repo,
                                                                                   tmp_path):
     # NaN is not JSON: the SDK stops at such a call before any check; the backend lets it run.
