@@ -219,6 +219,10 @@ class HarnessBackend(BaseBackend[OptionsT]):
         self._code_told = False
         #: Whether the latest reply's code blocks included a quote of a file as it is (no nudge).
         self._quoted = False
+        #: The latest reply when its call could not be read, and whether it repeated the one
+        #: before it word for word after the repair message (the turn then ends).
+        self._last_broken: str | None = None
+        self._broken_again = False
         #: Messages the user sent while a turn runs (steer), and whether one runs.
         self._steers: list[str] = []
         self._in_turn = False
@@ -606,6 +610,17 @@ class HarnessBackend(BaseBackend[OptionsT]):
             if self._tools.turn_ended():
                 append_user_content(self._messages, follow_up)
                 return
+            if feedback is not None and self._broken_again:
+                # Told how to write the call, the model wrote the same broken reply again: at a low
+                # temperature it would go on doing so until the budget runs out (measured: eight
+                # times). The turn ends; the validators' findings start the next one afresh.
+                self._last_broken = None
+                append_user_content(self._messages, follow_up)
+                await self._save_conversation()
+                yield BackendMessage(MessageType.STATUS, content=(
+                    "the model wrote the same tool call that could not be read again, after being told how to "
+                    "write it: the turn ends there"))
+                return
             if self._edits_done(results, feedback):
                 append_user_content(self._messages, follow_up)
                 await self._save_conversation()
@@ -722,6 +737,9 @@ class HarnessBackend(BaseBackend[OptionsT]):
         text = response.text()
         turn = parse_calls(text, self._tool_definitions)
         self._text_feedback = turn.feedback
+        broken = text.strip() if turn.error is not None else None
+        self._broken_again = broken is not None and broken == self._last_broken
+        self._last_broken = broken
         blocks, calls = turn.blocks, bool(turn.calls)
         self._quoted = False
         self._edits_only = False

@@ -444,7 +444,7 @@ async def fix_leap_year(agent: AutonomousCodingAgent, repo: Path) -> tuple[list[
     events = [e async for e in agent.stream_execute(
         "Fix `is_leap_year` in `calendar_utils.py`: 1900 is not a leap year.", cwd=repo)]
     result = events[-1].data["result"]
-    assert result["status"] == "completed", result
+    assert result["status"] == "completed", (result["error"], [str(e.data)[:300] for e in events])
     assert (repo / "calendar_utils.py").read_text() == LEAP.replace(
         "def is_leap_year(year):\n    return year % 4 == 0\n", FIXED)
     return events, result
@@ -497,6 +497,33 @@ async def test_a_reply_of_code_block_edits_ends_the_turn_and_the_validators_judg
     assert "AssertionError: 2000" in retry
 
 
+async def test_the_same_broken_call_again_ends_the_turn_and_the_retry_starts_afresh(scripted_model_server, repo):
+    """What Qwen2.5-Coder-1.5B did on the caesar task of the real-model benchmark: a write_file
+    call with the file in its JSON, docstring quotes unescaped, and after the repair message the
+    same reply word for word, eight times, until the time budget ran out. The second identical
+    reply ends the turn; the validators' findings start the retry, where the model writes it."""
+    (repo / "calendar_utils.py").write_text(LEAP)
+    broken = ('<tool_call>\n{"name": "write_file", "arguments": {"path": "calendar_utils.py", "content": '
+              '"def is_leap_year(year):\\n    """Whether."""\\n    return True"}}\n</tool_call>')
+    fixed = LEAP.replace("def is_leap_year(year):\n    return year % 4 == 0\n", FIXED)
+    server = scripted_model_server([
+        reply(text(broken)), reply(text(broken)),
+        reply(text('<tool_call>\n{"name": "write_file", "arguments": {"path": "calendar_utils.py"}}\n</tool_call>\n'
+                   "```python\n" + fixed + "```\n")), reply(text("Done.")),
+    ])
+    check = CommandValidator([sys.executable, "-c", "import calendar_utils as c; assert not c.is_leap_year(1900)"])
+    agent = make_agent(server, "chat", openai_tool_calls="text", validators=[check])
+    events = [e async for e in agent.stream_execute("Fix `is_leap_year` in `calendar_utils.py`.", cwd=repo)]
+    result = events[-1].data["result"]
+    assert result["status"] == "completed", result["error"]
+    assert (repo / "calendar_utils.py").read_text() == fixed
+    assert len(server.model_requests) == 4 and result["iterations"] == 2  # not a third broken request
+    assert any("the same tool call that could not be read again" in str(e.data.get("content")) for e in events)
+    second, third = (json.dumps(r.body) for r in server.model_requests[1:3])
+    assert "Leave the text out of the JSON" in second
+    assert "Leave the text out of the JSON" in third and "AssertionError" in third
+
+
 async def test_code_blocks_as_edits_pass_the_sandbox_and_unplaced_blocks_are_explained(scripted_model_server, repo):
     """A labelled block outside allowed_write_paths is refused like any write (named in the
     result); a block of functions no file has is explained to the model once, then a labelled
@@ -547,7 +574,7 @@ async def test_hostile_attempts_are_denied_and_nothing_happens(scripted_model_se
     events = [e async for e in make_agent(server, wire).stream_execute("Do the task.", cwd=repo,
                                                                          require_changes=False)]
     result = events[-1].data["result"]
-    assert result["status"] == "completed", result
+    assert result["status"] == "completed", (result["error"], [str(e.data)[:300] for e in events])
     sent = tool_results(server.model_requests[1])
     assert len(sent) == len(hostile)
     for (_, content), (name, _, why) in zip(sent, hostile, strict=True):
