@@ -17,6 +17,10 @@ escapes). Written back, a file holds the same JSON value (not the same bytes: Op
 files as JSON only). Limits: KEPT_FOLDER_FILES files and KEPT_FOLDER_BYTES bytes in all; a larger
 folder is not kept (StoreError).
 
+A program whose session is a text file (Aider's markdown chat history) keeps its text
+(`keep_text` / `kept_text`): one message `{"text": ...}`; where it is written back is the
+program's business (its own folder, not a path the store names).
+
 The store scrubs secrets from what it writes, as for any conversation. Blocking file and store
 I/O: call these in a thread.
 """
@@ -36,8 +40,8 @@ from agenter._errors import ConfigurationError
 if TYPE_CHECKING:
     from agenter.store import Conversation, ConversationStore
 
-__all__ = ["KEPT_FOLDER_BYTES", "KEPT_FOLDER_FILES", "keep_file", "keep_folder", "kept", "restore_file",
-           "restore_folder"]
+__all__ = ["KEPT_FOLDER_BYTES", "KEPT_FOLDER_FILES", "keep_file", "keep_folder", "keep_text", "kept", "kept_text",
+           "restore_file", "restore_folder"]
 
 #: The most files `keep_folder` keeps of one folder.
 KEPT_FOLDER_FILES = 10_000
@@ -83,6 +87,20 @@ def restore_file(store: ConversationStore, key: str, kind: str, root: Path, top:
     target.write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in found.messages),
                       encoding="utf-8", errors="surrogateescape")
     return True
+
+
+def keep_text(store: ConversationStore, key: str, kind: str, text: str) -> None:
+    """Store a program's text file (its session) under `key` as it is now."""
+    store.save(key, [{"text": text}], {"kind": kind})
+
+
+def kept_text(store: ConversationStore, key: str, kind: str) -> str | None:
+    """The text `keep_text` stored under `key` (None: nothing of this kind there)."""
+    found = kept(store, key, kind)
+    if found is None:
+        return None
+    parts = [message.get("text") for message in found.messages if isinstance(message, dict)]
+    return "".join(part for part in parts if isinstance(part, str))
 
 
 def kept(store: ConversationStore, key: str, kind: str) -> Conversation | None:

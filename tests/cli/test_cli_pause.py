@@ -99,8 +99,8 @@ def test_bad_input_is_a_one_line_usage_error(tmp_path):
         (["approve", "pause-" + "0" * 32, "--store", "postgres://db/x"], "no conversation store for postgres://"),
         (["approve", "pause-" + "0" * 32, "--store", str(Path(__file__))], "could not be used"),
         (["run", "x", "--cwd", str(tmp_path), "--backend", "codex-cli", "--on-ask", "pause"],
-         "--on-ask pause: the codex-cli backend cannot pause a run; backends that can: acp, anthropic-sdk, claude-code, "
-         "codex, gemini, google-adk, litellm, openai, openai-agents, openhands"),
+         "--on-ask pause: the codex-cli backend cannot pause a run; backends that can: acp, aider-cli, anthropic-sdk, "
+         "claude-code, codex, gemini, google-adk, litellm, openai, openai-agents, openhands"),
         (["run", "x", "--cwd", str(tmp_path), "--permission", "ask bash:rm"], "--permission 'ask bash:rm'"),
     ]
     for args, message in cases:

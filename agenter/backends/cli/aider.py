@@ -33,6 +33,19 @@ allows editing them, read-only (--read) when it allows reading them, left out ot
 rules and the credentials check also go into an --aiderignore file outside the workspace
 (`_policy/aider.py`; it keeps paths out of the repository map with aider_git=True). (Aider 0.86 does not consult its
 aiderignore before applying an edit, so the ignore file alone would not stop one.)
+
+Approvals that can wait (on_ask="pause", docs/approvals.md): Aider asks before it edits a file
+outside the chat, so an edit the gate defers (an `ask` rule with nobody to answer) is answered
+"no" (Aider skips that file's edit and applies the others the gate allows), recorded as a
+pending call (`aider`, input {"path": <file>}), and once the run waits Aider's "go on" questions
+are answered "no", so its one-message run ends by itself. `hold` keeps the pause record and the
+chat history's text in the conversation store (another host with the same store writes it back
+before Aider restores it); `continue_paused` resumes the chat with the person's answers
+(`answer_paused`), and an approved edit that the model makes again passes once (`RepeatedCalls`),
+a denied one is refused each time. Limits: the edits of files already in the chat need no
+question, so a policy that asks about them leaves them out of the chat (read-only) to begin with;
+with aider_git=True, a reply that names an asked-about file is refused its "Add file to the
+chat?" (recorded as a denial) before the edit question pauses.
 """
 
 from __future__ import annotations
@@ -40,19 +53,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import re
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import Field
 
 from agenter._errors import ConfigurationError, PathSecurityError
 from agenter._types import Usage
 from agenter.backends._edits import text_counts
+from agenter.backends._pauses import (
+    PauseStoreOption,
+    RepeatedCalls,
+    answer_paused,
+    backend_store,
+    defer_as_seen,
+    hold_paused,
+    no_pause_without_store,
+    resume_paused,
+    store_for_pauses,
+)
 from agenter.backends._prompts import REPLY_CONTRACT, OutputChannel
 from agenter.backends.base import BackendCapabilities, BackendMessage, BackendSettings, MessageType
 from agenter.backends.cli._aider_usage import (
@@ -72,12 +97,15 @@ from agenter.backends.cli._base import CliBackend, CliOptions, TurnState
 from agenter.backends.cli._failures import classify
 from agenter.backends.cli._policy.aider import aider_ignore
 from agenter.backends.cli._runner import Invocation, Line
+from agenter.host.redact import Redactor
 from agenter.host.requirements import MODEL_PROVIDER_KEYS, Credentials
 from agenter.permissions import PermissionPolicy, ToolCall
 from agenter.sandbox.paths import PathResolver
 from agenter.usage import context_window, estimate_cost
 
 __all__ = ["AiderCliBackend", "AiderCliOptions"]
+
+log = logging.getLogger(__name__)
 
 _TOKENS = re.compile(r"^Tokens: (?P<sent>[\d.]+k?) sent(?:, (?P<write>[\d.]+k?) cache write)?"
                      r"(?:, (?P<hit>[\d.]+k?) cache hit)?, (?P<received>[\d.]+k?) received\."
@@ -103,9 +131,16 @@ _GO_ON = frozenset({"Attempt to fix lint errors?", "Attempt to fix test errors?"
 #: Questions whose subject (a URL, a command) is printed on the line before them.
 _WITH_SUBJECT = frozenset({"Add URL to the chat?", "Run shell command?", "Run shell commands?", "Run pip install?",
                            "Open URL for more info?", "Open documentation URL for more info?"})
+#: The tool name of an edit Aider asked about (denials, pending calls: input {"path": <file>}).
+EDIT_TOOL = "aider"
+#: The `kind` of a chat history kept in the conversation store while a run waits (_stored_files).
+HISTORY_KIND = "aider-chat-history"
+#: Added to what the model is told when a paused run goes on: in Aider a "call" is a file's edit.
+MAKE_AGAIN = ("(Here each call is an edit of the named file in your reply: to make an approved one again, "
+              "write that file's edit again in full.)")
 
-class AiderCliOptions(CliOptions):
-    """Options of the aider-cli backend."""
+class AiderCliOptions(CliOptions, PauseStoreOption):
+    """Options of the aider-cli backend (`conversation_store`: where a paused run is kept)."""
 
     aider_edit_format: str | None = Field(
         None, description="Aider's edit format (whole, diff, diff-fenced, udiff, ...); None: the model's default.")
@@ -133,7 +168,7 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
     install: ClassVar[str] = "pipx install aider-chat (or: python -m venv ~/.aider-venv && ~/.aider-venv/bin/pip install aider-chat)"
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
         text_completion=True, streaming=True, structured_output=True, native_tool_loop=True,
-        filesystem_read=True, filesystem_edit=True, resume=True)
+        filesystem_read=True, filesystem_edit=True, resume=True, pause=True)
     options_model: ClassVar[type[AiderCliOptions]] = AiderCliOptions
     output_channel: ClassVar[OutputChannel] = "text"
     # Aider's model changes files by writing them in its reply (edit blocks, file listings).
@@ -164,6 +199,26 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
         self._restored = False
         self._summary_chars: int | None = None
         self._unseen_summaries = 0
+        #: Approvals that can wait: the turn's deferred edits (file -> pending), a continued run's answers.
+        self._waiting: set[str] = set()
+        self._repeated = RepeatedCalls()
+
+    @classmethod
+    def validate_settings(cls, settings: BackendSettings[Any]) -> None:
+        super().validate_settings(settings)
+        no_pause_without_store(settings.on_ask, cls._options_of(settings).conversation_store)
+
+    @classmethod
+    def pause_store(cls, settings: BackendSettings[Any], log_dir: Path | None) -> Any:
+        """The conversation_store option's store (by default beside log_dir's transcripts, else in
+        the user's cache): where this backend keeps its paused runs and their chat histories."""
+        options = cls._options_of(settings)
+        return store_for_pauses(options.conversation_store, log_dir, Redactor(options.env, extra=options.secrets()))
+
+    @classmethod
+    def _options_of(cls, settings: BackendSettings[Any]) -> AiderCliOptions:
+        options = settings.options
+        return options if isinstance(options, AiderCliOptions) else AiderCliOptions()
 
     async def prepare(self) -> None:
         # Aider names files relative to its root: the repository's top with aider_git, else cwd.
@@ -177,6 +232,7 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
             # defaults, all with large context windows: 8k.)
             self._threshold = history_threshold(await self.in_thread(context_window, self.settings.model))
         self._resolver = PathResolver(self.cwd, self.spec.allowed_write_paths, sandbox=True)
+        await self._restore_history()
         await self.in_thread(self._tidy_histories)
         self._editable = []
         for name in self.options.aider_files:
@@ -196,9 +252,12 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
         while self._reply and not self._reply[-1].strip():
             self._reply.pop()
         if asked in _GO_ON:
-            return "y"
+            return "n" if self._waiting else "y"  # once an edit waits for a person, the run ends
         if asked in _EDIT_QUESTIONS:
-            return "y" if await self._may_edit(subject, ask=True) else "n"
+            allowed = await self._may_edit(subject, ask=True, defer=True)
+            if allowed and subject not in self._before:
+                self._before[subject] = self.read_text(subject)  # its line counts, once Aider applies it
+            return "y" if allowed else "n"
         if asked == _ADD_QUESTION:
             return "y" if await self._may_edit(subject, ask=False) else "n"
         target = f"{asked} {subject}" if asked in _WITH_SUBJECT and subject else asked
@@ -207,11 +266,12 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
                   rule="aider:headless")
         return "n"
 
-    async def _may_edit(self, name: str, *, ask: bool) -> bool:
+    async def _may_edit(self, name: str, *, ask: bool, defer: bool = False) -> bool:
         """Whether Aider may write `name` (relative to its root): inside the workspace, within
         allowed_write_paths, and allowed by the gate (`ask`: through permit(), which may ask
         on_permission; else the policy's answer alone, as adding a file to the chat only makes
-        an edit possible). A no is recorded as a denial either way."""
+        an edit possible). A no is recorded as a denial either way, except an edit the gate
+        defers (`defer`: a question during a turn, on_ask="pause"), which waits for a person."""
         if not name:
             return False
         path = os.path.join(self._root or self.cwd, name)
@@ -223,9 +283,14 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
             self.deny("aider", name, str(exc), rule="allowed_write_paths"
                       if self.spec.allowed_write_paths is not None else "workspace")
             return False
-        call = ToolCall.edit(path, name="aider")
+        call = ToolCall.edit(path, name=EDIT_TOOL)
         if ask:
-            return (await self.permit(call)).allowed
+            tool_input = {"path": name}
+            decision = await self.permit(call, answer=self._repeated.take(EDIT_TOOL, tool_input), defer=defer)
+            if decision.deferred and name not in self._waiting:
+                self._waiting.add(name)
+                defer_as_seen(self, f"edit-{uuid.uuid4().hex[:12]}", EDIT_TOOL, tool_input, call, asked=True)
+            return decision.allowed
         gate = self.gate
         verdict = gate.evaluate(call) if gate is not None else None
         if verdict is not None and verdict.behavior == "allow":
@@ -239,6 +304,7 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
     def command(self, prompt: str) -> Invocation:
         opts = self.options
         restore = self.resume_id() is not None
+        self._waiting = set()
         self._session_id = self.resume_id() or uuid.uuid4().hex
         history = self.history_file(self._session_id)
         self._restored, self._history_before = restore, self.read_history(history) if restore else ""
@@ -322,6 +388,65 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
                 f"no aider-cli session {resumed!r} to resume: its chat history {keep} does not exist (a session "
                 "run with aider_keep_history=False, one older than aider_history_days, or another home)",
                 parameter="resume")
+
+    # ------------------------------------------------------------------ approvals that can wait
+    async def hold(self, record: dict[str, Any]) -> str:
+        """Keep the paused run in the pause store: the session's record, the chat's session id,
+        the gate's "always" answers, and the chat history's text (so that another host with the
+        same store can approve). StoreError when the record cannot be kept."""
+        store = await backend_store(self)
+        handle = await hold_paused(self, record, "aider", {}, store=store)
+        await self._keep_history(store)
+        return handle
+
+    async def _continue_paused(self, held: dict[str, Any], answers: dict[str, str]) -> AsyncIterator[BackendMessage]:
+        """The paused turn, continued in the restored chat: the model is told the answers (an
+        approved edit is to be made again, a denied one not) and Aider's run goes on."""
+        _, pending = resume_paused(self, held, "aider")
+        told = await answer_paused(self, pending, answers, self._edit_call, self._repeated)
+        async for message in self._turn(f"{told}\n{MAKE_AGAIN}"):
+            yield message
+
+    def _edit_call(self, tool: str, tool_input: dict[str, Any]) -> ToolCall | None:
+        """The gate's call for a pending edit (answer_paused)."""
+        name = tool_input.get("path")
+        if tool != EDIT_TOOL or not isinstance(name, str) or not name:
+            return None
+        return ToolCall.edit(os.path.join(self._root or self.cwd, name), name=EDIT_TOOL)
+
+    async def _keep_history(self, store: Any) -> None:
+        """The chat history's text beside the pause record, under the session id. A failure is
+        logged: this host (the same home) can still approve."""
+        from agenter.backends._stored_files import keep_text
+        from agenter.store import StoreError
+
+        session = self._session_id
+        if store is None or not session or os.sep in session:  # a path given to resume stays the user's file
+            return
+        text = await asyncio.to_thread(self.read_history, self.history_file(session))
+        try:
+            await asyncio.to_thread(keep_text, store, session, HISTORY_KIND, text)
+        except (StoreError, ConfigurationError, OSError) as exc:
+            log.warning("aider-cli: the paused chat could not be kept in the store (only this host can approve "
+                        "it): %s", self.redact(str(exc)))
+
+    async def _restore_history(self) -> None:
+        """Write back the chat history of a paused session the pause store keeps, when this host
+        has none (another host paused it, or another home); a history that is here stays."""
+        from agenter.backends._stored_files import kept_text
+        from agenter.store import StoreError
+
+        session = self.spec.resume_session_id
+        if not session or os.sep in session or self.history_file(session).is_file():
+            return
+        try:
+            store = await backend_store(self)
+            text = await asyncio.to_thread(kept_text, store, session, HISTORY_KIND) if store is not None else None
+            if text is not None:
+                await asyncio.to_thread(_write_private, self.history_file(session), text)
+        except (StoreError, ConfigurationError, OSError) as exc:
+            log.warning("aider-cli: the paused chat kept in the store could not be restored: %s",
+                        self.redact(str(exc)))
 
     async def _disconnect(self) -> None:
         await super()._disconnect()
@@ -467,6 +592,13 @@ def _price(model: str, usage: Usage) -> float | None:
         return estimate_cost(model, usage)
     except Exception:  # noqa: BLE001 - a pricing data problem must not stop a run
         return None
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write a chat history only its owner can read (0600)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(text)
 
 
 def _git_top(cwd: Path) -> Path:

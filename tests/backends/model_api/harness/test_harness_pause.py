@@ -288,8 +288,8 @@ def test_a_backend_without_the_pause_capability_refuses_on_ask_pause(tmp_path):
             AutonomousCodingAgent(backend=backend, on_ask="pause", **options)
         message = str(caught.value)
         assert "on_ask='pause' needs a backend that can pause a run" in message and "\n" not in message
-        assert ("backends that can: acp, anthropic-sdk, claude-code, codex, gemini, google-adk, litellm, openai, "
-                "openai-agents, openhands") in message
+        assert ("backends that can: acp, aider-cli, anthropic-sdk, claude-code, codex, gemini, google-adk, litellm, "
+                "openai, openai-agents, openhands") in message
     assert not fallback_chain("anthropic-sdk", "gemini").capabilities.pause
     with pytest.raises(ConfigurationError, match="on_ask must be 'deny' or 'pause'"):
         AutonomousCodingAgent(backend="anthropic-sdk", on_ask="ask", api_key="sk-test")
@@ -306,8 +306,8 @@ def test_the_pause_capability_is_declared_by_the_harness_backends_and_the_agent_
     from agenter.backends import backend_names, load_backend
 
     pausing = [name for name in backend_names() if load_backend(name).capabilities.pause]
-    assert pausing == ["acp", "anthropic-sdk", "claude-code", "codex", "gemini", "google-adk", "litellm", "openai",
-                       "openai-agents", "openhands"]
+    assert pausing == ["acp", "aider-cli", "anthropic-sdk", "claude-code", "codex", "gemini", "google-adk", "litellm",
+                       "openai", "openai-agents", "openhands"]
 
 
 async def test_the_record_keeps_no_secret(scripted_model_server, repo, tmp_path):
