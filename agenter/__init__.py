@@ -6,9 +6,14 @@ backends and their third-party packages load only when used.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from agenter._version import __version__
+
+#: typing.TYPE_CHECKING without importing typing, which (with re, enum and collections) was
+#: most of a bare `import agenter`: 14-21 ms, against about 4 ms without. Type checkers read the
+#: name as true.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _EXPORTS: dict[str, str] = {
     "AutonomousCodingAgent": "agenter.facade.agent",
