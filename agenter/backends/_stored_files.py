@@ -18,8 +18,8 @@ files as JSON only). Limits: KEPT_FOLDER_FILES files and KEPT_FOLDER_BYTES bytes
 folder is not kept (StoreError).
 
 A program whose session is a text file (Aider's markdown chat history) keeps its text
-(`keep_text` / `kept_text`): one message `{"text": ...}`; where it is written back is the
-program's business (its own folder, not a path the store names).
+(`keep_text` / `restore_text`): one message `{"text": ...}`, written back as a new private file
+where the program says (its own folder, not a path the store names).
 
 The store scrubs secrets from what it writes, as for any conversation. Blocking file and store
 I/O: call these in a thread.
@@ -40,8 +40,8 @@ from agenter._errors import ConfigurationError
 if TYPE_CHECKING:
     from agenter.store import Conversation, ConversationStore
 
-__all__ = ["KEPT_FOLDER_BYTES", "KEPT_FOLDER_FILES", "keep_file", "keep_folder", "keep_text", "kept", "kept_text",
-           "restore_file", "restore_folder"]
+__all__ = ["KEPT_FOLDER_BYTES", "KEPT_FOLDER_FILES", "keep_file", "keep_folder", "keep_text", "kept", "restore_file",
+           "restore_folder", "restore_text"]
 
 #: The most files `keep_folder` keeps of one folder.
 KEPT_FOLDER_FILES = 10_000
@@ -94,13 +94,19 @@ def keep_text(store: ConversationStore, key: str, kind: str, text: str) -> None:
     store.save(key, [{"text": text}], {"kind": kind})
 
 
-def kept_text(store: ConversationStore, key: str, kind: str) -> str | None:
-    """The text `keep_text` stored under `key` (None: nothing of this kind there)."""
+def restore_text(store: ConversationStore, key: str, kind: str, path: Path) -> bool:
+    """Write the text `keep_text` stored under `key` as the new file `path` (0600, its folder
+    there already); False when the store keeps none of this kind there, or a file is at `path`
+    (it stays as it is)."""
     found = kept(store, key, kind)
     if found is None:
-        return None
+        return False
     parts = [message.get("text") for message in found.messages if isinstance(message, dict)]
-    return "".join(part for part in parts if isinstance(part, str))
+    try:
+        _write_private(path, "".join(part for part in parts if isinstance(part, str)))
+    except FileExistsError:
+        return False
+    return True
 
 
 def kept(store: ConversationStore, key: str, kind: str) -> Conversation | None:
@@ -160,7 +166,11 @@ def restore_folder(store: ConversationStore, key: str, kind: str, folder: Path,
     staging = Path(tempfile.mkdtemp(prefix=".agenter-restore-", dir=folder.parent))  # 0700
     try:
         for relative, value in files:
-            _write_private(staging, relative, json.dumps(value))
+            parent = staging
+            for part in relative.parts[:-1]:
+                parent = parent / part
+                parent.mkdir(mode=0o700, exist_ok=True)
+            _write_private(parent / relative.name, json.dumps(value))
         os.replace(staging, folder)  # onto nothing or an empty folder only
     except OSError as exc:
         raise StoreError(f"the folder stored under {key!r} cannot be written back as {str(folder)!r}: "
@@ -200,13 +210,9 @@ def _stored_path(message: Any, key: str, wanted: Callable[[PurePosixPath], bool]
     return relative, message["json"]
 
 
-def _write_private(root: Path, relative: PurePosixPath, text: str) -> None:
-    """Write `text` as the new file `relative` under `root`, a folder of this process's own
-    (folders 0700, the file 0600, following no symbolic link)."""
-    parent = root
-    for part in relative.parts[:-1]:
-        parent = parent / part
-        parent.mkdir(mode=0o700, exist_ok=True)
-    descriptor = os.open(parent / relative.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+def _write_private(path: Path, text: str) -> None:
+    """Write `text` as the new file `path`, only its owner can read (0600); FileExistsError when
+    something is there already (a symbolic link included: it is never followed)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
         handle.write(text)

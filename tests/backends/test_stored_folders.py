@@ -11,7 +11,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from agenter.backends._stored_files import keep_folder, restore_folder
+from agenter.backends._stored_files import keep_folder, keep_text, restore_folder, restore_text
 from agenter.backends.agents.openhands._kept import CONVERSATION_KIND, conversation_file
 from agenter.host.redact import Redactor
 from agenter.store import FileConversationStore, StoreError
@@ -87,3 +87,22 @@ def test_the_names_openhands_resumes_from():
     assert not conversation_file(PurePosixPath("events/event-1-abc.json"))
     assert not conversation_file(PurePosixPath("events/base_state.json"))
     assert not conversation_file(PurePosixPath("observations/out.txt"))
+
+
+def test_a_text_file_comes_back_private_and_never_over_a_file_that_is_there(tmp_path):
+    """keep_text / restore_text (Aider's chat history): scrubbed, written back 0600 as a new file,
+    and a file (or a symbolic link) already at the path stays as it is."""
+    store = FileConversationStore(tmp_path / "store", redact=Redactor(extra=[SECRET]))
+    keep_text(store, KEY, "aider-chat-history", f"# chat\nkey {SECRET}\n")
+    target = tmp_path / "home" / "chat.md"
+    target.parent.mkdir()
+    assert not restore_text(store, KEY, "another-kind", target) and not target.exists()
+    assert restore_text(store, KEY, "aider-chat-history", target)
+    assert target.read_text().startswith("# chat\nkey ") and SECRET not in target.read_text()
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    target.write_text("this host's own chat\n")
+    assert not restore_text(store, KEY, "aider-chat-history", target)
+    assert target.read_text() == "this host's own chat\n"
+    link = tmp_path / "home" / "link.md"
+    link.symlink_to(tmp_path / "elsewhere.md")
+    assert not restore_text(store, KEY, "aider-chat-history", link) and not (tmp_path / "elsewhere.md").exists()

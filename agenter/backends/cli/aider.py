@@ -433,7 +433,7 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
     async def _restore_history(self) -> None:
         """Write back the chat history of a paused session the pause store keeps, when this host
         has none (another host paused it, or another home); a history that is here stays."""
-        from agenter.backends._stored_files import kept_text
+        from agenter.backends._stored_files import restore_text
         from agenter.store import StoreError
 
         session = self.spec.resume_session_id
@@ -441,9 +441,8 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
             return
         try:
             store = await backend_store(self)
-            text = await asyncio.to_thread(kept_text, store, session, HISTORY_KIND) if store is not None else None
-            if text is not None:
-                await asyncio.to_thread(_write_private, self.history_file(session), text)
+            if store is not None:
+                await asyncio.to_thread(restore_text, store, session, HISTORY_KIND, self.history_file(session))
         except (StoreError, ConfigurationError, OSError) as exc:
             log.warning("aider-cli: the paused chat kept in the store could not be restored: %s",
                         self.redact(str(exc)))
@@ -592,13 +591,6 @@ def _price(model: str, usage: Usage) -> float | None:
         return estimate_cost(model, usage)
     except Exception:  # noqa: BLE001 - a pricing data problem must not stop a run
         return None
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write a chat history only its owner can read (0600)."""
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(text)
 
 
 def _git_top(cwd: Path) -> Path:
