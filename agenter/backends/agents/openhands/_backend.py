@@ -170,6 +170,8 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
         #: This session kept the conversation's files in the pause store, or restored them from
         #: it: the stored copy is brought up to date when the session ends.
         self._copy_kept = False
+        #: openhands_persistence_dir as connect made it (None: memory only, or not connected).
+        self._persistence: Path | None = None
 
     # ------------------------------------------------------------------ settings
     @classmethod
@@ -225,7 +227,7 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
         # The terminal's commands continue the session's trace (TRACEPARENT, when tracing is on).
         terminal_env, self._mark = marked_env({**self.options.env, **self.trace_env()})
         instructions = self.instructions(refusal_tool=REFUSAL_TOOL_NAME, output_channel="text")
-        persistence_dir = self._persistence_dir()
+        persistence_dir = self._persistence = self._persistence_dir()
         if spec.resume_session_id and persistence_dir is not None:
             await self._restore_conversation(spec.resume_session_id, persistence_dir)
         resume = self._resume_target(spec.resume_session_id, persistence_dir)
@@ -746,10 +748,9 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
         one the conversation_store option names); a failure is logged."""
         from agenter.backends.agents.openhands._kept import keep_conversation
 
-        configured, session = self.options.openhands_persistence_dir, self._session_id
-        if configured is None or session is None:
+        persistence_dir, session = self._persistence, self._session_id
+        if persistence_dir is None or session is None:
             return
-        persistence_dir = Path(os.path.expanduser(configured))
         try:
             if store is None:
                 store = await backend_store(self)
@@ -826,13 +827,13 @@ class OpenHandsBackend(BaseBackend[OpenHandsOptions]):
         on another host went on from the pause); a store that cannot be read says nothing."""
         from agenter.backends.agents.openhands._kept import went_on_elsewhere
 
-        configured, session = self.options.openhands_persistence_dir, self._session_id
-        if configured is None or session is None:
+        persistence_dir, session = self._persistence, self._session_id
+        if persistence_dir is None or session is None:
             return False
         try:
             store = await backend_store(self)
             return store is not None and await asyncio.to_thread(
-                went_on_elsewhere, store, Path(os.path.expanduser(configured)), uuid.UUID(session))
+                went_on_elsewhere, store, persistence_dir, uuid.UUID(session))
         except (AgenterError, OSError, ValueError) as exc:  # StoreError among them
             log.warning("openhands: the stored copy of conversation %s could not be read: %s", session,
                         self.redact(str(exc)))
