@@ -7,8 +7,9 @@ agenter's own agent keeps its conversation in that store too; the others keep th
 there and, beside it, a copy of what their agent resumes from, so that another host with the
 same store can approve: Claude Code's session file and Codex's thread (`_stored_files.keep_file`),
 OpenHands's conversation folder (`keep_folder`), Aider's chat history (`keep_text`), ADK's
-session and the OpenAI Agents SDK session's items (their `_kept` modules). `keep` writes the session's record with the
-backend's own part under a new handle; `pending_call` is a call that waits, as the gate saw it.
+session and the OpenAI Agents SDK session's items (their `_kept` modules). `keep` writes the
+session's record with the backend's own part under a new handle; `pending_call` is a call that
+waits, as the gate saw it.
 
 An agent that keeps its own conversation cannot be handed a paused call's result afterwards: its
 turn ended at the call (denied, so that the agent stopped), and the continued run tells the model

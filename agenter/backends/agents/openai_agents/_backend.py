@@ -466,8 +466,7 @@ class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
         except ConversationConflictError:
             return True  # another process wrote it meanwhile: that one is used
         except StoreError as exc:
-            raise BackendError(self.redact(f"the conversation {session.session_id!r} kept in conversation_store "
-                                           f"cannot be read: {exc}"), backend=self.name, kind="config") from None
+            raise self._unreadable_copy(session.session_id, exc) from None
         if count is None:
             return False
         self._copy = count
@@ -490,8 +489,13 @@ class OpenAIAgentsBackend(BaseBackend[OpenAIAgentsOptions]):
         except ConversationConflictError:
             pass  # written meanwhile by another writer: the length check decides
         except StoreError as exc:
-            raise BackendError(self.redact(f"the conversation {session.session_id!r} kept in conversation_store "
-                                           f"cannot be read: {exc}"), backend=self.name, kind="config") from None
+            raise self._unreadable_copy(session.session_id, exc) from None
+
+    def _unreadable_copy(self, session_id: str, exc: Exception) -> BackendError:
+        """The pause store's copy of the conversation could not be read (`_restore_conversation`,
+        `_catch_up`)."""
+        return BackendError(self.redact(f"the conversation {session_id!r} kept in conversation_store cannot be read: "
+                                        f"{exc}"), backend=self.name, kind="config")
 
     async def _update_copy(self) -> None:
         """Bring the pause store's copy up to date when the session ends (items were added since

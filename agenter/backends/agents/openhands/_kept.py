@@ -12,8 +12,8 @@ the pause store under the conversation id (`backends/_stored_files.py`, `keep_fo
 message per file, kind "openhands-conversation", at most 10,000 files and 32 MiB). A process
 whose persistence dir lacks the conversation writes the folder back before OpenHands resumes it;
 one that has it uses its own, unless the stored copy holds events it lacks: then the
-conversation went on on another host (`went_on_elsewhere`) and the pause cannot be approved. Free of OpenHands imports; blocking file and store I/O: call these
-in a thread.
+conversation went on on another host (`went_on_elsewhere`) and the pause cannot be approved.
+Free of OpenHands imports; blocking file and store I/O: call these in a thread.
 """
 
 from __future__ import annotations
