@@ -817,7 +817,8 @@ class HarnessBackend(BaseBackend[OptionsT]):
     def _start_text_mode(self) -> None:
         """Tool calls in text from now on: the tools described in the system prompt (fixed from
         here, so the prefix stays the same); the conversation store is told at its next write."""
-        self._text_system = self._system + "\n\n" + describe_tools(self._tool_definitions)
+        own = self.reserved_tool_names | {REFUSAL_TOOL_NAME}
+        self._text_system = self._system + "\n\n" + describe_tools(self._tool_definitions, brief=own)
         if self._keeper is not None:
             self._keeper.metadata["tool_calls"] = "text"
 

@@ -29,7 +29,9 @@ Contract for the harness:
   per tool (`read_file(path: string, start_line?: integer)`, a parameter description given once
   per name and wording) and one worked example (`Example`; by default read_file, its result, then
   write_file with the new text in a ```python block after the call, or edit_file with two blocks
-  when write_file is not offered; else the first tool and a final answer). Append it to the
+  when write_file is not offered; else the first tool and a final answer); the harness's own
+  tools (`brief`) get only their description's first sentence, as a small model reads every
+  word of the section on every request and learns the rest from the tools' errors. Append it to the
   system prompt, send no native tool definitions, and send `STOP_SEQUENCES` as the request's stop
   sequences (a model that writes `<tool_response>` is making a result up).
 - `parse_calls(reply_text, tools)` reads one assistant reply; `tools` are the offered tools'
@@ -112,7 +114,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, TypeAlias
@@ -397,15 +399,28 @@ def _properties(schema: Mapping[str, Any]) -> Mapping[str, Any]:
     return props if isinstance(props, Mapping) else {}
 
 
-def _tool_text(tool: Mapping[str, Any], described: set[tuple[str, str]]) -> str:
+_SENTENCE_END = re.compile(r"(?<!e\.g\.)(?<!i\.e\.)(?<=[.!?])\s+(?=\S)")
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of a description (all of it when it has one)."""
+    text = " ".join(text.split())
+    return _SENTENCE_END.split(text, 1)[0]
+
+
+def _tool_text(tool: Mapping[str, Any], described: set[tuple[str, str]], *, brief: bool = False) -> str:
     """One tool: its signature, its description, then its parameters' descriptions (one given
-    in an earlier tool in the same words is not repeated)."""
+    in an earlier tool in the same words is not repeated). Brief: the description's first
+    sentence and no parameter descriptions."""
     schema = _schema(tool)
     props = _properties(schema)
     params = ", ".join(_param_text(n, p, schema) for n, p in props.items())
     lines = [f"- {tool['name']}({params})"]
     if tool.get("description"):
-        lines.append(f"  {' '.join(str(tool['description']).split())}")
+        description = str(tool["description"])
+        lines.append(f"  {first_sentence(description) if brief else ' '.join(description.split())}")
+    if brief:
+        return "\n".join(lines)
     for name, prop in props.items():
         text = prop.get("description") if isinstance(prop, Mapping) else None
         if text and (name, text) not in described:
@@ -459,9 +474,11 @@ def _blocks_rule(tools: Sequence[Mapping[str, Any]]) -> list[str]:
     return [rule]
 
 
-def describe_tools(tools: Sequence[Mapping[str, Any]], *, example: Example | None = None) -> str:
+def describe_tools(tools: Sequence[Mapping[str, Any]], *, example: Example | None = None,
+                   brief: Collection[str] = ()) -> str:
     """The system-prompt section that offers `tools` in text mode (see the module's contract).
-    Empty when there are no tools."""
+    The tools named in `brief` get one line of description (its first sentence) and no parameter
+    descriptions. Empty when there are no tools."""
     if not tools:
         return ""
     shown = example or default_example(tools)
@@ -476,7 +493,7 @@ def describe_tools(tools: Sequence[Mapping[str, Any]], *, example: Example | Non
         f"come in the next message, each in {RESULT_OPEN}{RESULT_CLOSE}, in the order of the calls. Only calls "
         "in this form run: describing a call in words does nothing. When the task is done, reply without a call.",
         "",
-        *(_tool_text(tool, described) for tool in tools),
+        *(_tool_text(tool, described, brief=tool.get("name") in brief) for tool in tools),
         "",
         f"Example ({shown.note}). You reply:" if shown.note else "Example. You reply:",
         render_call(shown.name, shown.arguments, first),

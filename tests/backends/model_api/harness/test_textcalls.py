@@ -680,3 +680,19 @@ def test_a_file_s_text_that_breaks_the_json_is_answered_with_the_code_block_form
     other = parse(BROKEN_WRITE.replace("write_file", "bash"), NAMES)
     assert other.named == "bash" and '{"name": "TOOL_NAME", "arguments": {...}}' in other.feedback
     assert parse(BROKEN_WRITE, ["read_file"]).named is None
+
+
+def test_brief_tools_get_their_first_sentence_and_no_parameter_descriptions():
+    """The harness's own tools are described in one sentence each (a small model reads the section
+    on every request); a user's tool keeps all its words."""
+    tools = [{"name": "edit_file", "description": "Replace a piece of text. old_string must occur once, e.g. 'x'.",
+              "input_schema": {"type": "object", "required": ["path"],
+                               "properties": {"path": {"type": "string", "description": "Relative path."}}}},
+             {"name": "lookup", "description": "Look a word up, e.g. 'cat'. Answers its meaning.",
+              "input_schema": {"type": "object",
+                               "properties": {"word": {"type": "string", "description": "The word."}}}}]
+    section = describe_tools(tools, brief={"edit_file"})
+    assert "- edit_file(path: string)\n  Replace a piece of text.\n- lookup(" in section
+    assert "Relative path." not in section and "old_string must" not in section
+    assert "  Look a word up, e.g. 'cat'. Answers its meaning.\n  word: The word." in section
+    assert describe_tools(tools, brief={"lookup"}).count("  Look a word up, e.g. 'cat'.\n") == 1

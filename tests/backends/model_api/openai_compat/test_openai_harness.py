@@ -320,6 +320,9 @@ async def test_text_tool_calls_read_edit_run_the_test_and_finish(scripted_model_
     # the failing tests as its reason.
     assert "or failing tests, is not a reason to decline" in system
     assert "never because it is hard or its tests fail" in system  # refuse_task's description
+    # agenter's own tools get one sentence each: the model reads the section on every request.
+    assert "- read_file(path: string, start_line?: integer, end_line?: integer)\n  Read a text file.\n" in system
+    assert "Path relative to the working directory." not in system and len(system) < 4200
     if wire == "chat":
         assert first["stop"] == ["<tool_response>"]
     else:
