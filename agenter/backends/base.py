@@ -264,6 +264,9 @@ class TurnReport:
     #: The calls the turn stopped before because their question waits for a person (a backend
     #: with the pause capability): the session pauses the run (`hold`) when there are any.
     pending: tuple[PendingCall, ...] = ()
+    #: What the backend suggests when the turn's model made no tool call (the option or mode that
+    #: fits such a model), for the result's error; empty when it has nothing to suggest.
+    advice: str = ""
 
 
 @dataclass
@@ -528,6 +531,8 @@ class BaseBackend(BackendClass, Generic[OptionsT]):
         self._decisions: list[PermissionDecision] = []
         self._unfinished: list[str] = []
         self._pending: list[PendingCall] = []
+        #: TurnReport.advice for the current turn (a backend sets it; reset at each turn's start).
+        self.advice = ""
 
     # ------------------------------------------------------------------ the contract
     @property
@@ -604,6 +609,7 @@ class BaseBackend(BackendClass, Generic[OptionsT]):
         self._refusal = None
         self._unfinished = []
         self._pending = []
+        self.advice = ""
         if self._detector is None:
             raise BackendError(f"the {self.name} backend is not connected", backend=self.name)
         await self._detector.begin_turn()
@@ -656,7 +662,7 @@ class BaseBackend(BackendClass, Generic[OptionsT]):
     def last_turn(self) -> TurnReport:
         return TurnReport(files=self._modified, output=self._structured, refusal=self._refusal,
                           denials=self._turn_denials, unfinished_tools=tuple(self._unfinished),
-                          pending=tuple(self._pending))
+                          pending=tuple(self._pending), advice=self.advice)
 
     def modified_files(self) -> ModifiedFiles:
         """The latest turn's files (last_turn() reports them with the rest)."""

@@ -691,6 +691,8 @@ class CodingRun:
         else:
             parts = ["the model made no tool call" if self.backend.capabilities.native_tool_loop
                      else "no tool call was reported"]
+            if self._report.advice:
+                parts.append(self._report.advice)
         reply = state.last_reply.strip()
         parts.append(f"its last reply: {_clip(reply)}" if reply else "its last reply was empty")
         return "; ".join(parts)

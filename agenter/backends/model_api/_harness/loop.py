@@ -156,7 +156,7 @@ class LoopConfig:
     #: textcalls.py), "auto" (native until a reply holds text calls instead); and the option
     #: that sets it (named in messages).
     tool_calls: str = "native"
-    tool_calls_option: str = "tool_calls"
+    tool_calls_option: str = ""  # empty: the backend has no such option (its models call tools)
     #: Text mode: a reply that makes no call has its code blocks read as file edits (codeedits.py).
     code_edits: bool = True
     #: Text mode: a reply whose code blocks were all written cleanly as edits ends the turn.
@@ -547,10 +547,24 @@ class HarnessBackend(BaseBackend[OptionsT]):
         finally:
             self._in_turn = False
             self._steers = []
+            self.advice = self._no_call_advice()
             # Invariant: every tool_use is answered, also when cancelled or failing mid-turn.
             close_open_tool_uses(self._messages, self._pending_results)
             self._pending_results = None
         await self._save_conversation()
+
+    def _no_call_advice(self) -> str:
+        """TurnReport.advice: what to try with a model that made no tool call in the turn (the
+        session shows it only then)."""
+        if self.read_only_session:
+            return ""
+        patch = "mode='patch' asks the model for the change as one structured answer instead"
+        if self._text_system is None and self.config.tool_calls_option:
+            return (f"a model that writes its tool calls in its reply needs {self.config.tool_calls_option}='text' "
+                    f"(docs/text-tool-calls.md); {patch}")
+        if self._text_system is None:
+            return patch
+        return f"the model wrote no call in the form the system prompt describes; {patch}"
 
     async def _tool_loop(self) -> AsyncIterator[BackendMessage]:
         cutoffs = 0

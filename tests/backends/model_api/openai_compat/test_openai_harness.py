@@ -907,3 +907,21 @@ async def test_a_reply_that_quotes_a_file_as_it_is_is_an_answer_not_a_missed_edi
         "Does greet() in app.py return 'hello'?", cwd=repo, require_changes=False)
     assert result.status is CodingStatus.COMPLETED, result.error
     assert len(server.model_requests) == 1 and (repo / "app.py").read_text() == "def greet():\n    return 'hello'\n"
+
+
+@agent_test
+async def test_a_model_that_never_calls_a_tool_is_told_apart_with_the_mode_to_try(scripted_model_server, repo):
+    """A run whose model made no tool call names the cause and what to try: the text tool-call
+    option (native mode), or patch mode (text mode, where the model ignored the format)."""
+    prose = "You should change greet to return 'hi'. Then it works."
+    server = scripted_model_server([reply(text(prose))] * 2)
+    result = await make_agent(server, "chat", openai_tool_calls="native", budget=Budget(max_iterations=1)).execute(
+        "Make greet() return 'hi'", cwd=repo)
+    assert result.status is CodingStatus.FAILED
+    assert "the model made no tool call; a model that writes its tool calls in its reply needs " \
+           "openai_tool_calls='text'" in result.error and "mode='patch'" in result.error, result.error
+    result = await make_agent(server, "chat", openai_tool_calls="text", budget=Budget(max_iterations=1)).execute(
+        "Make greet() return 'hi'", cwd=repo)
+    assert "the model wrote no call in the form the system prompt describes; mode='patch'" in result.error, \
+        result.error
+    assert (repo / "app.py").read_text() == "def greet():\n    return 'hello'\n"
