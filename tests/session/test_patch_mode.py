@@ -415,6 +415,19 @@ async def test_json_schema_response_format_is_sent(project: Path):
     # No test commands or risks: the model filled them with guesses, and the validators check.
     assert schema["additionalProperties"] is False and set(schema["required"]) == {"summary", "files"}
     assert "default" not in json.dumps(schema)
+    # The response format holds the reply to the schema and the message explains every field: the
+    # schema's text is not sent a second time in the system prompt.
+    system = server.model_requests[0].body["messages"][0]["content"]
+    assert "matching this JSON schema" not in system
+    assert '"search_replace"' in server.model_requests[0].body["messages"][1]["content"]
+
+
+async def test_without_a_schema_response_format_the_schema_is_in_the_prompt(project: Path):
+    with ScriptedModelServer([proposal(change("calc.py", content="ok = 1\n"))]) as server:
+        await run(make_agent(server, structured_output="prompt"), "Do it", project)
+    body = server.model_requests[0].body
+    assert "response_format" not in body
+    assert json.dumps(body).count("matching this JSON schema") == 1
 
 
 # ---------------------------------------------------------------------- modes

@@ -401,7 +401,12 @@ class CompletionBackend(BaseBackend[OptionsT]):
         output_type = self.spec.output_type
         system = ANALYSIS_GUIDANCE + "\n\n" + self.instructions(
             refusal_tool=None, output_channel="native", contract=False)
-        if output_type is not None:
+        if output_type is not None and not (self.spec.mode == "patch" and self._format_mode == "json_schema"):
+            # Patch mode's message explains every field with an example, and a JSON-schema response
+            # format holds the reply to the schema: the schema's text again in the prompt was 2,600
+            # characters a request (measured: a third of a small task's prompt). Another output
+            # type's field descriptions reach the model only here. A format stepped down later
+            # gets the schema then (_with_schema_hint).
             system += "\n\n" + json_instructions(_strict(output_type.model_json_schema()))
         messages = [{"role": "system", "content": system},
                     {"role": "user", "content": context.prompt_text(prompt)}]
