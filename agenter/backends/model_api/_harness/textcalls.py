@@ -43,7 +43,8 @@ Contract for the harness:
      (`{}`), other keys are ignored;
   2. fenced: a code block (language `json` or none) whose content is one or more call objects
      (a JSON object whose keys are exactly "name" and "arguments"), e.g. ```json {...} ```; the
-     form this model writes when offered native tools;
+     form this model writes when offered native tools; a block of another language only when its
+     content is call objects and nothing else (the model wrote ```python around its calls);
   3. bare: a call object starting a line, outside code. It is what the tagged form becomes on
      llama.cpp's server, which drops `<tool_call>`/`</tool_call>` from the reply text (they are
      control tokens of Qwen2.5, rendered only when the request carries native tools).
@@ -61,7 +62,9 @@ Contract for the harness:
   ``` goes in a ```` fence. A tagged call's blocks may come before `</tool_call>`, after it, or
   both. Blocks beyond the missing parameters, and a block that holds a call object (a fenced
   call), are not arguments; a parameter given in the JSON takes no block. Fewer blocks than
-  missing parameters: the call is made as it is, and the tool reports the missing argument. A
+  missing parameters: the call is made as it is, and the tool reports the missing argument,
+  except a call that gives none of the long texts its tool requires (write_file with a path
+  only): that is a malformed attempt, whose feedback shows the call with its code blocks. A
   block's text is taken exactly as written between the fence lines, with one exception for the
   line break that ends its last line: kept for a whole file's text (`WHOLE_TEXT_PARAMETERS`:
   `content`, `file_text`; the file ends with a line break, as written), dropped for every other
@@ -535,7 +538,8 @@ class TextTurn:
         told = f"Your tool call could not be used: {self.error}. {ran} after it ran. "
         blocks = _BLOCK_FORMS.get(self.named or "")
         if blocks is not None:  # a file's text inside the JSON: the usual way to break a call
-            return (told + "Leave the text out of the JSON: write the call with its path only, then the text "
+            lead = "Write" if self.error.startswith(_NO_TEXT) else "Leave the text out of the JSON: write"
+            return (told + f"{lead} the call with its path only, then the text "
                     "as a fenced code block right after it" + (" (the old text, then the new)" if len(blocks) > 1
                                                               else "") + ":\n"
                     f'{CALL_OPEN}\n{{"name": "{self.named}", "arguments": {{"path": "FILE"}}}}\n{CALL_CLOSE}\n'
@@ -544,6 +548,8 @@ class TextTurn:
                 f'{CALL_OPEN}\n{{"name": "TOOL_NAME", "arguments": {{...}}}}\n{CALL_CLOSE}')
 
 
+#: How the error of a call that gives none of its long texts begins (_text_missing).
+_NO_TEXT = "the call gives no "
 #: What the code blocks hold after a call of a tool whose text goes in code blocks: repeated to
 #: the model when its call of that tool was malformed.
 _BLOCK_FORMS: dict[str, tuple[str, ...]] = {
@@ -581,7 +587,7 @@ def parse_calls(text: str, tools: Tools, *, new_id: Callable[[], str] = new_call
         _add_text(turn, text[taken:attempt.start])
         if attempt.cut:
             return turn
-        problem = attempt.problem or _check(attempt.payload, schemas)
+        problem = attempt.problem or _check(attempt.payload, schemas) or _text_missing(attempt, wanted, schemas)
         if problem is not None:
             turn.error = problem
             name = (attempt.payload or {}).get("name") if attempt.payload is not None else _name_in(
@@ -638,6 +644,21 @@ def _wanted_blocks(schemas: Mapping[str, Mapping[str, Any]]) -> Callable[[Any], 
         arguments = payload.get("arguments", {})
         return [name for name in block_parameters(schemas[payload["name"]]) if name not in arguments]
     return wanted
+
+
+def _text_missing(attempt: _Attempt, wanted: Callable[[Any], list[str]],
+                  schemas: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """Why a call cannot run that gives none of the long texts its tool requires (write_file
+    with a path only, no code block after it): the model meant to give them and has to be shown
+    how; the tool's own "missing argument" error did not teach it (measured, Qwen2.5-Coder-1.5B)."""
+    payload = attempt.payload or {}
+    long = [name for name in block_parameters(schemas.get(payload.get("name"), {}))
+            if name in _LONG_TEXT_PARAMETERS]
+    missing = wanted(payload)[len(attempt.blocks):]
+    if not long or any(name not in missing for name in long):
+        return None
+    what = "it as a code block" if len(long) == 1 else "them as code blocks"
+    return f"{_NO_TEXT}{' and no '.join(long)}: {payload['name']} takes {what} right after the call"
 
 
 def _add_text(turn: TextTurn, text: str) -> None:
@@ -778,7 +799,8 @@ def _read_blocks(text: str, pos: int, params: Sequence[str]) -> tuple[list[str],
             break
         end, body_start, body_end, closed = _fence_extent(text, opening)
         info = opening.group(2).split()
-        if (info[0].lower() if info else "") in _FENCE_LANGUAGES and _holds_call(text[body_start:body_end]):
+        body = text[body_start:body_end]
+        if _holds_call(body) if (info[0].lower() if info else "") in _FENCE_LANGUAGES else _only_calls(body):
             break  # a fenced call, not an argument
         if not closed:
             marker = opening.group(1)
@@ -808,6 +830,22 @@ def _holds_call(body: str) -> bool:
     return _is_call_object(value)
 
 
+def _only_calls(body: str) -> bool:
+    """Whether a code block's text is one or more call objects and nothing else (then it is a
+    fenced call whatever language its fence names: measured, Qwen2.5-Coder-1.5B wrote its calls
+    in ```python blocks)."""
+    at, found = _skip_space(body, 0), False
+    while at < len(body):
+        try:
+            value, at = _DECODER.raw_decode(body, at)
+        except json.JSONDecodeError:
+            return False
+        if not _is_call_object(value):
+            return False
+        found, at = True, _skip_space(body, at)
+    return found
+
+
 def _bare_call(text: str, match: re.Match[str]) -> list[_Attempt]:
     """A call object starting a line (the tagged form after a server dropped the tags); another
     object there is text."""
@@ -824,7 +862,7 @@ def _fenced_calls(text: str, opening: re.Match[str]) -> tuple[int, list[_Attempt
     where the block ends. After a first call, anything but another call object is an error."""
     end, body_start, body_end, _ = _fence_extent(text, opening)
     info = opening.group(2).split()
-    if (info[0].lower() if info else "") not in _FENCE_LANGUAGES:
+    if (info[0].lower() if info else "") not in _FENCE_LANGUAGES and not _only_calls(text[body_start:body_end]):
         return end, []
     attempts: list[_Attempt] = []
     body = text[:body_end]  # objects may not run past the closing fence

@@ -393,7 +393,7 @@ async def test_text_tool_calls_give_a_files_text_and_an_edits_texts_as_code_bloc
         # The reply ended inside the block (the output limit): nothing is written, the model is told.
         reply(text('{"name": "write_file", "arguments": {"path": "cut.py"}}\n```python\ndef f():\n'),
               stop_reason="max_tokens"),
-        # No block at all: the tool reports the missing argument.
+        # No block at all: the call is not made, and the model is shown the form with the block.
         reply(text('{"name": "write_file", "arguments": {"path": "cut.py"}}')),
         reply(text("Done.")),
     ])
@@ -411,7 +411,8 @@ async def test_text_tool_calls_give_a_files_text_and_an_edits_texts_as_code_bloc
     assert json.dumps('{"path": "word_count.py"}}\n</tool_call>\n```python\nimport sys\n')[1:-1] in second
     assert "Your tool call could not be used: the code block for content is not closed" in fourth
     assert "cut off at the output limit" in fourth
-    assert "Error: Bad arguments for write_file: missing 1 required positional argument: 'content'" in fifth
+    assert "could not be used: the call gives no content: write_file takes it as a code block" in fifth
+    assert json.dumps('"arguments": {"path": "FILE"}}\n</tool_call>\n```python\n...the whole file...\n```')[1:-1] in fifth
 
 
 async def test_a_code_block_without_a_call_is_answered_with_how_to_write_it_once_a_turn(scripted_model_server, repo):
@@ -925,3 +926,23 @@ async def test_a_model_that_never_calls_a_tool_is_told_apart_with_the_mode_to_tr
     assert "the model wrote no call in the form the system prompt describes; mode='patch'" in result.error, \
         result.error
     assert (repo / "app.py").read_text() == "def greet():\n    return 'hello'\n"
+
+
+@agent_test
+async def test_calls_in_python_blocks_run_and_a_write_without_its_text_is_shown_the_form(scripted_model_server, repo):
+    """The two-file-config run of the real-model benchmark (Qwen2.5-Coder-1.5B): the model wrote
+    each call in a ```python block, and write_file with a path only, three times. The read runs;
+    the bare write is answered with the form that carries the file, and the next reply writes it."""
+    read = '```python\n{"name": "read_file", "arguments": {"path": "app.py"}}\n```'
+    bare = '```python\n{"name": "write_file", "arguments": {"path": "app.py"}}\n```'
+    server = scripted_model_server([
+        reply(text(read)), reply(text(bare)),
+        reply(text(bare + "\n```python\ndef greet():\n    return 'hi'\n```")), reply(text("Done."))])
+    result = await make_agent(server, "chat", openai_tool_calls="text", text_edits_end_turn=False).execute(
+        "Make greet() in app.py return 'hi'", cwd=repo)
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert (repo / "app.py").read_text() == "def greet():\n    return 'hi'\n"
+    second, third = (r.body["messages"][-1]["content"] for r in server.model_requests[1:3])
+    assert second.startswith("<tool_response>\n     1\tdef greet():")  # the read ran
+    assert "the call gives no content" in third and "...the whole file..." in third
+    assert "does not say which file it is" not in json.dumps([r.body for r in server.model_requests])
