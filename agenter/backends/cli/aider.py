@@ -347,8 +347,19 @@ class AiderCliBackend(CliBackend[AiderCliOptions]):
         return Invocation(argv=argv, env=self.environment(**variables), files=[message], question=_QUESTION)
 
     def task(self, prompt: str) -> str:
-        if self.turns > 1 or self.spec.output_type is None:
-            return super().task(prompt)
+        """The task as written, the way bare Aider gets it: measured with Qwen2.5-Coder-1.5B on
+        the real-model benchmark's pagination task, agenter's instructions before the task (or
+        after it) made the model repeat the message instead of answering it, where bare Aider
+        and aider-cli without them both fixed the file at once. What the instructions said is
+        enforced without the model: agenter answers Aider's questions (headless), and the chat
+        holds as editable only the files the policy lets it change (allowed_write_paths). A
+        'REFUSED:' line is still read as a refusal. The user's system_prompt goes first, and
+        with an output_type the instructions and the schema do."""
+        if self.turns > 1:
+            return prompt
+        if self.spec.output_type is None:
+            system_prompt = self.spec.system_prompt
+            return f"{system_prompt}\n\n---\n\n{prompt}" if system_prompt else prompt
         # Aider reads a fenced block without a file name as a malformed edit, so the object
         # comes bare (parse_output finds the last JSON object of the reply).
         schema = json.dumps(self.spec.output_type.model_json_schema())

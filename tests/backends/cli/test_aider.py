@@ -242,18 +242,26 @@ async def test_applied_edits_arrive_with_their_line_counts(kit, tmp_path):
     assert (tmp_path / "old.txt").read_text() == "one\n2\n2b\nthree\n"
 
 
-async def test_the_first_message_asks_for_the_change_in_the_reply(kit, tmp_path):
-    # Told to change files "directly in the working directory", a small model answers that it
-    # will and writes no file listing; Aider's model edits by replying, so it is told that.
-    from agenter.backends._prompts import AUTONOMOUS_CONTRACT, REPLY_CONTRACT
+async def test_the_first_message_is_the_task_as_bare_aider_gets_it(kit, tmp_path):
+    """Measured (Qwen2.5-Coder-1.5B, the benchmark's pagination task): agenter's instructions before
+    or after the task made the model repeat the message instead of answering; without them it fixed
+    the file, as bare Aider did. What they said is enforced by agenter's answers and the chat's files.
+    The user's own system prompt still goes first."""
+    from agenter.backends.base import SessionSpec
 
-    server = kit.server([reply(text("Done."))])
+    server = kit.server([reply(text("Done.")), reply(text("Done."))])
     await kit.one_turn(kit.backend(server), tmp_path, "Fix greet.py")
     sent = json.loads(server.model_requests[0].raw_body)
     message = next(m["content"] for m in sent["messages"] if "Fix greet.py" in str(m["content"]))
-    assert message.startswith(REPLY_CONTRACT + "\n\n") and message.rstrip().endswith("---\n\nFix greet.py")
-    assert AUTONOMOUS_CONTRACT not in json.dumps(sent)
-    # Declining is for harmful or impossible tasks only (a small model declined a stub to complete).
-    assert ("Decline only a task that is harmful or cannot be done in this repository at all: then reply with "
-            "one line starting with 'REFUSED:' and the reason. A hard or unclear task, or failing tests, is not a "
-            "reason to decline: do your best.") in message
+    assert message.startswith("Fix greet.py")
+    for instruction in ("headless", "REFUSED:", "gitignore-style", "working directory"):
+        assert instruction not in json.dumps(sent), instruction
+    backend = kit.backend(server)
+    await backend.connect(SessionSpec(cwd=tmp_path, system_prompt="Use tabs.", allowed_write_paths=["greet.py"]))
+    try:
+        await kit.turn(backend, "Fix greet.py")
+    finally:
+        await backend.disconnect()
+    sent = json.loads(server.model_requests[1].raw_body)
+    message = next(m["content"] for m in sent["messages"] if "Fix greet.py" in str(m["content"]))
+    assert message.startswith("Use tabs.\n\n---\n\nFix greet.py") and "gitignore-style" not in message
