@@ -652,7 +652,7 @@ def _text_missing(attempt: _Attempt, wanted: Callable[[Any], list[str]],
     with a path only, no code block after it): the model meant to give them and has to be shown
     how; the tool's own "missing argument" error did not teach it (measured, Qwen2.5-Coder-1.5B)."""
     payload = attempt.payload or {}
-    long = [name for name in block_parameters(schemas.get(payload.get("name"), {}))
+    long = [name for name in block_parameters(schemas.get(str(payload.get("name")), {}))
             if name in _LONG_TEXT_PARAMETERS]
     missing = wanted(payload)[len(attempt.blocks):]
     if not long or any(name not in missing for name in long):
