@@ -556,14 +556,14 @@ class HarnessBackend(BaseBackend[OptionsT]):
     def _no_call_advice(self) -> str:
         """TurnReport.advice: what to try with a model that made no tool call in the turn (the
         session shows it only then)."""
-        if self.read_only_session:
+        # Only a backend with the text option has a patch mode that needs no tool call (its
+        # default context path shows the repository and asks for one answer).
+        if self.read_only_session or not self.config.tool_calls_option:
             return ""
         patch = "mode='patch' asks the model for the change as one structured answer instead"
-        if self._text_system is None and self.config.tool_calls_option:
+        if self._text_system is None:
             return (f"a model that writes its tool calls in its reply needs {self.config.tool_calls_option}='text' "
                     f"(docs/text-tool-calls.md); {patch}")
-        if self._text_system is None:
-            return patch
         return f"the model wrote no call in the form the system prompt describes; {patch}"
 
     async def _tool_loop(self) -> AsyncIterator[BackendMessage]:
