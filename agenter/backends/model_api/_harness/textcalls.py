@@ -798,9 +798,8 @@ def _read_blocks(text: str, pos: int, params: Sequence[str]) -> tuple[list[str],
         if opening is None:
             break
         end, body_start, body_end, closed = _fence_extent(text, opening)
-        info = opening.group(2).split()
         body = text[body_start:body_end]
-        if _holds_call(body) if (info[0].lower() if info else "") in _FENCE_LANGUAGES else _only_calls(body):
+        if _may_hold_calls(opening, body) and _holds_call(body):
             break  # a fenced call, not an argument
         if not closed:
             marker = opening.group(1)
@@ -830,10 +829,16 @@ def _holds_call(body: str) -> bool:
     return _is_call_object(value)
 
 
+def _may_hold_calls(opening: re.Match[str], body: str) -> bool:
+    """Whether a fenced block with this opening and text is read for calls: a block of language
+    json or none, or of any other language when its text is only call objects (measured,
+    Qwen2.5-Coder-1.5B wrote its calls in ```python blocks)."""
+    info = opening.group(2).split()
+    return (info[0].lower() if info else "") in _FENCE_LANGUAGES or _only_calls(body)
+
+
 def _only_calls(body: str) -> bool:
-    """Whether a code block's text is one or more call objects and nothing else (then it is a
-    fenced call whatever language its fence names: measured, Qwen2.5-Coder-1.5B wrote its calls
-    in ```python blocks)."""
+    """Whether a code block's text is one or more call objects and nothing else."""
     at, found = _skip_space(body, 0), False
     while at < len(body):
         try:
@@ -861,8 +866,7 @@ def _fenced_calls(text: str, opening: re.Match[str]) -> tuple[int, list[_Attempt
     """The calls a fenced block holds (it is text unless its first object is a call object) and
     where the block ends. After a first call, anything but another call object is an error."""
     end, body_start, body_end, _ = _fence_extent(text, opening)
-    info = opening.group(2).split()
-    if (info[0].lower() if info else "") not in _FENCE_LANGUAGES and not _only_calls(text[body_start:body_end]):
+    if not _may_hold_calls(opening, text[body_start:body_end]):
         return end, []
     attempts: list[_Attempt] = []
     body = text[:body_end]  # objects may not run past the closing fence
