@@ -1,0 +1,10 @@
+def average(numbers):
+    """The arithmetic mean of `numbers`, or None when there are none."""
+    if not numbers:
+        return None
+    return sum(numbers) / len(numbers)
+
+
+def average_of_positive(numbers):
+    """The mean of the numbers above zero."""
+    return average([n for n in numbers if n > 0])

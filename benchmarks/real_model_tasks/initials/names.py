@@ -1,0 +1,3 @@
+def initials(name: str) -> str:
+    """The initials of `name`, each followed by a dot."""
+    raise NotImplementedError
