@@ -85,11 +85,7 @@ def compose_instructions(*, cwd: str, sandbox: bool, allowed_write_paths: list[s
         parts.append("Work only inside the working directory; never write inside .git/. "
                      "A refused path or command comes back to you as an error.")
     if allowed_write_paths is not None:
-        allowed = ", ".join(allowed_write_paths) or "(none: do not change any file)"
-        parts.append("Only create, change or delete files matching these gitignore-style patterns "
-                     f"(relative to the working directory): {allowed}. A pattern with no slash "
-                     "before its end (`*.py`, `src/`) matches only at the top of the working directory "
-                     "(`**/*.py`: at any depth). Other changes fail the task.")
+        parts.append(_allowed_paths_rule(allowed_write_paths))
     if output_type is not None:
         if output_channel == "tool":
             parts.append(f"When you are done, call the `{output_tool}` tool with the result. The turn "
@@ -99,6 +95,25 @@ def compose_instructions(*, cwd: str, sandbox: bool, allowed_write_paths: list[s
     if system_prompt:
         parts.append(system_prompt)
     return "\n\n".join(parts)
+
+
+#: A character that makes an allowed-write entry a pattern rather than one file's path.
+_PATTERN_CHARS = frozenset("*?[!\\")
+
+
+def _allowed_paths_rule(allowed_write_paths: list[str]) -> str:
+    """The allowed-write rule. When every entry is a plain file path (no wildcard, negation or
+    trailing slash) the model is told the files, not how gitignore patterns match: that paragraph
+    is 170 characters a small model's prompt carries for nothing."""
+    allowed = ", ".join(allowed_write_paths) or "(none: do not change any file)"
+    if allowed_write_paths and not any(_PATTERN_CHARS & set(entry) or entry.endswith("/")
+                                       for entry in allowed_write_paths):
+        return (f"Only create, change or delete these files (relative to the working directory): {allowed}. "
+                "Other changes fail the task.")
+    return ("Only create, change or delete files matching these gitignore-style patterns "
+            f"(relative to the working directory): {allowed}. A pattern with no slash "
+            "before its end (`*.py`, `src/`) matches only at the top of the working directory "
+            "(`**/*.py`: at any depth). Other changes fail the task.")
 
 
 def text_refusal(text: str) -> str | None:

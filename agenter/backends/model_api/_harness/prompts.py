@@ -37,26 +37,24 @@ CODE_EDITS_NOT_WRITTEN = "Some code blocks of your reply were not written to a f
 CONTEXT_NUDGE = ("Your last response was cut off: the conversation had filled the model's context window. "
                  "Its earlier part is summarized above now; continue where you stopped.")
 
-#: How the model works with its tools; the shared instructions follow it.
+#: How the model works with its tools; the shared instructions follow it. Short, since every
+#: character is in every request of a small model's prompt (it was 950 characters with the same
+#: rules; the real-model benchmark, docs/benchmarks.md).
 TOOL_GUIDANCE = """\
-You are an autonomous coding agent. You work in a repository: the working directory.
-
-How to work:
-- Inspect before you change: list directories, glob, grep and read the files that matter.
-- Make complete, working changes with the file tools. Paths are relative to the working directory.
-- Keep the existing style of the code. Do not create files the task does not need.
+You are an autonomous coding agent in a repository: the working directory. Paths are relative to it.
+- Read the files that matter before you change them. Make complete, working changes with the file
+  tools, in the code's existing style; create only files the task needs.
 {shell}
 - A tool call that is not permitted comes back as an error that says why: do not repeat it.
-- When the work is done, stop calling tools and reply with a short summary of what you changed."""
+- When the work is done, reply without a tool call, with a short summary of what you changed."""
 
 SHELL_GUIDANCE = """\
-- Run programs with the bash tool: tests, builds, linters, git status and diff. Change files with
-  the file tools rather than with shell redirections. Validators also check your changes after you
-  stop, and their findings come back to you as a new message if something must be fixed."""
+- Run tests and other programs with the bash tool; change files with the file tools, not shell
+  redirections. Validators check your changes after you stop; what they find comes back to you."""
 
 NO_SHELL_GUIDANCE = """\
-- There is no shell: you cannot run programs or tests. Validators check your changes after you stop,
-  and their findings come back to you as a new message if something must be fixed."""
+- There is no shell: you cannot run programs or tests. Validators check your changes after you
+  stop; what they find comes back to you."""
 
 READ_ONLY_GUIDANCE = """\
 You are a coding agent in a read-only session. You work in a repository: the working directory.
