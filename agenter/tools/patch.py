@@ -415,8 +415,8 @@ def _new_bytes(change: FileChange, old: bytes, names: set[str]) -> bytes:
 
 def _merged_definitions(path: str, old: bytes, content: str) -> str | None:
     """A Python file's content that holds only whole top-level functions and classes the file
-    already defines (and imports), fewer than half of its definitions: the changed definitions
-    alone, what small models write for "the whole file" (measured: Qwen2.5-Coder-1.5B gave the
+    already defines (and imports), fewer than half of its definitions or changing one of them:
+    the changed definitions alone, what small models write for "the whole file" (measured: Qwen2.5-Coder-1.5B gave the
     fixed `is_leap_year` alone for a three-function module, which as the whole file deleted the
     other two). Each replaces the file's definition of the same name (decorators included),
     imports it lacks go after its last top-level import, the rest of the file stays as it was.
@@ -463,8 +463,11 @@ def merge_definitions(text: str, content: str, *, fragment: bool = False, add: b
     module lacks; the rest of the module as it was. `content` must hold only such definitions
     (every one defined by the module) and imports, else None. `add`: definitions the module
     lacks are allowed (one at least must be the module's) and go at its end. `fragment`: also
-    None when it gives half of the module's definitions or more (then it may be meant as the
-    whole file)."""
+    None when it gives half of the module's definitions or more and changes none of them (then
+    it is the whole file, meant to delete the others). Half or more with a change is still the
+    changed definitions (measured: Qwen2.5-Coder-1.5B gave the fixed `average` alone for a
+    two-function module, as the whole file; written whole, it deleted the function the tests
+    import). A deliberate deletion goes through search_replace or diff."""
     try:
         before, after = ast.parse(text), ast.parse(content)
     except (SyntaxError, ValueError):
@@ -472,9 +475,11 @@ def merge_definitions(text: str, content: str, *, fragment: bool = False, add: b
     defined = {node.name: node for node in before.body if isinstance(node, _DEFINITIONS)}
     given = [node for node in after.body if isinstance(node, _DEFINITIONS)]
     imports = [node for node in after.body if isinstance(node, (ast.Import, ast.ImportFrom))]
-    if (not given or len(given) + len(imports) != len(after.body) or len({n.name for n in given}) != len(given)
-            or (fragment and 2 * len(given) >= len(defined))):
+    if not given or len(given) + len(imports) != len(after.body) or len({n.name for n in given}) != len(given):
         return None
+    if fragment and 2 * len(given) >= len(defined) and all(
+            node.name in defined and ast.dump(node) == ast.dump(defined[node.name]) for node in given):
+        return None  # half the module or more, changing none of it: a whole file that drops the others
     added = [node for node in given if node.name not in defined]
     if (added and not add) or len(added) == len(given):
         return None

@@ -396,12 +396,34 @@ def test_content_that_is_only_the_changed_definitions_replaces_them(project: Pat
     assert "@staticmethod" not in text and text.count("def is_leap_year") == 1
 
 
+def test_half_the_definitions_or_more_with_a_change_replace_them(project: Path):
+    # What Qwen2.5-Coder-1.5B proposed for a two-function module: the fixed `average` alone, as
+    # the whole file. Written whole, it deleted the function the tests import.
+    (project / "avg.py").write_text("def average(xs):\n    return sum(xs) / len(xs)\n\n\n"
+                                    "def positive(xs):\n    return average([x for x in xs if x > 0])\n")
+    apply(project, modify("avg.py", content="def average(xs):\n    if not xs:\n        return None\n"
+                                            "    return sum(xs) / len(xs)"))
+    assert (project / "avg.py").read_text() == (
+        "def average(xs):\n    if not xs:\n        return None\n    return sum(xs) / len(xs)\n\n\n"
+        "def positive(xs):\n    return average([x for x in xs if x > 0])\n")
+    # Two of three, both changed: both replaced, the third and _DAYS kept.
+    (project / "cal.py").write_text(LEAP)
+    apply(project, modify("cal.py", content="def is_leap_year(year):\n    return True\n\n\n"
+                                            "def days_in_year(year):\n    return 1\n"))
+    text = (project / "cal.py").read_text()
+    assert text.startswith("_DAYS = [31, 28,") and "def days_in_month(year, month):" in text
+    assert "    return True\n" in text and "    return 1\n" in text and text.count("def ") == 3
+    # The same half, unchanged: the whole file, dropping the other (a deliberate deletion).
+    apply(project, modify("avg.py", content="def positive(xs):\n    return average([x for x in xs if x > 0])\n"))
+    assert (project / "avg.py").read_text() == "def positive(xs):\n    return average([x for x in xs if x > 0])\n"
+
+
 def test_content_that_is_only_the_changed_part_is_refused(project: Path):
     (project / "cal.py").write_text(LEAP)
-    # Not only definitions the file has (a new name, a statement, half its definitions or more):
-    # the content is the whole file, and one this short is refused as a fragment.
+    # Not only definitions the file has (a new name, a statement): the content is the whole
+    # file, and one this short is refused as a fragment.
     for fragment in ("_DAYS = [31, 29]\n", "def leap(year):\n    return True\n",
-                     "def is_leap_year(year):\n    return True\n\n\ndef days_in_year(year):\n    return 1\n"):
+                     "def is_leap_year(year):\n    return True\n\n\nX = 1\n"):
         error = refused(project, modify("cal.py", content=fragment))
         assert error.by_path["cal.py"][0].startswith("content replaces the whole file, but yours has "), fragment
     error = refused(project, modify("cal.py", content="_DAYS = [31, 29]\n"))
