@@ -440,9 +440,11 @@ def _placeholder(schema: Any) -> Any:
 
 
 def default_example(tools: Sequence[Mapping[str, Any]]) -> Example:
-    """read_file, then the fix written with a code block: write_file with the file's new text in a
-    ```python block (what Qwen2.5-Coder-1.5B copied best), or, without write_file, edit_file with
-    the old and the new text in two blocks. Otherwise the first tool, with its required arguments
+    """read_file, then a sentence on what is wrong and the fix written with a code block:
+    write_file with the file's new text in a ```python block (what Qwen2.5-Coder-1.5B copied
+    best), or, without write_file, edit_file with the old and the new text in two blocks. (The
+    sentence, as Aider's prompt asks for an explanation before the change: with it the model
+    solved 5 of 9 benchmark tasks instead of 4, the fifth on its retry.) Otherwise the first tool, with its required arguments
     filled by type, and a final answer."""
     by_name = {str(tool.get("name")): tool for tool in tools}
     if "read_file" in by_name and {"write_file", "edit_file"} & set(by_name):
@@ -452,7 +454,8 @@ def default_example(tools: Sequence[Mapping[str, Any]]) -> Example:
         else:
             then = render_call("edit_file", {"path": "greet.py", "old_string": 'print("helo")',
                                              "new_string": 'print("hello")'}, by_name["edit_file"])
-        return Example("read_file", {"path": "greet.py"}, '1\tprint("helo")', then,
+        return Example("read_file", {"path": "greet.py"}, '1\tprint("helo")',
+                       'The greeting is misspelled: "helo" must be "hello".\n' + then,
                        note="greet.py is not part of your task")
     tool = tools[0]
     schema = _schema(tool)

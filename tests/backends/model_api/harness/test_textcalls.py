@@ -654,7 +654,9 @@ def test_the_default_example_writes_the_fix_as_a_block_and_parses():
             "block right after the call (several blocks: in the order of the parameters). Write these as code "
             "blocks, not in the JSON: edit_file's old_string and new_string; write_file's content.") in section
     then = section[section.rindex("You reply:\n") + len("You reply:\n"):]
-    assert then == ('<tool_call>\n{"name": "write_file", "arguments": {"path": "greet.py"}}\n</tool_call>\n'
+    # A sentence on what is wrong before the call (the example's reply; the model copies it).
+    assert then == ('The greeting is misspelled: "helo" must be "hello".\n'
+                    '<tool_call>\n{"name": "write_file", "arguments": {"path": "greet.py"}}\n</tool_call>\n'
                     '```python\nprint("hello")\n```')
     assert parse_defs(then).calls == [call("write_file", {"path": "greet.py", "content": 'print("hello")\n'})]
     # Without write_file: edit_file with the old and the new text in two blocks.
