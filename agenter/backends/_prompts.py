@@ -28,9 +28,10 @@ REPLY_CONTRACT = (
 )
 
 REFUSAL_TOOL_NAME = "refuse_task"
+#: Its first sentence is all a text-mode tools section shows (the instructions say when to decline).
 REFUSAL_TOOL_DESCRIPTION = (
-    "Decline the task instead of doing it: only a harmful task or one that cannot be done in this "
-    "repository at all, never because it is hard or its tests fail. Give the reason. Ends the turn."
+    "Decline the task instead of doing it, with the reason. Only a harmful task or one that cannot be done "
+    "in this repository at all, never because it is hard or its tests fail. Ends the turn."
 )
 #: Refusal is for what must not or cannot be done: worded loosely ("if you must decline"), it was
 #: a small model's way out of a hard task (measured: Qwen2.5-Coder-1.5B declined a stub to complete

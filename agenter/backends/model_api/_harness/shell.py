@@ -48,8 +48,8 @@ def bash_tool_definition(*, sandbox: bool, network: bool, read_only: bool, timeo
     return {
         "name": BASH_TOOL_NAME,
         "description": (
-            "Run a shell command with bash in the working directory and return its output (stdout and stderr "
-            "together, then the exit code when it is not 0). Each call starts a new shell: cd and variables do "
+            "Run a shell command with bash in the working directory and return its output. Stdout and stderr "
+            "come together, then the exit code when it is not 0. Each call starts a new shell: cd and variables do "
             "not carry over. No terminal and no input: use non-interactive flags. " + " ".join(limits)
             + " Prefer read_file/grep/glob for reading files and the file tools for editing them."
         ),

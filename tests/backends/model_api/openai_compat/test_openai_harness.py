@@ -319,10 +319,12 @@ async def test_text_tool_calls_read_edit_run_the_test_and_finish(scripted_model_
     # Declining is for harmful or impossible tasks only: a small model called refuse_task with
     # the failing tests as its reason.
     assert "or failing tests, is not a reason to decline" in system
-    assert "never because it is hard or its tests fail" in system  # refuse_task's description
+    # refuse_task's first sentence only: the instructions above say when to decline.
+    assert "- refuse_task(reason: string, category?: string)\n  Decline the task instead of doing it, with the " \
+        "reason.\n" in system and "never because it is hard" not in system
     # agenter's own tools get one sentence each: the model reads the section on every request.
     assert "- read_file(path: string, start_line?: integer, end_line?: integer)\n  Read a text file.\n" in system
-    assert "Path relative to the working directory." not in system and len(system) < 4200
+    assert "Path relative to the working directory." not in system and len(system) < 3700
     if wire == "chat":
         assert first["stop"] == ["<tool_response>"]
     else:
