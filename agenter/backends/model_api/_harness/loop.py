@@ -86,6 +86,8 @@ from agenter.backends.model_api._harness.prompts import (
     CODE_WITHOUT_PATH_NUDGE,
     CONTEXT_NUDGE,
     CUTOFF_NUDGE,
+    EMPTY_REPLY_CALL_NUDGE,
+    EMPTY_REPLY_NUDGE,
     STEER_NOTE,
     STRUCTURED_NUDGE,
     tool_guidance,
@@ -571,6 +573,7 @@ class HarnessBackend(BaseBackend[OptionsT]):
         compactions = 0  # in a row: a response the model completes resets it
         nudged_for_result = False
         nudged_for_code = False
+        nudged_for_empty = False
         self._code_told = False
         limit = self.config.max_turns
         responses = 0
@@ -669,6 +672,13 @@ class HarnessBackend(BaseBackend[OptionsT]):
                     nudged_for_code = True
                     follow_up.append({"type": "text", "text": CODE_WITHOUT_CALL_NUDGE if not self.config.code_edits
                                       else CODE_WITHOUT_PATH_NUDGE})
+                elif not nudged_for_empty and self._empty_before_any_change(response):
+                    nudged_for_empty = True
+                    follow_up.append({"type": "text", "text": EMPTY_REPLY_NUDGE if self._edits_code_blocks()
+                                      else EMPTY_REPLY_CALL_NUDGE})
+                    yield BackendMessage(MessageType.STATUS, content=(
+                        "the model's reply was empty (in text mode a reply that begins with the tool-result tag "
+                        "is cut there by the stop sequence): asking once more"))
                 else:
                     return
             if self._steers:
@@ -820,6 +830,12 @@ class HarnessBackend(BaseBackend[OptionsT]):
         if not any(tool.get("name") == "write_file" for tool in self._tool_definitions):
             return False
         return any(line.lstrip().startswith(("```", "~~~")) for line in response.text().splitlines())
+
+    def _empty_before_any_change(self, response: WireResponse) -> bool:
+        """Text mode: a reply with no text at all (nor a call) in a turn that has changed no file
+        (see EMPTY_REPLY_NUDGE). After a change an empty reply is the model's way of saying it is
+        done, and the turn ends."""
+        return self._text_system is not None and not self._tracked and not response.text().strip()
 
     def _switches_to_text(self, response: WireResponse) -> bool:
         """Automatic mode: a reply that made no native call but holds a text call naming an

@@ -912,6 +912,28 @@ async def test_a_reply_that_quotes_a_file_as_it_is_is_an_answer_not_a_missed_edi
     assert len(server.model_requests) == 1 and (repo / "app.py").read_text() == "def greet():\n    return 'hello'\n"
 
 
+async def test_an_empty_reply_before_any_change_is_answered_once_with_what_to_write(scripted_model_server, repo):
+    """Measured on three of nine benchmark tasks: the model began its reply with `<tool_response>`,
+    which the stop sequence cut to nothing, and the turn ended having changed nothing. In text
+    mode an empty reply in a turn that has changed no file is answered, once, with what to write."""
+    block = "```python\ndef greet():\n    return 'hi'\n```"
+    server = scripted_model_server([reply(text("")), reply(text(block))])
+    events = [e async for e in make_agent(server, "chat", openai_tool_calls="text").stream_execute(
+        "Make greet() in app.py return 'hi'", cwd=repo)]
+    result = events[-1].data["result"]
+    assert result["status"] == "completed", result["error"]
+    assert (repo / "app.py").read_text() == "def greet():\n    return 'hi'\n"
+    assert len(server.model_requests) == 2
+    assert "Your reply was empty. Write the change now: the file's path on a line of its own, then its new text " \
+        "in a ``` code block. If the task is done, say so instead." in json.dumps(server.model_requests[1].body)
+    assert any("the model's reply was empty" in str(e.data.get("content")) for e in events)
+    # Twice empty: told once, then the turn ends (the run fails, saying the agent changed no file).
+    server = scripted_model_server([reply(text(""))] * 2)
+    result = await make_agent(server, "chat", openai_tool_calls="text", budget=Budget(max_iterations=1)).execute(
+        "Make greet() in app.py return 'hi'", cwd=repo)
+    assert result.status is CodingStatus.FAILED and len(server.model_requests) == 2
+
+
 @agent_test
 async def test_a_model_that_never_calls_a_tool_is_told_apart_with_the_mode_to_try(scripted_model_server, repo):
     """A run whose model made no tool call names the cause and what to try: the text tool-call
