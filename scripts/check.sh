@@ -17,12 +17,9 @@ mypy_log=$(mktemp)
 mypy_pid=$!
 trap 'kill "$mypy_pid" 2>/dev/null; rm -f "$mypy_log"' EXIT
 
-workers=()
-if .venv/bin/python -c "import xdist" 2>/dev/null; then
-  # loadgroup: tests marked xdist_group("litellm") share a worker, so one worker imports LiteLLM.
-  workers=(-n "${CHECK_WORKERS:-2}" --dist loadgroup)
-fi
-.venv/bin/python -m pytest -q -p no:cacheprovider -m "not agent and not py312 and not slow" "${workers[@]}" "$@" \
+. "$(dirname "$0")/pytest-workers.sh"
+pytest_workers "${CHECK_WORKERS:-2}"
+.venv/bin/python -m pytest -q -p no:cacheprovider -m "not agent and not py312 and not slow" "${WORKERS[@]}" "$@" \
   || status=$?
 
 wait "$mypy_pid" || status=$?

@@ -14,11 +14,9 @@ status=0
 # Two workers (pytest-xdist, in the dev extra), as in `make check`: measured on a 2-core machine,
 # the main environment's 2,458 tests took 8.5 minutes this way and 29 serially, most of a test's time
 # being spent waiting on an agent program or a model server. TEST_WORKERS=0 runs them serially.
-workers=()
-if [ "${TEST_WORKERS:-2}" != 0 ] && .venv/bin/python -c "import xdist" 2>/dev/null; then
-  workers=(-n "${TEST_WORKERS:-2}" --dist loadgroup)
-fi
-.venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 -m "not py312" "${workers[@]}" "$@" || status=$?
+. "$(dirname "$0")/pytest-workers.sh"
+pytest_workers "${TEST_WORKERS:-2}"
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 -m "not py312" "${WORKERS[@]}" "$@" || status=$?
 if [ -x .venv312/bin/python ]; then
   # Only the folders that hold py312 tests: the others import packages this environment lacks.
   .venv312/bin/python -m pytest -q -p no:cacheprovider -m py312 \
