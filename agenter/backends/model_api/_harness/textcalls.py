@@ -444,8 +444,8 @@ def default_example(tools: Sequence[Mapping[str, Any]]) -> Example:
     write_file with the file's new text in a ```python block (what Qwen2.5-Coder-1.5B copied
     best), or, without write_file, edit_file with the old and the new text in two blocks. (The
     sentence, as Aider's prompt asks for an explanation before the change: with it the model
-    solved 5 of 9 benchmark tasks instead of 4, the fifth on its retry.) Otherwise the first tool, with its required arguments
-    filled by type, and a final answer."""
+    solved 5 of 9 benchmark tasks instead of 4, the fifth on its retry.) Otherwise the first
+    tool, with its required arguments filled by type, and a final answer."""
     by_name = {str(tool.get("name")): tool for tool in tools}
     if "read_file" in by_name and {"write_file", "edit_file"} & set(by_name):
         if "write_file" in by_name:
