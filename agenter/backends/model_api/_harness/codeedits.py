@@ -17,7 +17,8 @@ then its content in a fenced block) and applies it. So, in text mode, a reply th
    the task names and those the model has read in this run, and changes one of them or adds one
    (a block that repeats them is a quote): a block of only definitions (and imports) replaces
    those definitions and adds the new ones at the file's end; a whole module (other statements
-   too) is the file's new content, unless much shorter than the file (the check of 1). A block of
+   too) is the file's new content, unless much shorter than the file (the check of 1), when it
+   changes a definition or a module-level constant the file assigns (`X = ...`). A block of
    only definitions that no file or several files share: nothing is written, the model is told
    which.
 3. any other block is text (an example, an explanation, a shell command), and so is a block that
@@ -32,6 +33,7 @@ exist or cannot be read) and the candidate files.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -145,11 +147,14 @@ def _unlabelled(body: str, read: Callable[[str], str | None], candidates: Sequen
                 found: CodeEdits) -> tuple[str, str, str] | None:
     # (path, its text, the definitions the block changes, those it adds)
     holders: list[tuple[str, str, list[str], list[str]]] = []
+    names = defined_names(body)
     for path in dict.fromkeys(candidates):
         old = read(path) if path.endswith(".py") else None
         if old is not None and (compared := compare_definitions(old, body)) is not None:
-            holders.append((path, old, *compared))
-    names = defined_names(body)
+            changed, added = compared
+            if names is None:  # a whole module: its constants count as its functions do
+                changed = changed + _changed_assignments(old, body)
+            holders.append((path, old, changed, added))
     if len(holders) == 1:
         path, old, changed, added = holders[0]
         if not changed and not added:
@@ -173,6 +178,24 @@ def _unlabelled(body: str, read: Callable[[str], str | None], candidates: Sequen
     found.problems.append(f"the block that defines {', '.join(shown)} was not written: {where}. Put the "
                           "file's path on the line before the block")
     return None
+
+
+def _changed_assignments(old: str, body: str) -> list[str]:
+    """The module-level names that both the module `old` and the Python text `body` assign (one
+    plain name, `X = ...` or `X: T = ...`) and that `body` assigns differently, by syntax tree.
+    Measured: on its retry of the leap-year task the model gave the whole module with the table
+    of month lengths it had broken on its first attempt put right and every function as the file
+    had it; read as a quote, the fix was dropped."""
+    def assigned(text: str) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for node in ast.parse(text).body:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+                if isinstance(node, ast.AnnAssign) else []
+            if len(targets) == 1 and isinstance(targets[0], ast.Name):
+                found[targets[0].id] = ast.dump(node)
+        return found
+    before, after = assigned(old), assigned(body)  # both parse: compare_definitions read them
+    return [name for name, dumped in after.items() if name in before and before[name] != dumped]
 
 
 def _verb(changed: Sequence[str], added: Sequence[str]) -> str:

@@ -121,6 +121,21 @@ def test_an_unlabelled_whole_module_that_changes_a_function_replaces_the_file() 
     assert not found.edits and not found.problems and found.quotes == 1
 
 
+def test_an_unlabelled_whole_module_that_changes_only_a_constant_replaces_the_file() -> None:
+    """The model's retry on leap year: the whole module with the table it had broken put right,
+    every function as the file had it. A quote that leaves out a constant or an import is text."""
+    broken = CAL.replace("DAYS = [31, 28,", "DAYS = [31, 29,").replace(
+        "def is_leap_year(year):\n    return year % 4 == 0\n", FIXED)
+    fixed = CAL.replace("def is_leap_year(year):\n    return year % 4 == 0\n", FIXED)
+    read = files(**{"cal.py": broken})
+    [edit] = code_edits(f"Here is the corrected code:\n\n```python\n{fixed}```\n", read=read, candidates=["cal.py"]).edits
+    assert (edit.path, edit.content) == ("cal.py", fixed)
+    assert edit.how == "replaces the whole of cal.py (replaces DAYS)"
+    quoted = fixed.replace("import math\n\n", "").replace("DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]\n", "")
+    found = code_edits(f"```python\n{quoted}```", read=files(**{"cal.py": fixed}), candidates=["cal.py"])
+    assert not found.edits and not found.problems and found.quotes == 1
+
+
 def test_a_block_may_add_a_helper_beside_the_function_it_changes() -> None:
     block = ("import re\n\n\ndef _words(text):\n    return re.findall(r\"[a-z0-9']+\", text.lower())\n\n\n"
              "def count(text):\n    return len(_words(text))\n")
