@@ -80,6 +80,7 @@ from agenter.backends.model_api._harness.files import (
 from agenter.backends.model_api._harness.keeper import ConversationKeeper, load, same_store, stores_for
 from agenter.backends.model_api._harness.options import HarnessOptions
 from agenter.backends.model_api._harness.prompts import (
+    ATTACHED_ANSWER,
     ATTACHED_NOTE,
     CODE_EDITS_NOT_WRITTEN,
     CODE_WITHOUT_CALL_NUDGE,
@@ -457,7 +458,9 @@ class HarnessBackend(BaseBackend[OptionsT]):
             parts.append(f"{path}\n{fenced(text if text.endswith(chr(10)) or not text else text + chr(10), path)}")
         if not parts:
             return prompt, []
-        return prompt + "\n\n" + ATTACHED_NOTE + "\n\n" + "\n\n".join(parts), shown
+        # Text mode reads code blocks as edits: say last how to answer, with the files at hand.
+        after = "\n\n" + ATTACHED_ANSWER if self._text_system is not None and self._edits_code_blocks() else ""
+        return prompt + "\n\n" + ATTACHED_NOTE + "\n\n" + "\n\n".join(parts) + after, shown
 
     def _take_steers(self, where: str) -> tuple[list[Block], list[BackendMessage]]:
         """The pending steers as text blocks for the next user message, and their STEERED messages."""

@@ -477,6 +477,8 @@ async def test_the_task_s_files_go_with_it_and_a_code_block_of_their_functions_i
     first = json.dumps(server.model_requests[0].body)
     assert "The files named above, as they are now (each path, then its text):\\n\\ncalendar_utils.py\\n```python\\nDAYS" \
         in first
+    # The message's last words say how to answer: an explanation, then the file in a block.
+    assert first.index("Explain what to change, then give the changed file") > first.index("def days_in_month")
     assert [e.data["tool_name"] for e in events if e.data.get("message_type") == "tool_call"] == ["write_file"]
     assert any("the reply's code block replaces is_leap_year in calendar_utils.py" in str(e.data) for e in events)
     second = json.dumps(server.model_requests[1].body)
@@ -970,3 +972,14 @@ async def test_calls_in_python_blocks_run_and_a_write_without_its_text_is_shown_
     assert second.startswith("<tool_response>\n     1\tdef greet():")  # the read ran
     assert "the call gives no content" in third and "...the whole file..." in third
     assert "does not say which file it is" not in json.dumps([r.body for r in server.model_requests])
+
+
+async def test_with_native_calls_the_attached_files_carry_no_code_block_answer(scripted_model_server, repo):
+    """attach_named_files with native tool calls: the files go with the task, but the words on
+    answering with a code block are text mode's (there a block is an edit; here it is not)."""
+    (repo / "calendar_utils.py").write_text(LEAP)
+    server = scripted_model_server([reply(text("Nothing to change."))])
+    agent = make_agent(server, "chat", attach_named_files=True)
+    [e async for e in agent.stream_execute("Fix `is_leap_year` in `calendar_utils.py`.", cwd=repo)]
+    first = json.dumps(server.model_requests[0].body)
+    assert "calendar_utils.py\\n```python\\nDAYS" in first and "Explain what to change" not in first
