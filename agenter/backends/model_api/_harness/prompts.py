@@ -38,6 +38,12 @@ EMPTY_REPLY_NUDGE = ("Your reply was empty. Write the change now: the file's pat
                      "new text in a ``` code block. If the task is done, say so instead.")
 EMPTY_REPLY_CALL_NUDGE = ("Your reply was empty. Write your next tool call now, in the form the system prompt "
                           "shows. If the task is done, say so instead.")
+#: Text mode, code blocks read as edits: a reply with no call and no block in a turn that has
+#: changed no file, ending with a colon. Measured: on three of the benchmark's retries the model
+#: wrote "Here's the updated `median` function:", then `<tool_response>`, which the stop sequence
+#: cut; the attempt ended with nothing written. Said once per turn (with EMPTY_REPLY_NUDGE's turn).
+ANNOUNCED_CODE_NUDGE = ("Your reply stops before the code it announces, so no file has changed. Write it now: the "
+                        "file's path on a line of its own, then its new text in a ``` code block.")
 #: Before the text of the files the task names, attached to its first message.
 ATTACHED_NOTE = "The files named above, as they are now (each path, then its text):"
 #: Text tool-call mode with code blocks read as edits: after the attached files, the last words

@@ -937,6 +937,30 @@ async def test_an_empty_reply_before_any_change_is_answered_once_with_what_to_wr
 
 
 @agent_test
+async def test_a_reply_that_stops_at_the_code_it_announces_is_answered_once(scripted_model_server, repo):
+    """Measured on three benchmark retries: "Here's the updated `median` function:", then
+    `<tool_response>`, cut there by the stop sequence; the attempt ended with nothing written. In
+    text mode such a reply (no call, no block, a colon last) in a turn that changed no file is
+    answered once with what to write. A reply that ends otherwise ends the turn as before."""
+    block = "app.py\n```python\ndef greet():\n    return 'hi'\n```"
+    server = scripted_model_server([reply(text("greet returns the wrong word. Here's the updated function:")),
+                                    reply(text(block))])
+    events = [e async for e in make_agent(server, "chat", openai_tool_calls="text").stream_execute(
+        "Make greet() in app.py return 'hi'", cwd=repo)]
+    result = events[-1].data["result"]
+    assert result["status"] == "completed", result["error"]
+    assert (repo / "app.py").read_text() == "def greet():\n    return 'hi'\n"
+    assert len(server.model_requests) == 2
+    assert "Your reply stops before the code it announces, so no file has changed." in json.dumps(
+        server.model_requests[1].body)
+    assert any("announcing code that never came" in str(e.data.get("content")) for e in events)
+    server = scripted_model_server([reply(text("The code is right as it is."))])
+    result = await make_agent(server, "chat", openai_tool_calls="text", budget=Budget(max_iterations=1)).execute(
+        "Make greet() in app.py return 'hi'", cwd=repo)
+    assert result.status is CodingStatus.FAILED and len(server.model_requests) == 1
+
+
+@agent_test
 async def test_a_model_that_never_calls_a_tool_is_told_apart_with_the_mode_to_try(scripted_model_server, repo):
     """A run whose model made no tool call names the cause and what to try: the text tool-call
     option (native mode), or patch mode (text mode, where the model ignored the format)."""
