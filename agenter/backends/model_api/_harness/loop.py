@@ -90,10 +90,13 @@ from agenter.backends.model_api._harness.prompts import (
     CUTOFF_NUDGE,
     EMPTY_REPLY_CALL_NUDGE,
     EMPTY_REPLY_NUDGE,
+    REPEATING_CALL_NUDGE,
+    REPEATING_NUDGE,
     STEER_NOTE,
     STRUCTURED_NUDGE,
     tool_guidance,
 )
+from agenter.backends.model_api._harness.repetition import repeating_tail
 from agenter.backends.model_api._harness.retry import RetryPolicy
 from agenter.backends.model_api._harness.shell import BASH_TOOL_NAME, bash_tool_definition, network_allowed
 from agenter.backends.model_api._harness.textcalls import (
@@ -578,6 +581,7 @@ class HarnessBackend(BaseBackend[OptionsT]):
         nudged_for_result = False
         nudged_for_code = False
         nudged_for_empty = False
+        told_repeating = False
         self._code_told = False
         limit = self.config.max_turns
         responses = 0
@@ -658,16 +662,34 @@ class HarnessBackend(BaseBackend[OptionsT]):
                 continue
             if response.stop == "max_tokens":
                 cutoffs += 1
-                if cutoffs > MAX_CUTOFF_NUDGES:
+                if repeating_tail(response.text()) is not None:
+                    # A loop, not a long answer: asked to continue, with the repetition in its
+                    # context, the model goes on repeating (repetition.py). Left out, told once.
+                    if told_repeating:
+                        append_user_content(self._messages, follow_up)
+                        await self._save_conversation()
+                        yield BackendMessage(MessageType.STATUS, content=(
+                            "the model's response repeated the same lines until the output limit cut it, again "
+                            "after being told: the turn ends there"))
+                        return
+                    told_repeating = True
+                    self._leave_out_repetition()
+                    follow_up.append({"type": "text", "text": REPEATING_NUDGE if self._edits_code_blocks()
+                                      else REPEATING_CALL_NUDGE})
+                    yield BackendMessage(MessageType.STATUS, content=(
+                        "response cut off at max_tokens while repeating the same lines: the repetition is left "
+                        "out of the conversation and the model is told"))
+                elif cutoffs > MAX_CUTOFF_NUDGES:
                     append_user_content(self._messages, follow_up)
                     yield BackendMessage(MessageType.ERROR, content=(
                         f"the model's responses were cut off at the output limit {cutoffs} times; "
                         "ending this iteration"), is_error=True)
                     return
-                note = self._escalate_max_tokens()
-                follow_up.append({"type": "text", "text": CUTOFF_NUDGE})
-                yield BackendMessage(MessageType.STATUS, content="response cut off at max_tokens; "
-                                     f"asking the model to continue{note}")
+                else:
+                    note = self._escalate_max_tokens()
+                    follow_up.append({"type": "text", "text": CUTOFF_NUDGE})
+                    yield BackendMessage(MessageType.STATUS, content="response cut off at max_tokens; "
+                                         f"asking the model to continue{note}")
             elif not results and feedback is None and not self._steers:
                 if self.spec.output_type is not None and not nudged_for_result:
                     nudged_for_result = True
@@ -729,6 +751,17 @@ class HarnessBackend(BaseBackend[OptionsT]):
         message = await compactor.compact(self._messages, number, overflow)
         await self._save_conversation()
         return message
+
+    def _leave_out_repetition(self) -> None:
+        """The last reply, a text only, without its repetition (one round of it kept): what
+        the model sees of it from now on (repetition.py)."""
+        last = self._messages[-1] if self._messages and self._messages[-1]["role"] == "assistant" else None
+        blocks = last["content"] if last is not None else None
+        if not isinstance(blocks, list) or len(blocks) != 1 or blocks[0].get("type") != "text":
+            return
+        offset = repeating_tail(blocks[0]["text"])
+        if offset is not None and blocks[0]["text"][:offset].strip():
+            last["content"] = [{"type": "text", "text": blocks[0]["text"][:offset].rstrip()}]
 
     def _escalate_max_tokens(self) -> str:
         if self._escalated:

@@ -751,6 +751,34 @@ async def test_a_cut_off_response_is_continued(scripted_model_server, repo, wire
     assert "cut off at the output limit" in json.dumps(server.model_requests[1].body)
 
 
+@agent_test
+async def test_a_response_cut_off_while_repeating_itself_is_left_out_not_continued(scripted_model_server, repo):
+    """Measured on min stack: the model wrote the class's methods over and over until max_tokens
+    cut it; asked to continue, it went on repeating until the time budget ran out. Now the
+    repetition is left out of the conversation (one round kept), the model is told, and it is
+    not asked to continue; a second such response ends the turn."""
+    loop = "".join(f"{n}. Added a check that the code has no spaces.\n" for n in range(1, 40)) + "40. Added a ch"
+    block = "app.py\n```python\ndef greet():\n    return 'hi'\n```"
+    server = scripted_model_server([reply(text("Here is the plan:\n" + loop), stop_reason="max_tokens"),
+                                    reply(text(block))])
+    events = [e async for e in make_agent(server, "chat", openai_tool_calls="text", max_tokens=64).stream_execute(
+        "Make greet() in app.py return 'hi'", cwd=repo)]
+    result = events[-1].data["result"]
+    assert result["status"] == "completed", result["error"]
+    assert (repo / "app.py").read_text() == "def greet():\n    return 'hi'\n"
+    second = json.dumps(server.model_requests[1].body)
+    assert "Your last response repeated the same lines until the output limit cut it off" in second
+    assert "cut off at the output limit. Continue" not in second
+    assert "1. Added a check" in second and "4. Added a check" not in second  # one round kept
+    assert server.model_requests[1].body["max_tokens"] == 64  # not raised, as for a long answer
+    assert any("while repeating the same lines" in str(e.data.get("content")) for e in events)
+    # Repeating again after being told: the turn ends (no third request), the run fails truthfully.
+    server = scripted_model_server([reply(text(loop), stop_reason="max_tokens")] * 3)
+    result = await make_agent(server, "chat", openai_tool_calls="text", budget=Budget(max_iterations=1)).execute(
+        "Make greet() in app.py return 'hi'", cwd=repo)
+    assert result.status is CodingStatus.FAILED and len(server.model_requests) == 2
+
+
 # ---------------------------------------------------------------------------------------------
 # The backend contract (agenter.testing.conformance) in autonomous mode, on both wires
 

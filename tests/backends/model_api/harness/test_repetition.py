@@ -1,0 +1,29 @@
+"""A response that repeats itself until the output limit (repetition.py): found by its lines."""
+
+from __future__ import annotations
+
+from agenter.backends.model_api._harness.repetition import repeating_tail
+
+METHODS = "    def pop(self):\n        return self.stack.pop()\n\n    def peek(self):\n        return self.stack[-1]\n\n"
+
+
+def test_a_group_of_lines_repeated_to_the_cut_is_found_and_one_round_kept() -> None:
+    head = "Here is the class:\n```python\nclass MinStack:\n    def __init__(self):\n        self.stack = []\n\n"
+    text = head + METHODS * 6 + "    def po"
+    offset = repeating_tail(text)
+    assert offset is not None and text[:offset] == head + METHODS
+
+
+def test_a_numbered_list_that_says_the_same_again_is_a_repetition() -> None:
+    text = "The changes:\n" + "".join(f"{n}. Added a check for spaces.\n{n + 1}. Added a check for hyphens.\n"
+                                      for n in range(1, 30, 2)) + "31. Add"
+    offset = repeating_tail(text)
+    assert offset is not None and text[:offset].endswith("2. Added a check for hyphens.\n")
+
+
+def test_an_ordinary_long_answer_is_not() -> None:
+    distinct = "".join(f"def {name}(x):\n    return x\n\n\n" for name in ("add", "sub", "mul", "div", "neg", "pos"))
+    assert repeating_tail(distinct + "def cut") is None
+    # A few equal lines are ordinary code, and a short tail of a long answer is not a loop.
+    assert repeating_tail("x = [\n" + "    0,\n" * 8 + "]\nend") is None
+    assert repeating_tail("".join(f"line {c}\n" for c in "abcdefghijklmnopqrstuvwxyz" * 3) + "- a\n" * 13 + "-") is None
