@@ -7,10 +7,11 @@ code was right, and nothing was written. Aider asks small models for exactly thi
 then its content in a fenced block) and applies it. So, in text mode, a reply that holds no call
 (and no malformed one) has its code blocks read as edits by these rules, and by nothing else:
 
-1. labelled: the line right before the block holds only a relative path (bare, in backticks or
-   bold, as a heading, or with a colon after it). The block is that file's new content; for a
-   Python file that exists and a block of only top-level functions and classes (and imports),
-   one of them at least the file's, those definitions replace the file's own, new ones go at its
+1. labelled: the line before the block (at most one blank line between) holds only a relative
+   path (bare, in backticks or bold, as a heading, or with a colon after it), or is a sentence
+   that ends with a path in backticks ("Here's the updated `calc.py` file:"). The block is that
+   file's new content; for a Python file that exists and a block of only top-level functions
+   and classes (and imports), those the file defines replace the file's own, new ones go at its
    end, and the rest of the file stays (`agenter.tools.patch.merge_definitions`). A block much shorter than the file it would replace
    whole (patch mode's fragment check) is not written: the model is told why.
 2. unlabelled Python that shares top-level functions or classes with one file only, among those
@@ -49,6 +50,12 @@ __all__ = ["CodeEdit", "CodeEdits", "code_edits"]
 _LABEL = re.compile(
     r"^[ \t]*(?:#{1,6}[ \t]+)?(?:(?i:file)[ \t]*:[ \t]*)?(?P<q>`|\*\*|)"
     r"(?P<path>(?:[\w.-]+/)*[\w-][\w.-]*\.[A-Za-z0-9]+)(?P=q)[ \t]*:?[ \t]*$")
+#: A sentence that ends with a path in backticks, then optionally "file" and a colon or a full
+#: stop ("Here's the updated `cipher.py` file:", "The file's path is `units.py`."). Measured: told
+#: to put the path on the line before its block, the model wrote the second, five times.
+_SENTENCE_LABEL = re.compile(
+    r"^[^`\n]*(?:`[^`\n]*`[^`\n]*)*?`(?P<path>(?:[\w.-]+/)*[\w-][\w.-]*\.[A-Za-z0-9]+)`"
+    r"(?:[ \t]+file)?[ \t]*[:.]?[ \t]*$")
 
 
 @dataclass(frozen=True)
@@ -75,12 +82,17 @@ class CodeEdits:
 
 
 def _label(text: str, fence_start: int) -> tuple[str, int] | None:
-    """The path on the line right before the fence at `fence_start` (no blank line between),
-    and where that line starts."""
+    """The path on the line right before the fence at `fence_start` (at most one blank line
+    between), and where that line starts."""
     if fence_start == 0:
         return None
-    line_start = text.rfind("\n", 0, fence_start - 1) + 1
-    match = _LABEL.match(text[line_start:fence_start - 1])
+    end = fence_start - 1
+    line_start = text.rfind("\n", 0, end) + 1
+    if not text[line_start:end].strip() and line_start > 0:  # one blank line
+        end = line_start - 1
+        line_start = text.rfind("\n", 0, end) + 1
+    line = text[line_start:end]
+    match = _LABEL.match(line) or _SENTENCE_LABEL.match(line)
     if match is None:
         return None
     path = match.group("path")
@@ -130,9 +142,9 @@ def _labelled(path: str, body: str, old: str | None, found: CodeEdits) -> tuple[
     if old is None:
         return path, body, f"writes {path} (a new file)"
     if path.endswith(".py"):
-        merged = merge_definitions(old, body, add=True)
+        merged = merge_definitions(old, body, add="only")
         if merged is not None:
-            compared = compare_definitions(old, body) or ([], [])
+            compared = compare_definitions(old, body) or ([], defined_names(body) or [])
             return path, merged, f"{_verb(*compared)} in {path}"
     problem = fragment_problem(path, old, body)
     if problem is not None:

@@ -144,3 +144,22 @@ def test_a_block_may_add_a_helper_beside_the_function_it_changes() -> None:
     assert edit.how == "replaces count and adds _words in wc.py"
     assert edit.content == ("import re\ndef count(text):\n    return len(_words(text))\n\n\n"
                             "def _words(text):\n    return re.findall(r\"[a-z0-9']+\", text.lower())\n")
+
+
+def test_a_sentence_that_ends_with_the_path_labels_the_block_and_new_functions_are_added() -> None:
+    """Measured on two-file temperature (add `fahrenheit_to_celsius` to units.py): told to put the
+    path before its block, the model wrote "The file's path is `units.py`.", a blank line, then
+    the new function alone, five times; nothing was written. A line that ends with a path in
+    backticks (then "file" and a colon or a full stop may follow), at most one blank line above
+    the block, labels it; a labelled block of only new definitions goes at the file's end."""
+    units = 'def celsius_to_fahrenheit(value):\n    """C to F."""\n    return value * 9 / 5 + 32\n'
+    new = "def fahrenheit_to_celsius(value):\n    return (value - 32) * 5 / 9\n"
+    read = files(**{"units.py": units})
+    for line in ("The file's path is `units.py`.\n", "Here's the updated `units.py` file:", "units.py\n"):
+        [edit] = code_edits(f"{line}\n```python\n{new}```", read=read, candidates=["units.py"]).edits
+        assert (edit.path, edit.content) == ("units.py", units + "\n\n" + new), line
+        assert edit.how == "adds fahrenheit_to_celsius in units.py" and edit.start == 0
+    # Not a label: a path inside the sentence, a name that is no file, two blank lines.
+    for line in ("Use `units.py` like this:\n", "Here's the updated `median` function:\n", "units.py\n\n\n"):
+        found = code_edits(f"{line}```python\n{new}```", read=read, candidates=["units.py"])
+        assert not found.edits and found.problems, line
