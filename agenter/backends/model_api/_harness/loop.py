@@ -640,16 +640,12 @@ class HarnessBackend(BaseBackend[OptionsT]):
                 # temperature it would go on doing so until the budget runs out (measured: eight
                 # times). The turn ends; the validators' findings start the next one afresh.
                 self._last_broken = None
-                append_user_content(self._messages, follow_up)
-                await self._save_conversation()
-                yield BackendMessage(MessageType.STATUS, content=(
+                yield await self._turn_ends(follow_up, (
                     "the model wrote the same tool call that could not be read again, after being told how to "
                     "write it: the turn ends there"))
                 return
             if self._edits_done(results, feedback):
-                append_user_content(self._messages, follow_up)
-                await self._save_conversation()
-                yield BackendMessage(MessageType.STATUS, content=(
+                yield await self._turn_ends(follow_up, (
                     "the reply's code blocks were written as edits: the turn ends there (text_edits_end_turn)"))
                 return
             if response.stop == "context_length":
@@ -666,9 +662,7 @@ class HarnessBackend(BaseBackend[OptionsT]):
                     # A loop, not a long answer: asked to continue, with the repetition in its
                     # context, the model goes on repeating (repetition.py). Left out, told once.
                     if told_repeating:
-                        append_user_content(self._messages, follow_up)
-                        await self._save_conversation()
-                        yield BackendMessage(MessageType.STATUS, content=(
+                        yield await self._turn_ends(follow_up, (
                             "the model's response repeated the same lines until the output limit cut it, again "
                             "after being told: the turn ends there"))
                         return
@@ -751,6 +745,13 @@ class HarnessBackend(BaseBackend[OptionsT]):
         message = await compactor.compact(self._messages, number, overflow)
         await self._save_conversation()
         return message
+
+    async def _turn_ends(self, follow_up: list[Block], why: str) -> BackendMessage:
+        """The turn ends early: the follow-up is kept in the conversation (saved), and the STATUS
+        message that says `why`."""
+        append_user_content(self._messages, follow_up)
+        await self._save_conversation()
+        return BackendMessage(MessageType.STATUS, content=why)
 
     def _leave_out_repetition(self) -> None:
         """The last reply, a text only, without its repetition (one round of it kept): what

@@ -942,18 +942,27 @@ async def test_a_reply_that_quotes_a_file_as_it_is_is_an_answer_not_a_missed_edi
     assert len(server.model_requests) == 1 and (repo / "app.py").read_text() == "def greet():\n    return 'hello'\n"
 
 
-async def test_an_empty_reply_before_any_change_is_answered_once_with_what_to_write(scripted_model_server, repo):
-    """Measured on three of nine benchmark tasks: the model began its reply with `<tool_response>`,
-    which the stop sequence cut to nothing, and the turn ended having changed nothing. In text
-    mode an empty reply in a turn that has changed no file is answered, once, with what to write."""
-    block = "```python\ndef greet():\n    return 'hi'\n```"
-    server = scripted_model_server([reply(text("")), reply(text(block))])
+GREET_HI = "def greet():\n    return 'hi'\n"
+
+
+async def answered_once(scripted_model_server: Any, repo: Path, first: str, then: str) -> tuple[Any, list[Any]]:
+    """Text mode, "make greet() return 'hi'": the model's `first` reply is answered (a second
+    request), `then` writes app.py, and the run completes. The server and the run's events."""
+    server = scripted_model_server([reply(text(first)), reply(text(then))])
     events = [e async for e in make_agent(server, "chat", openai_tool_calls="text").stream_execute(
         "Make greet() in app.py return 'hi'", cwd=repo)]
     result = events[-1].data["result"]
     assert result["status"] == "completed", result["error"]
-    assert (repo / "app.py").read_text() == "def greet():\n    return 'hi'\n"
+    assert (repo / "app.py").read_text() == GREET_HI
     assert len(server.model_requests) == 2
+    return server, events
+
+
+async def test_an_empty_reply_before_any_change_is_answered_once_with_what_to_write(scripted_model_server, repo):
+    """Measured on three of nine benchmark tasks: the model began its reply with `<tool_response>`,
+    which the stop sequence cut to nothing, and the turn ended having changed nothing. In text
+    mode an empty reply in a turn that has changed no file is answered, once, with what to write."""
+    server, events = await answered_once(scripted_model_server, repo, "", "```python\n" + GREET_HI + "```")
     assert "Your reply was empty. Write the change now: the file's path on a line of its own, then its new text " \
         "in a ``` code block. If the task is done, say so instead." in json.dumps(server.model_requests[1].body)
     assert any("the model's reply was empty" in str(e.data.get("content")) for e in events)
@@ -970,15 +979,9 @@ async def test_a_reply_that_stops_at_the_code_it_announces_is_answered_once(scri
     `<tool_response>`, cut there by the stop sequence; the attempt ended with nothing written. In
     text mode such a reply (no call, no block, a colon last) in a turn that changed no file is
     answered once with what to write. A reply that ends otherwise ends the turn as before."""
-    block = "app.py\n```python\ndef greet():\n    return 'hi'\n```"
-    server = scripted_model_server([reply(text("greet returns the wrong word. Here's the updated function:")),
-                                    reply(text(block))])
-    events = [e async for e in make_agent(server, "chat", openai_tool_calls="text").stream_execute(
-        "Make greet() in app.py return 'hi'", cwd=repo)]
-    result = events[-1].data["result"]
-    assert result["status"] == "completed", result["error"]
-    assert (repo / "app.py").read_text() == "def greet():\n    return 'hi'\n"
-    assert len(server.model_requests) == 2
+    server, events = await answered_once(scripted_model_server, repo,
+                                         "greet returns the wrong word. Here's the updated function:",
+                                         "app.py\n```python\n" + GREET_HI + "```")
     assert "Your reply stops before the code it announces, so no file has changed." in json.dumps(
         server.model_requests[1].body)
     assert any("announcing code that never came" in str(e.data.get("content")) for e in events)
