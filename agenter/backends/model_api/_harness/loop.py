@@ -756,8 +756,10 @@ class HarnessBackend(BaseBackend[OptionsT]):
     def _leave_out_repetition(self) -> None:
         """The last reply, a text only, without its repetition (one round of it kept): what
         the model sees of it from now on (repetition.py)."""
-        last = self._messages[-1] if self._messages and self._messages[-1]["role"] == "assistant" else None
-        blocks = last["content"] if last is not None else None
+        if not self._messages or self._messages[-1]["role"] != "assistant":
+            return
+        last = self._messages[-1]
+        blocks = last["content"]
         if not isinstance(blocks, list) or len(blocks) != 1 or blocks[0].get("type") != "text":
             return
         offset = repeating_tail(blocks[0]["text"])
