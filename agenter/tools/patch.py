@@ -457,7 +457,8 @@ def compare_definitions(text: str, content: str) -> tuple[list[str], list[str]] 
             [node.name for node in given if node.name not in defined])
 
 
-def merge_definitions(text: str, content: str, *, fragment: bool = False, add: bool | str = False) -> str | None:
+def merge_definitions(text: str, content: str, *, fragment: bool = False,
+                      add: bool | Literal["only"] = False) -> str | None:
     """`text` (a Python module) with each top-level function or class that `content` gives
     replacing the module's definition of the same name, and the imports `content` adds that the
     module lacks; the rest of the module as it was. `content` must hold only such definitions
