@@ -186,6 +186,11 @@ class _Answer:
     response: WireResponse | None = None
 
 
+def _has_code_block(text: str) -> bool:
+    """Whether a line of `text` opens (or closes) a fenced code block."""
+    return any(line.lstrip().startswith(("```", "~~~")) for line in text.splitlines())
+
+
 class HarnessBackend(BaseBackend[OptionsT]):
     """agenter's own agent over a model wire. Subclass it per provider: declare the class
     attributes, and write `loop_config`, `requirements` and `_open_wire`."""
@@ -580,7 +585,7 @@ class HarnessBackend(BaseBackend[OptionsT]):
         compactions = 0  # in a row: a response the model completes resets it
         nudged_for_result = False
         nudged_for_code = False
-        nudged_for_empty = False
+        nudged_for_nothing = False  # an empty reply, or one cut before its code (_nothing_written)
         told_repeating = False
         self._code_told = False
         limit = self.config.max_turns
@@ -692,19 +697,11 @@ class HarnessBackend(BaseBackend[OptionsT]):
                     nudged_for_code = True
                     follow_up.append({"type": "text", "text": CODE_WITHOUT_CALL_NUDGE if not self.config.code_edits
                                       else CODE_WITHOUT_PATH_NUDGE})
-                elif not nudged_for_empty and self._empty_before_any_change(response):
-                    nudged_for_empty = True
-                    follow_up.append({"type": "text", "text": EMPTY_REPLY_NUDGE if self._edits_code_blocks()
-                                      else EMPTY_REPLY_CALL_NUDGE})
-                    yield BackendMessage(MessageType.STATUS, content=(
-                        "the model's reply was empty (in text mode a reply that begins with the tool-result tag "
-                        "is cut there by the stop sequence): asking once more"))
-                elif not nudged_for_empty and self._announces_what_never_came(response):
-                    nudged_for_empty = True
-                    follow_up.append({"type": "text", "text": ANNOUNCED_CODE_NUDGE})
-                    yield BackendMessage(MessageType.STATUS, content=(
-                        "the model's reply ends announcing code that never came (in text mode the stop sequence "
-                        "cuts a reply at the tool-result tag): asking once more"))
+                elif not nudged_for_nothing and (asked := self._nothing_written(response)) is not None:
+                    nudged_for_nothing = True
+                    nudge, why = asked
+                    follow_up.append({"type": "text", "text": nudge})
+                    yield BackendMessage(MessageType.STATUS, content=f"{why}: asking once more")
                 else:
                     return
             if self._steers:
@@ -875,25 +872,31 @@ class HarnessBackend(BaseBackend[OptionsT]):
             return False
         if not any(tool.get("name") == "write_file" for tool in self._tool_definitions):
             return False
-        return any(line.lstrip().startswith(("```", "~~~")) for line in response.text().splitlines())
+        return _has_code_block(response.text())
 
-    def _empty_before_any_change(self, response: WireResponse) -> bool:
-        """Text mode: a reply with no text at all (nor a call) in a turn that has changed no file
-        (see EMPTY_REPLY_NUDGE). After a change an empty reply is the model's way of saying it is
-        done, and the turn ends."""
-        return self._text_system is not None and not self._tracked and not response.text().strip()
+    def _nothing_written(self, response: WireResponse) -> tuple[str, str] | None:
+        """Text mode, a reply with no call in a turn that has changed no file, that the stop
+        sequence may have cut at the tool-result tag: what to tell the model, and why, or None.
 
-    def _announces_what_never_came(self, response: WireResponse) -> bool:
-        """Text mode, code blocks read as edits: a reply with no call and no code block, in a turn
-        that has changed no file, whose text ends with a colon ("Here's the updated function:").
-        Measured: on three of the benchmark's retries Qwen2.5-Coder-1.5B wrote that sentence and
-        then `<tool_response>`, where the stop sequence cut it; the turn ended with nothing
-        written (see ANNOUNCED_CODE_NUDGE). Only the choice to ask once more: nothing is read
-        from the prose."""
-        if self._text_system is None or self._tracked or not self._edits_code_blocks():
-            return False
+        - An empty reply (see EMPTY_REPLY_NUDGE). After a change an empty reply is the model's
+          way of saying it is done, and the turn ends.
+        - With code blocks read as edits, a reply with no code block whose text ends with a colon
+          ("Here's the updated function:"). Measured: on three of the benchmark's retries
+          Qwen2.5-Coder-1.5B wrote that sentence and then `<tool_response>`; the turn ended with
+          nothing written (see ANNOUNCED_CODE_NUDGE). Only the choice to ask once more: nothing
+          is read from the prose."""
+        if self._text_system is None or self._tracked:
+            return None
         text = response.text().rstrip()
-        return text.endswith(":") and not any(line.lstrip().startswith(("```", "~~~")) for line in text.splitlines())
+        edits = self._edits_code_blocks()
+        if not text.strip():
+            return (EMPTY_REPLY_NUDGE if edits else EMPTY_REPLY_CALL_NUDGE,
+                    "the model's reply was empty (in text mode a reply that begins with the tool-result tag is cut "
+                    "there by the stop sequence)")
+        if edits and text.endswith(":") and not _has_code_block(text):
+            return (ANNOUNCED_CODE_NUDGE, "the model's reply ends announcing code that never came (in text mode the "
+                    "stop sequence cuts a reply at the tool-result tag)")
+        return None
 
     def _switches_to_text(self, response: WireResponse) -> bool:
         """Automatic mode: a reply that made no native call but holds a text call naming an
