@@ -418,9 +418,10 @@ def _merged_definitions(path: str, old: bytes, content: str) -> str | None:
     already defines (and imports), fewer than half of its definitions or changing one of them:
     the changed definitions alone, what small models write for "the whole file" (measured:
     Qwen2.5-Coder-1.5B gave the fixed `is_leap_year` alone for a three-function module, which as
-    the whole file deleted the other two). Each replaces the file's definition of the same name (decorators included),
-    imports it lacks go after its last top-level import, the rest of the file stays as it was.
-    None when the content is not such a fragment (it is then the whole file, as always)."""
+    the whole file deleted the other two). Each replaces the file's definition of the same name
+    (decorators included), imports it lacks go after its last top-level import, the rest of the
+    file stays as it was. None when the content is not such a fragment (it is then the whole
+    file, as always)."""
     if not path.endswith(".py") or b"\x00" in old:
         return None
     return merge_definitions(old.decode("utf-8", "surrogateescape"), content, fragment=True)

@@ -12,8 +12,9 @@ then its content in a fenced block) and applies it. So, in text mode, a reply th
    that ends with a path in backticks ("Here's the updated `calc.py` file:"). The block is that
    file's new content; for a Python file that exists and a block of only top-level functions
    and classes (and imports), those the file defines replace the file's own, new ones go at its
-   end, and the rest of the file stays (`agenter.tools.patch.merge_definitions`). A block much shorter than the file it would replace
-   whole (patch mode's fragment check) is not written: the model is told why.
+   end, and the rest of the file stays (`agenter.tools.patch.merge_definitions`). A block much
+   shorter than the file it would replace whole (patch mode's fragment check) is not written:
+   the model is told why.
 2. unlabelled Python that shares top-level functions or classes with one file only, among those
    the task names and those the model has read in this run, and changes one of them or adds one
    (a block that repeats them is a quote): a block of only definitions (and imports) replaces
