@@ -38,6 +38,9 @@ class BackendCapabilities:
     resume: bool = False  # a retry prompt lands in the same conversation
     steering: bool = False  # takes a user message while a turn runs (session.steer)
     pause: bool = False  # an ask nobody answers now pauses the run (on_ask="pause"; agent.approve resumes)
+    # Patch mode: the model writes each changed file as its path and its whole text in a fenced
+    # block, and the backend reads them into the proposal (else: the proposal as one JSON object).
+    patch_files: bool = False
 
     def names(self) -> list[str]:
         """The capabilities this backend has."""

@@ -375,7 +375,8 @@ class CodingRun:
                                   on_permission=self._on_permission, ask_timeout=self._permission_timeout)
             self._patch = PatchMode(cwd=self.request.cwd, allowed_write_paths=self.request.allowed_write_paths,
                                     sandbox=True, permit=gate.decide,
-                                    shows_files=not self.backend.capabilities.filesystem_read)
+                                    shows_files=not self.backend.capabilities.filesystem_read,
+                                    files=self.backend.capabilities.patch_files)
             state.prompt = self._patch.task(self.request.prompt)
         outcome: _Outcome | None = None
         start: dict[str, Any] = dict(cwd=str(self.request.cwd), model=self.model, backend=self.backend_name,

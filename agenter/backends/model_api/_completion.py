@@ -106,6 +106,11 @@ class CompletionOptions(BackendOptions):
     allowed_commands: list[str] = Field(
         default_factory=list, description="Removed: proposals carry no test commands any more; pass "
                                           "validators=['command:pytest -q'] (a non-empty list is refused).")
+    proposal_format: Literal["json", "files"] = Field(
+        "json", description="How patch mode's model writes its proposal: 'json', one JSON object (any change: "
+                            "whole content, search/replace, diff, delete, rename), or 'files', each changed file's "
+                            "path on a line and its whole new text in a ``` block, which agenter reads into the "
+                            "proposal (what small local models write best: no JSON escaping).")
     max_attempts: int = Field(3, ge=1, le=20, description="Model replies per turn for structured output: a reply "
                                                           "that does not match the schema goes back with the errors "
                                                           "until then.")
@@ -177,6 +182,14 @@ for the task; {{"read_files": []}} if the files shown are enough."""
 
 CUT_OFF = ("Your reply was cut off at the output token limit before it was complete. Make it shorter "
            "(in a proposal: search_replace blocks instead of a large file's whole content).")
+
+#: Patch mode's files format (`_ask_files`): why a reply gave no file to write.
+_FILES_HOW = "each file you change as its path on a line of its own, then its whole new text in a ``` block"
+NO_FILES = f"Your reply gave no changed file. Give {_FILES_HOW}."
+CUT_OFF_FILES = (f"Your reply was cut off at the output token limit before it was complete. Give {_FILES_HOW}, "
+                 "once, and nothing else.")
+REPEATED = ("Your reply repeated the same lines until the output token limit cut it off; the repetition is left out "
+            f"above. Do not continue it: give {_FILES_HOW}, once.")
 
 
 def json_instructions(schema: dict[str, Any]) -> str:
@@ -401,7 +414,9 @@ class CompletionBackend(BaseBackend[OptionsT]):
         output_type = self.spec.output_type
         system = ANALYSIS_GUIDANCE + "\n\n" + self.instructions(
             refusal_tool=None, output_channel="native", contract=False)
-        if output_type is not None and not (self.spec.mode == "patch" and self._format_mode == "json_schema"):
+        files = self.spec.mode == "patch" and self.capabilities.patch_files
+        if output_type is not None and not files and not (self.spec.mode == "patch"
+                                                          and self._format_mode == "json_schema"):
             # Patch mode's message explains every field with an example, and a JSON-schema response
             # format holds the reply to the schema: the schema's text again in the prompt was 2,600
             # characters a request (measured: a third of a small task's prompt). Another output
@@ -424,8 +439,9 @@ class CompletionBackend(BaseBackend[OptionsT]):
             yield BackendMessage(MessageType.TEXT, content=completion.text)
             return
         result: BaseModel | None = None
-        async for item in self._ask_json(messages, output_type, _schema_name(output_type),
-                                           attempts=self.options.max_attempts):
+        asked = (self._ask_files(messages, output_type, list(context.shown)) if files else
+                 self._ask_json(messages, output_type, _schema_name(output_type), attempts=self.options.max_attempts))
+        async for item in asked:
             if isinstance(item, BackendMessage):
                 yield item
             else:
@@ -471,6 +487,56 @@ class CompletionBackend(BaseBackend[OptionsT]):
             messages += [{"role": "assistant", "content": completion.text},
                          {"role": "user", "content": f"{problem}\nReply again with one JSON object that matches "
                                                      "the schema."}]
+
+    async def _ask_files(self, messages: list[dict[str, str]], model: type[BaseModel],
+                         shown: list[str]) -> AsyncIterator[BackendMessage | Any]:
+        """Patch mode with the files format (capability `patch_files`): a reply whose code blocks
+        are files (the harness's text-mode rules, codeedits.py: a path on the line before each
+        block), read into an instance of `model` (the session's proposal: summary and files). A
+        reply with no file, or blocks that are not one, goes back to the model with why, as a
+        reply that is not JSON does. Yields messages, then the instance (nothing when every
+        attempt failed or the model refused)."""
+        from agenter.backends.model_api._harness.codeedits import code_edits
+        from agenter.backends.model_api._harness.repetition import repeating_tail
+
+        messages = list(messages)
+        previous = None
+        for attempt in range(1, self.options.max_attempts + 1):
+            completion: Completion | None = None
+            async for piece in self._ask(messages, None):
+                if isinstance(piece, Completion):
+                    completion = piece
+                else:
+                    yield piece
+            assert completion is not None
+            if self._refused(completion):
+                return
+            text = completion.text
+            if completion.finish_reason == "length":
+                tail = repeating_tail(text)
+                problem = REPEATED if tail is not None else CUT_OFF_FILES
+                text = text if tail is None else text[:tail]
+            else:
+                found = await self.in_thread(code_edits, text, read=self._readable, candidates=shown)
+                if found.edits:
+                    first = min(edit.start for edit in found.edits)
+                    summary = " ".join(text[:first].split())[:500] or "Changed " + ", ".join(
+                        edit.path for edit in found.edits) + "."
+                    yield model.model_validate({"summary": summary, "files": [
+                        {"path": edit.path, "content": edit.content,
+                         "operation": "modify" if self._readable(edit.path) is not None else "create"}
+                        for edit in found.edits]})
+                    return
+                problem = (f"No file was written: {'; '.join(found.problems)}. Give {_FILES_HOW}."
+                           if found.problems else NO_FILES)
+            yield BackendMessage(MessageType.STATUS, is_error=True, content=_truncate(
+                f"reply {attempt} gave no file to write: {problem}", EVENT_TEXT_LIMIT))
+            if text == previous:
+                yield BackendMessage(MessageType.STATUS, is_error=True, content=(
+                    f"reply {attempt} repeated the previous one word for word: not asking again"))
+                return
+            previous = text
+            messages += [{"role": "assistant", "content": text}, {"role": "user", "content": problem}]
 
     def _refused(self, completion: Completion) -> bool:
         if completion.refusal:

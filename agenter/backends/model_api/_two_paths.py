@@ -23,6 +23,7 @@ its package in `sdk_requirements`, and `context_option`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -75,7 +76,10 @@ class TwoPathBackend(HarnessBackend[OptionsT], CompletionBackend[OptionsT]):
         agent's mode, for what the session reads before connecting; again at connect)."""
         self._context_path = self.uses_context(mode, self.options)
         # The session reads the capabilities of the backend it runs (patch mode's retry prompts).
-        self.capabilities = CONTEXT_CAPABILITIES if self._context_path else type(self).capabilities  # type: ignore[misc]
+        capabilities = CONTEXT_CAPABILITIES if self._context_path else type(self).capabilities
+        if self._context_path and getattr(self.options, "proposal_format", "json") == "files":
+            capabilities = dataclasses.replace(capabilities, patch_files=True)
+        self.capabilities = capabilities  # type: ignore[misc]
 
     @property
     def context_path(self) -> bool:

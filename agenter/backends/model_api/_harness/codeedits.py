@@ -139,6 +139,8 @@ def code_edits(text: str, *, read: Callable[[str], str | None], candidates: Sequ
 
 def _labelled(path: str, body: str, old: str | None, found: CodeEdits) -> tuple[str, str, str] | None:
     if path.startswith("/") or ".." in path.split("/"):
+        found.problems.append(f"the block after the line {path} was not written: that path leads outside the "
+                              "repository")
         return None
     if old is None:
         return path, body, f"writes {path} (a new file)"
