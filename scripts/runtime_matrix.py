@@ -73,7 +73,8 @@ def matrix() -> str:
     from agenter.backends import BaseBackend, backend_names, load_backend
     from agenter.backends.capabilities import BackendCapabilities
 
-    names = [f.name for f in fields(BackendCapabilities)]
+    # patch_files is chosen per session by an option (proposal_format), not declared by a class.
+    names = [f.name for f in fields(BackendCapabilities) if f.name in HEADINGS]
     lines = ["| backend | " + " | ".join(HEADINGS[n] for n in names) + " | permission rules enforced |",
              "|---|" + "---|" * (len(names) + 1)]
     for backend in _builtin():
