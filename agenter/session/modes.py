@@ -78,8 +78,7 @@ A correct reply:
 #: file well and a JSON-escaped one badly (measured on Qwen2.5-Coder-1.5B: more tokens a proposal,
 #: fewer tasks solved).
 FILES_GUIDANCE = """\
-Propose the change; you do not edit files yourself. agenter writes the files you give and tells \
-you what to correct. First say in one sentence what the change does. Then give each file you \
+agenter writes the files you give and tells you what to correct. First say in one sentence what the change does. Then give each file you \
 change as its path on a line of its own, then its whole new text in a ``` block, every unchanged \
 line included. Change only what the task needs, keep the existing style, and never guess the \
 content of a file you have not seen.

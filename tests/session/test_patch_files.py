@@ -113,8 +113,19 @@ async def test_a_repeating_cut_off_reply_is_not_continued(project: Path):
         result, _ = await run(files_agent(server), "Fix sub", project)
     assert result.status is CodingStatus.COMPLETED, result.error
     second = server.model_requests[1].body["messages"]
-    assert "repeated the same lines" in second[-1]["content"]
+    assert "kept repeating the same lines" in second[-1]["content"]
     assert second[-2]["content"].count("# check the sign") <= 2  # about one round kept, the rest left out
+
+
+async def test_a_reply_that_repeats_itself_is_stopped_while_it_streams(project: Path):
+    loop = "".join(f"    # step {n}: check the sign\n    # then return the difference\n" for n in range(400))
+    with ScriptedModelServer([reply(text("Fix sub.\ncalc.py\n```python\ndef sub(a, b):\n" + loop + "```\n")),
+                              answer(("calc.py", FIXED))]) as server:
+        result, events = await run(files_agent(server), "Fix sub", project)
+    assert result.status is CodingStatus.COMPLETED, result.error
+    second = server.model_requests[1].body["messages"]
+    assert "kept repeating the same lines" in second[-1]["content"]
+    assert second[-2]["content"].count("check the sign") <= 2
 
 
 async def test_a_failed_validation_asks_for_the_files_again(project: Path):

@@ -64,6 +64,7 @@ from agenter.backends.base import (
     SessionSpec,
 )
 from agenter.backends.capabilities import check_mode
+from agenter.backends.model_api._harness.repetition import RepetitionWatch
 from agenter.host.retry import retry_delay
 from agenter.permissions import ToolCall
 from agenter.sandbox.paths import open_regular
@@ -173,6 +174,12 @@ class ReadRequest(BaseModel):
 ANALYSIS_GUIDANCE = """\
 You are working on a task in a repository. You cannot change files or run commands yourself: \
 answer from the repository map and the files shown."""
+#: Patch mode's files format: the model writes the files and agenter applies them. Measured: told
+#: it "cannot change files", Qwen2.5-Coder-1.5B declined a bug fix with "REFUSED: the task
+#: requires modifying averages.py, which is not allowed" (a JSON schema had kept it from it).
+FILES_GUIDANCE = """\
+You are working on a task in a repository, from the repository map and the files shown. You \
+cannot run commands; agenter writes the files you give."""
 
 READ_GUIDANCE = """\
 You are about to work on a task in a repository. Some files are shown in full; the \
@@ -188,7 +195,7 @@ _FILES_HOW = "each file you change as its path on a line of its own, then its wh
 NO_FILES = f"Your reply gave no changed file. Give {_FILES_HOW}."
 CUT_OFF_FILES = (f"Your reply was cut off at the output token limit before it was complete. Give {_FILES_HOW}, "
                  "once, and nothing else.")
-REPEATED = ("Your reply repeated the same lines until the output token limit cut it off; the repetition is left out "
+REPEATED = ("Your reply kept repeating the same lines, so it was cut off; the repetition is left out "
             f"above. Do not continue it: give {_FILES_HOW}, once.")
 
 
@@ -412,9 +419,9 @@ class CompletionBackend(BaseBackend[OptionsT]):
             yield BackendMessage(MessageType.TEXT, content=refusal.reason)
             return
         output_type = self.spec.output_type
-        system = ANALYSIS_GUIDANCE + "\n\n" + self.instructions(
-            refusal_tool=None, output_channel="native", contract=False)
         files = self.spec.mode == "patch" and self.capabilities.patch_files
+        system = (FILES_GUIDANCE if files else ANALYSIS_GUIDANCE) + "\n\n" + self.instructions(
+            refusal_tool=None, output_channel="native", contract=False)
         if output_type is not None and not files and not (self.spec.mode == "patch"
                                                           and self._format_mode == "json_schema"):
             # Patch mode's message explains every field with an example, and a JSON-schema response
@@ -624,12 +631,23 @@ class CompletionBackend(BaseBackend[OptionsT]):
         reasoning: list[str] = []
         last_update = 0
         self._in_flight = _estimate(prompt_chars, 0)
+        watch = RepetitionWatch()
+        stream = self._stream_completion(messages, output)
         try:
-            async for item in self._stream_completion(messages, output):
+            async for item in stream:
                 if isinstance(item, Piece):
                     text_chars += len(item.text)
                     if item.reasoning:
                         reasoning.append(item.text)
+                    elif watch.feed(item.text):
+                        # A loop (repetition.py): stopped here, as if cut off at the output limit,
+                        # rather than run to it. Closing the stream stops the server; the tokens
+                        # so far are estimated (no usage comes for them).
+                        await _close(stream)
+                        self.ledger.settle(_estimate(prompt_chars, text_chars))
+                        settled = True
+                        yield Completion(text=watch.text, reasoning="".join(reasoning), finish_reason="length")
+                        return
                     if text_chars - last_update >= 400:  # budgets see tokens as they stream
                         last_update = text_chars
                         self.ledger.running(_estimate(prompt_chars, text_chars))
@@ -659,7 +677,15 @@ class CompletionBackend(BaseBackend[OptionsT]):
             self._in_flight = None
             if not settled:  # cancelled, or cut off: what was sent and what streamed are spent
                 self.ledger.abandon_running()
+            await _close(stream)
         raise StreamIncomplete("the response ended before it was complete")
+
+
+async def _close(stream: AsyncIterator[Any]) -> None:
+    """Close a response stream (an async generator) now, not when it is collected."""
+    close = getattr(stream, "aclose", None)
+    if close is not None:
+        await close()
 
 
 # ---------------------------------------------------------------------- the context

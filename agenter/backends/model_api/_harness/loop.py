@@ -96,7 +96,7 @@ from agenter.backends.model_api._harness.prompts import (
     STRUCTURED_NUDGE,
     tool_guidance,
 )
-from agenter.backends.model_api._harness.repetition import repeating_tail
+from agenter.backends.model_api._harness.repetition import STOPPED_REPEATING, RepetitionWatch, repeating_tail
 from agenter.backends.model_api._harness.retry import RetryPolicy
 from agenter.backends.model_api._harness.shell import BASH_TOOL_NAME, bash_tool_definition, network_allowed
 from agenter.backends.model_api._harness.textcalls import (
@@ -668,15 +668,17 @@ class HarnessBackend(BaseBackend[OptionsT]):
                     # context, the model goes on repeating (repetition.py). Left out, told once.
                     if told_repeating:
                         yield await self._turn_ends(follow_up, (
-                            "the model's response repeated the same lines until the output limit cut it, again "
-                            "after being told: the turn ends there"))
+                            "the model's response repeated the same lines until it was cut off, again after "
+                            "being told: the turn ends there"))
                         return
                     told_repeating = True
                     self._leave_out_repetition()
                     follow_up.append({"type": "text", "text": REPEATING_NUDGE if self._edits_code_blocks()
                                       else REPEATING_CALL_NUDGE})
+                    where = ("stopped by agenter" if response.stop_detail == STOPPED_REPEATING
+                             else "cut off at max_tokens")
                     yield BackendMessage(MessageType.STATUS, content=(
-                        "response cut off at max_tokens while repeating the same lines: the repetition is left "
+                        f"response {where} while repeating the same lines: the repetition is left "
                         "out of the conversation and the model is told"))
                 elif cutoffs > MAX_CUTOFF_NUDGES:
                     append_user_content(self._messages, follow_up)
@@ -941,9 +943,18 @@ class HarnessBackend(BaseBackend[OptionsT]):
         wire = self._wire
         assert wire is not None
         answer.response = None
+        watch = RepetitionWatch()
         try:
             async with contextlib.aclosing(wire.stream(self._request())) as pieces:
                 async for piece in pieces:
+                    if isinstance(piece, Delta) and not piece.thinking and piece.text and watch.feed(piece.text):
+                        # A loop (repetition.py): stopped here rather than at the output limit.
+                        # The stream is closed, so the server stops generating; the tokens so
+                        # far are spent (abandoned: no usage comes for them).
+                        self.ledger.abandon_running()
+                        answer.response = WireResponse(content=[{"type": "text", "text": watch.text}],
+                                                       stop="max_tokens", stop_detail=STOPPED_REPEATING)
+                        break
                     message = self._take(piece, answer)
                     if message is not None:
                         yield message

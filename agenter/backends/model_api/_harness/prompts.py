@@ -47,11 +47,11 @@ ANNOUNCED_CODE_NUDGE = ("Your reply stops before the code it announces, so no fi
 #: A response cut off at the output limit while repeating the same lines (repetition.py): the
 #: repetition is left out of the conversation and the model told, once a turn, instead of being
 #: asked to continue it.
-REPEATING_NUDGE = ("Your last response repeated the same lines until the output limit cut it off; the "
+REPEATING_NUDGE = ("Your last response kept repeating the same lines, so it was cut off; the "
                    "repetition is left out above. Do not continue it. If the change is not written yet, write it "
                    "once: the file's path on a line of its own, then its new text in a ``` code block. If it is, "
                    "say so.")
-REPEATING_CALL_NUDGE = ("Your last response repeated the same lines until the output limit cut it off; the "
+REPEATING_CALL_NUDGE = ("Your last response kept repeating the same lines, so it was cut off; the "
                         "repetition is left out above. Do not continue it: go on with the task, once.")
 #: Before the text of the files the task names, attached to its first message.
 ATTACHED_NOTE = "The files named above, as they are now (each path, then its text):"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agenter.backends.model_api._harness.repetition import repeating_tail
+from agenter.backends.model_api._harness.repetition import RepetitionWatch, repeating_tail
 
 METHODS = "    def pop(self):\n        return self.stack.pop()\n\n    def peek(self):\n        return self.stack[-1]\n\n"
 
@@ -27,3 +27,16 @@ def test_an_ordinary_long_answer_is_not() -> None:
     # A few equal lines are ordinary code, and a short tail of a long answer is not a loop.
     assert repeating_tail("x = [\n" + "    0,\n" * 8 + "]\nend") is None
     assert repeating_tail("".join(f"line {c}\n" for c in "abcdefghijklmnopqrstuvwxyz" * 3) + "- a\n" * 13 + "-") is None
+
+
+def test_the_watch_stops_a_stream_once_it_repeats_and_not_before() -> None:
+    head = "Here is the class:\n```python\nclass MinStack:\n    def __init__(self):\n        self.stack = []\n\n"
+    watch = RepetitionWatch()
+    pieces = [head] + [METHODS] * 40
+    stopped_at = next(i for i, piece in enumerate(pieces) if watch.feed(piece))
+    assert 5 <= stopped_at < 40  # looked at every WATCH_EVERY characters, stricter than at the cut
+    assert watch.text == "".join(pieces[:stopped_at + 1])
+    # Distinct code of the same length is never stopped.
+    distinct = RepetitionWatch()
+    assert not any(distinct.feed(f"def f{name}(x):\n    return x + {len(name)}\n\n\n")
+                   for name in [chr(97 + i) * (1 + i // 26) for i in range(300)])

@@ -767,7 +767,7 @@ async def test_a_response_cut_off_while_repeating_itself_is_left_out_not_continu
     assert result["status"] == "completed", result["error"]
     assert (repo / "app.py").read_text() == "def greet():\n    return 'hi'\n"
     second = json.dumps(server.model_requests[1].body)
-    assert "Your last response repeated the same lines until the output limit cut it off" in second
+    assert "Your last response kept repeating the same lines, so it was cut off" in second
     assert "cut off at the output limit. Continue" not in second
     assert "1. Added a check" in second and "4. Added a check" not in second  # one round kept
     assert server.model_requests[1].body["max_tokens"] == 64  # not raised, as for a long answer
@@ -777,6 +777,27 @@ async def test_a_response_cut_off_while_repeating_itself_is_left_out_not_continu
     result = await make_agent(server, "chat", openai_tool_calls="text", budget=Budget(max_iterations=1)).execute(
         "Make greet() in app.py return 'hi'", cwd=repo)
     assert result.status is CodingStatus.FAILED and len(server.model_requests) == 2
+
+
+
+@agent_test
+@pytest.mark.parametrize("wire", WIRES)
+async def test_a_response_that_repeats_itself_is_stopped_while_it_streams(scripted_model_server, repo, wire):
+    """The same loop without an output limit near: agenter stops the stream once it repeats
+    (RepetitionWatch) instead of letting the model run to the limit, then goes on as at a cut."""
+    methods = "    def pop(self):\n        return self.stack.pop()\n\n    def peek(self):\n        return self.stack[-1]\n\n"
+    block = "app.py\n```python\ndef greet():\n    return 'hi'\n```"
+    server = scripted_model_server([reply(text("```python\nclass MinStack:\n" + methods * 300 + "```")),
+                                    reply(text(block))])
+    events = [e async for e in make_agent(server, wire, openai_tool_calls="text").stream_execute(
+        "Make greet() in app.py return 'hi'", cwd=repo)]
+    result = events[-1].data["result"]
+    assert result["status"] == "completed", result["error"]
+    assert any("response stopped by agenter while repeating the same lines" in str(e.data.get("content"))
+               for e in events)
+    second = json.dumps(server.model_requests[1].body)
+    assert "Your last response kept repeating the same lines" in second
+    assert second.count("def peek(self)") <= 2  # what streamed before the stop, one round of it kept
 
 
 # ---------------------------------------------------------------------------------------------
