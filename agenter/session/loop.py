@@ -242,6 +242,8 @@ class _RunState:
         #: PAUSED: the calls that wait for a person, and the handle that continues the run.
         self.pending: list[Any] = []
         self.handle: str | None = None
+        #: PAUSED: the run's time until the pause (seconds, as kept in the pause record).
+        self.paused_at: float | None = None
 
 
 class CodingRun:
@@ -602,9 +604,12 @@ class CodingRun:
         """Have the backend keep the paused run (session/pause.py): PAUSED with the handle, or
         ERROR naming why it could not be kept (the calls did not run either way)."""
         pending = list(self._report.pending)
+        # The paused result reports this time too, so a continuation (which carries it) never
+        # reports less than the paused run did (keeping the record takes time of its own).
+        state.paused_at = round(self._limits.elapsed(), 3)
         record = pause_record(
             backend=self.backend_name, model=self.model, mode=self.mode, agent=self._agent, request=self.request,
-            budget=self.budget, iterations=state.iteration, elapsed=self._limits.elapsed(), usage=self._usage(),
+            budget=self.budget, iterations=state.iteration, elapsed=state.paused_at, usage=self._usage(),
             files=self._changed, denials=self._denials, summary=state.summary, prompt=state.prompt, pending=pending)
         try:
             state.handle = await self.backend.hold(record)
@@ -916,7 +921,9 @@ class CodingRun:
             output_tokens=usage.output_tokens, cache_read_tokens=usage.cache_read_tokens,
             cache_write_tokens=usage.cache_write_tokens, total_tokens=usage.total_tokens,
             estimated_input_tokens=usage.estimated_input_tokens, estimated_output_tokens=usage.estimated_output_tokens,
-            total_cost_usd=round(usage.cost_usd, 6), duration_seconds=round(self._limits.elapsed(), 3),
+            total_cost_usd=round(usage.cost_usd, 6),
+            duration_seconds=state.paused_at if outcome.status is CodingStatus.PAUSED and state.paused_at is not None
+            else round(self._limits.elapsed(), 3),
             output=state.output, error=outcome.error, exceeded_limit=outcome.exceeded, error_kind=outcome.kind,
             refusal_reason=self._redact(refusal.reason) if refusal else None,
             validation_errors=[self._redact(e) for e in state.validation_errors],
