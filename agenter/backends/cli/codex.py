@@ -18,6 +18,7 @@ itself, shared with the codex backend, is `_programs/codex.py`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -52,6 +53,7 @@ from agenter.backends.cli._policy.codex import (
     codex_permissions,
     compile_policy,
     left_by_mount,
+    mount_points,
     sets_sandbox_mode,
 )
 from agenter.backends.cli._runner import Invocation, Line
@@ -166,25 +168,43 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
         return self.home_dir or Path.home()
 
     async def _turn(self, prompt: str) -> AsyncIterator[BackendMessage]:
-        """A turn under the policy's profile as the workspace is now. When it ends, what Codex
-        left behind is tidied up: the empty files and folders its sandbox mounts over missing
-        paths to keep them from being created (Codex 0.169 leaves them in the workspace), and a
-        path the policy keeps read-only that did not exist (so the profile could not name it)
-        and that the turn created: removed, and recorded as a denial."""
+        """A turn under the policy's profile as the workspace is now. The folders Codex's
+        sandbox mounts over in the writable workspace (`mount_points`) that are missing are
+        made before Codex starts and stay for the whole turn: Codex would make and remove them
+        around each sandboxed command, and another command starting meanwhile can fail on one
+        that vanished (see mount_points). When the turn ends, what is left is tidied up: those
+        folders, the empty files and folders its sandbox mounts over other missing paths (Codex
+        0.169 can leave them in the workspace), and a path the policy keeps read-only that did
+        not exist (so the profile could not name it) and that the turn created: removed, and
+        recorded as a denial."""
         policy = self.settings.permissions
         unmasked: list[str] = []
         absent: list[str] = []
+        held: list[str] = []
         if policy is not None:
             self._policy_config, _, unmasked = compile_policy(policy, Path(self.cwd), self._policy_home())
-            absent = [p for p in dict.fromkeys([*unmasked, *CODEX_MOUNTS])
+            mounts = mount_points(self._policy_config, Path(self.cwd))
+            absent = [p for p in dict.fromkeys([*unmasked, *CODEX_MOUNTS, *mounts])
                       if not os.path.lexists(os.path.join(self.cwd, p))]
+            held = [p for p in mounts if p in absent]
         try:
+            self._hold(held)
             async for message in super()._turn(prompt):
                 yield message
         finally:
             self._deny_refused()
             if absent:  # in a thread: removing a folder the agent filled may take a while
                 await asyncio.to_thread(self._tidy, absent, set(unmasked))
+
+    def _hold(self, paths: list[str]) -> None:
+        """Make the missing mount points `paths` (empty folders) for the turn (see _turn); one
+        that cannot be made is left to Codex, as before."""
+        cwd = os.path.realpath(self.cwd)
+        for rel in paths:
+            target = os.path.normpath(os.path.join(cwd, rel))
+            if is_within(target, cwd) and is_within(os.path.realpath(os.path.dirname(target)), cwd):
+                with contextlib.suppress(OSError):
+                    os.mkdir(target)
 
     def _deny_refused(self) -> None:
         """The calls Codex refused by itself this run (its rules, its sandbox or permission
@@ -194,7 +214,8 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
             self.deny(refused.tool, ", ".join(targets), refused.reason, refused.rule)
 
     def _tidy(self, absent: list[str], unmasked: set[str]) -> None:
-        """Remove what the turn made of the paths that were `absent` when it began (see _turn)."""
+        """Remove what the turn made of the paths that were `absent` when it began (see _turn),
+        the mount points _hold made included (still empty: Codex keeps them read-only)."""
         cwd = os.path.realpath(self.cwd)
         for rel in absent:
             target = os.path.normpath(os.path.join(cwd, rel))

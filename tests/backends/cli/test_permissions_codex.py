@@ -16,7 +16,13 @@ from agenter import CodingRequest
 from agenter._errors import ConfigurationError
 from agenter.backends._programs.codex import Refused, refusal_of
 from agenter.backends.base import BackendSettings, MessageType, SessionSpec
-from agenter.backends.cli._policy.codex import codex_permissions, unmasked_paths
+from agenter.backends.cli._policy.codex import (
+    CODEX_MOUNTS,
+    codex_permissions,
+    compile_policy,
+    mount_points,
+    unmasked_paths,
+)
 from agenter.backends.cli.codex import CodexCliBackend
 from agenter.permissions import PermissionPolicy
 from agenter.testing import reply, text, tool_call
@@ -72,6 +78,19 @@ def test_a_policy_compiles_to_a_permission_profile_and_rules(tmp_path):
     (work / "src").mkdir()
     src, _ = codex_permissions(PermissionPolicy.parse("allow edit:src/**"), work, home)
     assert src["permissions.agenter.filesystem"][":project_roots"]["src"] == "write"
+
+
+def test_the_mount_points_are_in_each_writable_root_of_the_workspace(tmp_path):
+    """Where Codex's sandbox mounts over its read-only folders (the backend makes the missing
+    ones before a turn): the workspace when it is writable, each writable folder of it."""
+    home = tmp_path / "home"
+    (tmp_path / "src").mkdir()
+    config, _, _ = compile_policy(POLICY, tmp_path, home)
+    assert mount_points(config, tmp_path) == list(CODEX_MOUNTS)
+    config, _, _ = compile_policy(PermissionPolicy.parse("allow edit:src/**"), tmp_path, home)
+    assert mount_points(config, tmp_path) == [f"src/{name}" for name in CODEX_MOUNTS]
+    config, _, _ = compile_policy(PermissionPolicy(), tmp_path, home)  # a read-only workspace
+    assert mount_points(config, tmp_path) == []
 
 
 @pytest.mark.parametrize("rules", ["deny shell", "deny shell:git * --force", "deny read", "deny network:x.org",
@@ -177,12 +196,22 @@ async def test_missing_protected_paths_leave_nothing_behind_and_resume_works(kit
     """Codex 0.169 keeps a missing read-only path from being created by mounting over it, which
     left empty files and folders (.mcp.json, .claude, .git, ...) in the workspace and made the
     next `exec resume` fail. The profile now names only what exists; what a turn creates at a
-    protected path that was missing is removed when the turn ends and recorded as a denial."""
+    protected path that was missing is removed when the turn ends and recorded as a denial.
+    The folders Codex mounts over in a writable workspace (.git, .codex, .agents, .aws) are
+    there for the whole turn: Codex made and removed missing ones around each sandboxed
+    command, and a command starting meanwhile could fail on one that vanished ("failed to
+    enumerate unreadable glob paths under ...: w/.agents: No such file or directory")."""
     work = tmp_path / "w"
     work.mkdir()
+    present: list[list[str]] = []  # the mount folders in the workspace at each model request
+
+    def note(request: Any) -> None:
+        present.append([name for name in CODEX_MOUNTS if (work / name).is_dir()])
+
     server = kit.server([patch(".mcp.json", '{"mcpServers": {}}\n'), patch("after.txt", "went on\n"),
                          reply(text("done")),
-                         patch(".claude/settings.json", "{}\n"), patch("second.txt", "again\n"), reply(text("done"))])
+                         patch(".claude/settings.json", "{}\n"), patch("second.txt", "again\n"), reply(text("done"))],
+                        handler=note)
     agent = kit.agent(server, permissions=POLICY, validators=[])
     first = await agent.execute("write after.txt", cwd=work)
     assert first.status.value == "completed", first.error
@@ -193,6 +222,7 @@ async def test_missing_protected_paths_leave_nothing_behind_and_resume_works(kit
     assert sorted(os.listdir(work)) == ["after.txt", "second.txt"] and sorted(second.files) == ["second.txt"]
     assert [d["target"] for d in second.permission_denials] == [".claude"]
     assert "went on" in server.model_requests[-1].raw_body.decode()  # the same conversation
+    assert len(present) == 6 and all(names == list(CODEX_MOUNTS) for names in present), present
 
 
 @pytest.mark.agent

@@ -7,8 +7,10 @@ decision="forbidden")`) for denied command prefixes and destructive git commands
 Limits of Codex 0.169 that the backend works around: read-only entries may name only what exists
 (a missing path is mounted over, which leaves an empty file or folder in the workspace and makes
 `exec resume` fail), so `unmasked_paths` lists the ones left out and `left_by_mount` tells what a
-mount left behind; a config file that sets sandbox_mode makes Codex ignore the profile
-(`sets_sandbox_mode`).
+mount left behind; the folders its sandbox keeps read-only in each writable root (`mount_points`)
+are made and removed around every sandboxed command when missing, which can fail another
+command's start (see mount_points), so the backend makes them before a turn; a config file that
+sets sandbox_mode makes Codex ignore the profile (`sets_sandbox_mode`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from agenter.backends.cli._policy import cannot_compile, path_pattern
 from agenter.permissions import PROTECTED_PATHS, PermissionPolicy, PermissionRule
 
 __all__ = ["CODEX_MOUNTS", "PROFILE", "SAFETY_PREFIXES", "codex_permissions", "compile_policy", "left_by_mount",
-           "sets_sandbox_mode", "unmasked_paths"]
+           "mount_points", "sets_sandbox_mode", "unmasked_paths"]
 
 #: The permission profile agenter defines for a run with a policy.
 PROFILE = "agenter"
@@ -45,6 +47,34 @@ _WORKSPACE_SECRETS = ("**/.env", "**/.env.*", "**/*.env", "**/*.pem", "**/*.key"
 #: Folders Codex's sandbox keeps read-only in a writable workspace whatever the profile says; a
 #: missing one it mounts over, leaving an empty folder behind.
 CODEX_MOUNTS = (".git", ".codex", ".agents", ".aws")
+
+
+def mount_points(config: dict[str, Any], cwd: Path) -> list[str]:
+    """Where Codex's sandbox mounts over CODEX_MOUNTS in the workspace under the profile of
+    `config` (compile_policy's overrides): each of them in each writable root of the workspace,
+    as workspace-relative paths ("." first, then the others in the profile's order).
+
+    Codex 0.169 makes a missing one (an empty folder) before each sandboxed command, its file
+    reads included, and removes it afterwards, while other commands and reads run: another
+    one's start lists the workspace for the profile's unreadable globs (`**/.env`, ...) and
+    fails the whole command, or the session when it was reading AGENTS.md ("failed to enumerate
+    unreadable glob paths under ...: <root>/.agents: No such file or directory"), when the
+    folder it listed is gone before it looks inside. One that exists is neither made nor removed."""
+    filesystem = config.get(f"permissions.{PROFILE}.filesystem") or {}
+    roots = [path for path, access in (filesystem.get(":project_roots") or {}).items() if access == "write"]
+    workspace = os.path.realpath(cwd)
+    for path, access in filesystem.items():
+        if access == "write" and path.startswith("/"):
+            real = os.path.realpath(path)
+            if real == workspace or real.startswith(workspace.rstrip("/") + "/"):
+                roots.append(os.path.relpath(real, workspace))
+    found: dict[str, None] = {}
+    for root in roots:
+        if any(ch in root for ch in "*?["):
+            continue  # globs are never writable roots (compile_policy makes none)
+        for name in CODEX_MOUNTS:
+            found[os.path.normpath(os.path.join(root, name))] = None
+    return list(found)
 
 
 def left_by_mount(path: str) -> bool:
