@@ -172,11 +172,12 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
         sandbox mounts over in the writable workspace (`mount_points`) that are missing are
         made before Codex starts and stay for the whole turn: Codex would make and remove them
         around each sandboxed command, and another command starting meanwhile can fail on one
-        that vanished (see mount_points). When the turn ends, what is left is tidied up: those
-        folders, the empty files and folders its sandbox mounts over other missing paths (Codex
-        0.169 can leave them in the workspace), and a path the policy keeps read-only that did
-        not exist (so the profile could not name it) and that the turn created: removed, and
-        recorded as a denial."""
+        that vanished (see mount_points). When the turn ends (the run is stopped first, so
+        Codex and what it started have exited), what is left is tidied up: those folders, the
+        empty files and folders its sandbox mounts over other missing paths (Codex 0.169 can
+        leave them in the workspace), and a path the policy keeps read-only that did not exist
+        (so the profile could not name it) and that the turn created: removed, and recorded as
+        a denial."""
         policy = self.settings.permissions
         unmasked: list[str] = []
         absent: list[str] = []
@@ -189,8 +190,11 @@ class CodexCliBackend(CliBackend[CodexCliOptions]):
             held = [p for p in mounts if p in absent]
         try:
             self._hold(held)
-            async for message in super()._turn(prompt):
-                yield message
+            # aclosing: when this turn is closed early (a budget, the consumer stopping), the
+            # run is stopped, and what it started ended, before anything below is removed.
+            async with contextlib.aclosing(super()._turn(prompt)) as messages:  # type: ignore[type-var]
+                async for message in messages:
+                    yield message
         finally:
             self._deny_refused()
             if absent:  # in a thread: removing a folder the agent filled may take a while

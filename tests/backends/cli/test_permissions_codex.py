@@ -5,6 +5,7 @@ and a path the user's rule denies: none of it happens, and an allowed edit still
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -25,7 +26,7 @@ from agenter.backends.cli._policy.codex import (
 )
 from agenter.backends.cli.codex import CodexCliBackend
 from agenter.permissions import PermissionPolicy
-from agenter.testing import reply, text, tool_call
+from agenter.testing import hang, reply, text, tool_call
 
 from ..kit import REPO, Case, installed, need
 from .test_permissions_cli import git, repository, script_server
@@ -223,6 +224,38 @@ async def test_missing_protected_paths_leave_nothing_behind_and_resume_works(kit
     assert [d["target"] for d in second.permission_denials] == [".claude"]
     assert "went on" in server.model_requests[-1].raw_body.decode()  # the same conversation
     assert len(present) == 6 and all(names == list(CODEX_MOUNTS) for names in present), present
+
+
+@pytest.mark.agent
+async def test_a_turn_closed_early_is_tidied_after_codex_has_stopped(kit, tmp_path):
+    """A turn closed while Codex runs (a budget, a consumer that stops reading): Codex is
+    stopped and has exited before what the turn left at missing protected paths is removed."""
+    work = tmp_path / "w"
+    work.mkdir()
+    server = kit.server([patch(".mcp.json", "{}\n"), hang()])
+    backend = kit.backend(server, sandbox=True, permissions=POLICY)
+    await backend.connect(SessionSpec(cwd=work))
+    runs: list[Any] = []
+    exited: list[bool] = []
+    tidy = backend._tidy
+
+    def tidy_noting(*args: Any) -> None:
+        exited.append(all(run.returncode is not None for run in runs))
+        tidy(*args)
+
+    backend._tidy = tidy_noting
+    try:
+        async with contextlib.aclosing(backend.execute("write .mcp.json")) as messages:
+            async for message in messages:
+                if backend._run is not None and backend._run not in runs:
+                    runs.append(backend._run)
+                if message.type is MessageType.TOOL_RESULT:
+                    break  # Codex now waits for the model, which never answers
+    finally:
+        await backend.disconnect()
+    assert runs and exited == [True]
+    assert os.listdir(work) == []
+    assert [(d.target, d.rule) for d in backend.denials()] == [(".mcp.json", "safety")]
 
 
 @pytest.mark.agent
