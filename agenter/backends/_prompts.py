@@ -38,6 +38,14 @@ REFUSAL_TOOL_DESCRIPTION = (
 #: through Aider, and called refuse_task with the failing tests as its reason).
 _DECLINE_ONLY = "Decline only a task that is harmful or cannot be done in this repository at all: then "
 _NOT_A_REASON = " A hard or unclear task, or failing tests, is not a reason to decline: do your best."
+#: The same for a model that declines by a line of text, where the way out is one word away. The
+#: wording above still made Qwen2.5-Coder-1.5B begin 6 of 8 patch-mode replies (files format) with
+#: "REFUSED: the task requires modifying averages.py, which is not allowed"; worded as below, 0 of
+#: 22 (the benchmark's tasks, first requests replayed). A task that cannot be done then fails
+#: truthfully instead of being declined.
+_DECLINE_BY_LINE = ("Do the task: a programming task is never declined, however hard. Only a request to cause harm "
+                    "(malware, stealing credentials, destroying data) is answered instead with one line starting "
+                    "with 'REFUSED:' and the reason.")
 REFUSAL_TOOL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -78,7 +86,7 @@ def compose_instructions(*, cwd: str, sandbox: bool, allowed_write_paths: list[s
     if refusal_tool:
         parts.append(f"{_DECLINE_ONLY}call the `{refusal_tool}` tool with the reason.{_NOT_A_REASON}")
     else:
-        parts.append(f"{_DECLINE_ONLY}reply with one line starting with 'REFUSED:' and the reason.{_NOT_A_REASON}")
+        parts.append(_DECLINE_BY_LINE)
     if sandbox:
         # Not the directory's absolute path: it says nothing the agent needs, sends a local path
         # to the provider, and makes the prompt (and a cached or seeded answer) depend on where
