@@ -29,7 +29,7 @@ import asyncio
 import json
 import os
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
@@ -462,38 +462,19 @@ class CompletionBackend(BaseBackend[OptionsT]):
                           attempts: int) -> AsyncIterator[BackendMessage | Any]:
         """A reply validated against `model`; a bad one goes back to the model with the errors.
         Yields messages, then the instance (nothing when every attempt failed or it refused)."""
-        messages = list(messages)
-        schema = _strict(model.model_json_schema())
-        previous = None
-        for attempt in range(1, attempts + 1):
-            completion: Completion | None = None
-            async for piece in self._ask(messages, OutputFormat(self._format_mode, name, schema)):
-                if isinstance(piece, Completion):
-                    completion = piece
-                else:
-                    yield piece
-            assert completion is not None
-            if self._refused(completion):
-                return
+        async def read(completion: Completion) -> BaseModel | _Unread:
             problem = CUT_OFF if completion.finish_reason == "length" else None
             if problem is None:
                 parsed = find_json(completion.text, model)
                 if parsed is not None:
-                    yield parsed
-                    return
+                    return parsed
                 problem = _why_invalid(completion.text, model)
-            yield BackendMessage(MessageType.STATUS, is_error=True, content=_truncate(
-                f"reply {attempt} did not match {model.__name__}: {problem}", EVENT_TEXT_LIMIT))
-            if completion.text == previous:
-                # The correction changed nothing (at temperature 0 a model repeats itself word for
-                # word): asking again would spend a request on the same reply.
-                yield BackendMessage(MessageType.STATUS, is_error=True, content=(
-                    f"reply {attempt} repeated the previous one word for word: not asking again"))
-                return
-            previous = completion.text
-            messages += [{"role": "assistant", "content": completion.text},
-                         {"role": "user", "content": f"{problem}\nReply again with one JSON object that matches "
-                                                     "the schema."}]
+            return _Unread(f"did not match {model.__name__}: {problem}", completion.text,
+                           f"{problem}\nReply again with one JSON object that matches the schema.")
+
+        output = OutputFormat(self._format_mode, name, _strict(model.model_json_schema()))
+        async for item in self._ask_until_read(messages, output, read, attempts):
+            yield item
 
     async def _ask_files(self, messages: list[dict[str, str]], model: type[BaseModel],
                          shown: list[str]) -> AsyncIterator[BackendMessage | Any]:
@@ -506,18 +487,7 @@ class CompletionBackend(BaseBackend[OptionsT]):
         from agenter.backends.model_api._harness.codeedits import code_edits
         from agenter.backends.model_api._harness.repetition import repeating_tail
 
-        messages = list(messages)
-        previous = None
-        for attempt in range(1, self.options.max_attempts + 1):
-            completion: Completion | None = None
-            async for piece in self._ask(messages, None):
-                if isinstance(piece, Completion):
-                    completion = piece
-                else:
-                    yield piece
-            assert completion is not None
-            if self._refused(completion):
-                return
+        async def read(completion: Completion) -> BaseModel | _Unread:
             text = completion.text
             if completion.finish_reason == "length":
                 tail = repeating_tail(text)
@@ -529,21 +499,49 @@ class CompletionBackend(BaseBackend[OptionsT]):
                     first = min(edit.start for edit in found.edits)
                     summary = " ".join(text[:first].split())[:500] or "Changed " + ", ".join(
                         edit.path for edit in found.edits) + "."
-                    yield model.model_validate({"summary": summary, "files": [
+                    return model.model_validate({"summary": summary, "files": [
                         {"path": edit.path, "content": edit.content,
                          "operation": "modify" if self._readable(edit.path) is not None else "create"}
                         for edit in found.edits]})
-                    return
                 problem = (f"No file was written: {'; '.join(found.problems)}. Give {_FILES_HOW}."
                            if found.problems else NO_FILES)
+            return _Unread(f"gave no file to write: {problem}", text, problem)
+
+        async for item in self._ask_until_read(messages, None, read, self.options.max_attempts):
+            yield item
+
+    async def _ask_until_read(self, messages: list[dict[str, str]], output: OutputFormat | None,
+                              read: Callable[[Completion], Awaitable[BaseModel | _Unread]],
+                              attempts: int) -> AsyncIterator[BackendMessage | Any]:
+        """Replies until `read` makes a result of one (yielded last), at most `attempts`; one it
+        cannot read goes back to the model with why. Nothing is yielded after the messages when
+        the model refused, no reply could be read, or a reply repeated the one before it."""
+        messages = list(messages)
+        previous = None
+        for attempt in range(1, attempts + 1):
+            completion: Completion | None = None
+            async for piece in self._ask(messages, output):
+                if isinstance(piece, Completion):
+                    completion = piece
+                else:
+                    yield piece
+            assert completion is not None
+            if self._refused(completion):
+                return
+            result = await read(completion)
+            if not isinstance(result, _Unread):
+                yield result
+                return
             yield BackendMessage(MessageType.STATUS, is_error=True, content=_truncate(
-                f"reply {attempt} gave no file to write: {problem}", EVENT_TEXT_LIMIT))
-            if text == previous:
+                f"reply {attempt} {result.why}", EVENT_TEXT_LIMIT))
+            if result.kept == previous:
+                # The correction changed nothing (at temperature 0 a model repeats itself word for
+                # word): asking again would spend a request on the same reply.
                 yield BackendMessage(MessageType.STATUS, is_error=True, content=(
                     f"reply {attempt} repeated the previous one word for word: not asking again"))
                 return
-            previous = text
-            messages += [{"role": "assistant", "content": text}, {"role": "user", "content": problem}]
+            previous = result.kept
+            messages += [{"role": "assistant", "content": result.kept}, {"role": "user", "content": result.again}]
 
     def _refused(self, completion: Completion) -> bool:
         if completion.refusal:
@@ -686,6 +684,16 @@ async def _close(stream: AsyncIterator[Any]) -> None:
     close = getattr(stream, "aclose", None)
     if close is not None:
         await close()
+
+
+@dataclass(frozen=True)
+class _Unread:
+    """A reply that could not be read (`_ask_until_read`): why (for the status message), the
+    reply as the conversation keeps it, and what goes back to the model."""
+
+    why: str
+    kept: str
+    again: str
 
 
 # ---------------------------------------------------------------------- the context
