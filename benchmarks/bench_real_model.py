@@ -682,7 +682,8 @@ def print_report(summaries: list[dict[str, Any]]) -> None:
         for mismatch in s.get("mismatches", []):
             print(f"  {s['system']} status/tests mismatch: {mismatch}")
         if s["cut_off"]:
-            print(f"  {s['system']} left a request unfinished at the time budget (its prompt tokens uncounted): "
+            print(f"  {s['system']} closed a request before its response was complete (the time budget, or "
+                  "agenter stopping a response that repeated itself; its prompt tokens uncounted): "
                   f"{', '.join(s['cut_off'])}")
         if s["tests_modified"]:
             print(f"  {s['system']} edited the tests (restored before judging): {', '.join(s['tests_modified'])}")
