@@ -97,10 +97,6 @@ def add(a, b):
 def multiply(a, b):
     return a * b
 ```"""
-#: The files format's first prompt ends with it (after the task). Measured: on run-length the
-#: model wrote the one sentence the guidance asks for first, and stopped there.
-FILES_LAST = ("Reply with one sentence on what the change does, then each file you change: its path on a line, "
-              "then its whole new text in a ``` block.")
 FILES_AGAIN = ("Reply with the changed files, each as its path on a line of its own, then its whole new text "
                "in a ``` block, against the files as they are now.")
 
@@ -171,19 +167,17 @@ class PatchMode:
         self.last_proposal = ""
 
     # ------------------------------------------------------------------ prompts
-    def task(self, prompt: str, *, last: bool = True) -> str:
-        """The first turn's prompt: how to propose, then the task (in the files format, then how
-        to reply again, unless `last` is False: a retry prompt ends with its own)."""
-        if self.files:
-            return FILES_GUIDANCE + "\n\nTask:\n" + prompt.rstrip() + ("\n\n" + FILES_LAST if last else "")
-        return GUIDANCE.format(example=json.dumps(_EXAMPLE)) + "\n\nTask:\n" + prompt
+    def task(self, prompt: str) -> str:
+        """The first turn's prompt: how to propose, then the task."""
+        guidance = FILES_GUIDANCE if self.files else GUIDANCE.format(example=json.dumps(_EXAMPLE))
+        return guidance + "\n\nTask:\n" + prompt
 
     def retry(self, problems: list[str], *, applied: bool, task: str | None) -> str:
         """The next turn's prompt after a proposal that was not applied, or was applied and then
         failed validation (`applied`). `task`: the task again, for a backend that forgets; it
         gets the first turn's prompt again, the format included (without it, Qwen2.5-Coder-1.5B
         gave a file's change two ways at once, three replies in a row)."""
-        lines = [self.task(task, last=False) + "\n"] if task else []
+        lines = [self.task(task) + "\n"] if task else []
         if applied:
             lines.append("Your proposal was applied, but the result did not pass validation:")
         else:
