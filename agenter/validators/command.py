@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shlex
+import shutil
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -67,7 +70,12 @@ class CommandValidator:
     async def validate(self, files: list[str], cwd: Path) -> ValidationResult:
         from agenter.host import redact  # output may echo API keys from the env
 
-        env = {**os.environ, **self.env} if self.env else None
+        # Python's bytecode cache of its own for this run: a .pyc in the workspace's __pycache__
+        # is trusted while the source keeps its size and its mtime in seconds, so a file the
+        # agent rewrote within the second, to the same size (`a * b` -> `a - b`), was judged as
+        # its old code (seen in a patch-mode test: the retry's fix failed the check it passes).
+        cache = tempfile.mkdtemp(prefix="agenter-pycache-")
+        env = {**os.environ, "PYTHONPYCACHEPREFIX": cache, **(self.env or {})}
         started = time.perf_counter()
         try:
             outcome = await run_process(self.argv, cwd=cwd, timeout=self.timeout, env=env,
@@ -75,6 +83,8 @@ class CommandValidator:
         except OSError as exc:
             return ValidationResult(validator=self.name, passed=False, blocking=self.blocking,
                                     errors=[f"could not run {self.display!r}: {exc.strerror or exc}"])
+        finally:
+            await asyncio.to_thread(shutil.rmtree, cache, True)
         self.last_pid = outcome.pid
         elapsed = time.perf_counter() - started
         tail = redact(output_tail(outcome.stdout), self.env)

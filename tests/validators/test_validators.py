@@ -582,3 +582,20 @@ async def test_a_secret_in_a_verdict_is_redacted_in_the_result(tmp_path, monkeyp
     result = await agent.execute(CodingRequest(prompt="p", cwd=work))
     assert "supersecretvalue123" not in result.model_dump_json()
     assert result.validation[0].errors[0].startswith("token ") and not result.validation[0].passed
+
+
+async def test_a_command_judges_the_source_not_a_stale_bytecode_cache(tmp_path):
+    """A .pyc in __pycache__ is trusted while its source keeps its size and mtime (in seconds):
+    a file rewritten within the second to the same size was judged as its old code. Each run of a
+    command validator has a bytecode cache of its own (PYTHONPYCACHEPREFIX)."""
+    module = tmp_path / "calc.py"
+    module.write_text("def sub(a, b):\n    return a * b\n")
+    stamp = module.stat().st_mtime_ns
+    # The agent's own run (or an earlier check) leaves the cache beside the source.
+    writes = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    subprocess.run([sys.executable, "-c", "import calc"], cwd=tmp_path, check=True, env=writes)
+    assert list((tmp_path / "__pycache__").glob("calc.*.pyc"))
+    module.write_text("def sub(a, b):\n    return a - b\n")  # the same size
+    os.utime(module, ns=(stamp, stamp))  # within the same second
+    check = CommandValidator([sys.executable, "-c", "import calc, sys; sys.exit(0 if calc.sub(3, 1) == 2 else 1)"])
+    assert (await check.validate(["calc.py"], tmp_path)).passed
