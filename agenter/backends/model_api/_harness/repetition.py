@@ -11,7 +11,7 @@ possibly cut, line left out) are one group of lines written at least REPEATS tim
 spanning at least MIN_LINES lines and more than a quarter of the reply's lines.
 
 `RepetitionWatch` looks for it while the response streams, by stricter figures (WATCH_REPEATS
-rounds over WATCH_MIN_LINES lines), so the stream can be stopped there instead of running to the
+rounds over WATCH_MIN_LINES lines, of a group with words in it: rows of numbers are data), so the stream can be stopped there instead of running to the
 output limit. Measured on the 433 responses recorded in the benchmark's runs: the watch caught
 15 of the 17 responses that ended repeating (the other two end as before, at the limit), on
 average after a third of their text, and stopped none of the others.
@@ -39,15 +39,18 @@ _MAX_PERIOD = 80
 #: Numbers do not count: a numbered list that says the same things again is a repetition too
 #: (measured: "54. Added a check ...", "55. Added a check ...", to the output limit).
 _DIGITS = re.compile(r"\d+")
+_LETTER = re.compile(r"[^\W\d_]")
 
 
-def repeating_tail(text: str, *, repeats: int = REPEATS, min_lines: int = MIN_LINES) -> int | None:
+def repeating_tail(text: str, *, repeats: int = REPEATS, min_lines: int = MIN_LINES,
+                   words: bool = False) -> int | None:
     """Where the repetition at the end of `text` begins after its first round: the offset of
     the line that starts the second of `repeats` or more rounds of one group of lines at the end
     of `text` (its last line left out: the cut may be in it), so `text[:offset]` keeps what came
     before and one round. None when there is no such tail, or it spans fewer than `min_lines`
     lines or no more than a quarter of the reply's lines. Blank lines, trailing spaces and the
-    digits of numbers do not count."""
+    digits of numbers do not count. `words`: a group with no letter in it (rows of numbers:
+    data, not a loop) does not count either."""
     lines: list[tuple[str, int]] = []  # (the line as compared, where it starts)
     offset = 0
     for raw in text.splitlines(keepends=True)[:-1]:
@@ -63,7 +66,8 @@ def repeating_tail(text: str, *, repeats: int = REPEATS, min_lines: int = MIN_LI
         while (first := count - (rounds + 1) * period) >= 0 and shapes[first:first + period] == unit:
             rounds += 1
         span = rounds * period
-        if rounds >= repeats and span >= min_lines and 4 * span > count:
+        if rounds >= repeats and span >= min_lines and 4 * span > count and (
+                not words or any(_LETTER.search(line) for line in unit)):
             return lines[count - (rounds - 1) * period][1]
     return None
 
@@ -87,4 +91,4 @@ class RepetitionWatch:
         if self._size - self._looked < WATCH_EVERY:
             return False
         self._looked = self._size
-        return repeating_tail(self.text, repeats=WATCH_REPEATS, min_lines=WATCH_MIN_LINES) is not None
+        return repeating_tail(self.text, repeats=WATCH_REPEATS, min_lines=WATCH_MIN_LINES, words=True) is not None

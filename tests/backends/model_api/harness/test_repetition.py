@@ -40,3 +40,10 @@ def test_the_watch_stops_a_stream_once_it_repeats_and_not_before() -> None:
     distinct = RepetitionWatch()
     assert not any(distinct.feed(f"def f{name}(x):\n    return x + {len(name)}\n\n\n")
                    for name in [chr(97 + i) * (1 + i // 26) for i in range(300)])
+
+
+def test_the_watch_lets_rows_of_numbers_stream() -> None:
+    """Digits do not count, so rows of numbers look like one line repeated: data, not a loop."""
+    watch = RepetitionWatch()
+    assert not any(watch.feed(f"{n}, {n * n}, {n * 3}\n") for n in range(2000))
+    assert repeating_tail("".join(f"{n}, {n * n}\n" for n in range(100)) + "1") is not None  # at a cut-off it is
