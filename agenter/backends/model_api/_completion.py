@@ -177,7 +177,7 @@ answer from the repository map and the files shown."""
 #: Patch mode's files format: the model writes the files and agenter applies them. Measured: told
 #: it "cannot change files", Qwen2.5-Coder-1.5B declined a bug fix with "REFUSED: the task
 #: requires modifying averages.py, which is not allowed" (a JSON schema had kept it from it).
-FILES_GUIDANCE = """\
+FILES_SYSTEM = """\
 You are working on a task in a repository, from the repository map and the files shown. You \
 cannot run commands; agenter writes the files you give."""
 
@@ -420,7 +420,7 @@ class CompletionBackend(BaseBackend[OptionsT]):
             return
         output_type = self.spec.output_type
         files = self.spec.mode == "patch" and self.capabilities.patch_files
-        system = (FILES_GUIDANCE if files else ANALYSIS_GUIDANCE) + "\n\n" + self.instructions(
+        system = (FILES_SYSTEM if files else ANALYSIS_GUIDANCE) + "\n\n" + self.instructions(
             refusal_tool=None, output_channel="native", contract=False)
         if output_type is not None and not files and not (self.spec.mode == "patch"
                                                           and self._format_mode == "json_schema"):
