@@ -64,7 +64,7 @@ from agenter.backends.base import (
     SessionSpec,
 )
 from agenter.backends.capabilities import check_mode
-from agenter.backends.model_api._harness.repetition import RepetitionWatch
+from agenter.backends.model_api._harness.repetition import RepetitionWatch, repeating_tail
 from agenter.host.retry import retry_delay
 from agenter.permissions import ToolCall
 from agenter.sandbox.paths import open_regular
@@ -485,7 +485,13 @@ class CompletionBackend(BaseBackend[OptionsT]):
         reply that is not JSON does. Yields messages, then the instance (nothing when every
         attempt failed or the model refused)."""
         from agenter.backends.model_api._harness.codeedits import code_edits
-        from agenter.backends.model_api._harness.repetition import repeating_tail
+
+        texts: dict[str, str | None] = {}  # each file read once: for the edits, then create or modify
+
+        def read_once(path: str) -> str | None:
+            if path not in texts:
+                texts[path] = self._readable(path)
+            return texts[path]
 
         async def read(completion: Completion) -> BaseModel | _Unread:
             text = completion.text
@@ -494,14 +500,14 @@ class CompletionBackend(BaseBackend[OptionsT]):
                 problem = REPEATED if tail is not None else CUT_OFF_FILES
                 text = text if tail is None else text[:tail]
             else:
-                found = await self.in_thread(code_edits, text, read=self._readable, candidates=shown)
+                found = await self.in_thread(code_edits, text, read=read_once, candidates=shown)
                 if found.edits:
                     first = min(edit.start for edit in found.edits)
                     summary = " ".join(text[:first].split())[:500] or "Changed " + ", ".join(
                         edit.path for edit in found.edits) + "."
                     return model.model_validate({"summary": summary, "files": [
                         {"path": edit.path, "content": edit.content,
-                         "operation": "modify" if self._readable(edit.path) is not None else "create"}
+                         "operation": "modify" if read_once(edit.path) is not None else "create"}
                         for edit in found.edits]})
                 problem = (f"No file was written: {'; '.join(found.problems)}. Give {_FILES_HOW}."
                            if found.problems else NO_FILES)

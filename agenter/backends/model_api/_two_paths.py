@@ -77,7 +77,7 @@ class TwoPathBackend(HarnessBackend[OptionsT], CompletionBackend[OptionsT]):
         self._context_path = self.uses_context(mode, self.options)
         # The session reads the capabilities of the backend it runs (patch mode's retry prompts).
         capabilities = CONTEXT_CAPABILITIES if self._context_path else type(self).capabilities
-        if self._context_path and getattr(self.options, "proposal_format", "json") == "files":
+        if self._context_path and self.options.proposal_format == "files":
             capabilities = dataclasses.replace(capabilities, patch_files=True)
         self.capabilities = capabilities  # type: ignore[misc]
 

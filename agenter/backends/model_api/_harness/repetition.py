@@ -11,8 +11,8 @@ possibly cut, line left out) are one group of lines written at least REPEATS tim
 spanning at least MIN_LINES lines and more than a quarter of the reply's lines.
 
 `RepetitionWatch` looks for it while the response streams, by stricter figures (WATCH_REPEATS
-rounds over WATCH_MIN_LINES lines, of a group with words in it: rows of numbers are data), so the stream can be stopped there instead of running to the
-output limit. Measured on the 605 responses recorded in the benchmark's runs: the watch caught
+rounds over WATCH_MIN_LINES lines, of a group with words in it: rows of numbers are data), so
+the stream can be stopped there instead of running to the output limit. Measured on the 605 responses recorded in the benchmark's runs: the watch caught
 15 of the 17 responses that ended repeating (the other two end as before, at the limit), on
 average after a third of their text, and stopped none of the others.
 """
