@@ -106,6 +106,17 @@ async def test_a_fragment_goes_back_with_why(project: Path):
     assert (project / "calc.py").read_text().endswith("def g():\n    return 0\n")
 
 
+async def test_a_path_given_twice_keeps_its_last_block(project: Path):
+    draft = CALC.replace("a + b\n", "a * b\n")
+    with ScriptedModelServer([answer(("calc.py", draft), ("calc.py", FIXED))]) as server:
+        result, events = await run(files_agent(server), "Fix sub", project)
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert (project / "calc.py").read_text() == FIXED
+    assert events_of(events, "plan")[0]["tool_input"]["files"] == [
+        {"path": "calc.py", "operation": "modify", "as": "content"}]
+    assert len(server.model_requests) == 1
+
+
 async def test_a_repeating_cut_off_reply_is_not_continued(project: Path):
     loop = "".join("    # check the sign\n    # then return\n" for _ in range(20))
     cut = reply(text("Fix sub.\ncalc.py\n```python\ndef sub(a, b):\n" + loop), stop_reason="max_tokens")

@@ -170,6 +170,19 @@ async def test_reply_that_is_not_json_gets_a_clear_error(project: Path):
     assert "The reply is not valid JSON" in json.dumps(server.model_requests[1].body)
 
 
+async def test_a_json_reply_that_loops_is_told_so_not_that_it_was_too_long(project: Path):
+    loop = "".join(f"    # step {n}: check the sign\\n    # then return the difference\\n" for n in range(400))
+    looping = reply(text('{"summary": "Add sub.", "files": [{"path": "calc.py", "content": "' + loop))
+    script = [looping, proposal(change("calc.py", diff=CALC_DIFF))]
+    with ScriptedModelServer(script) as server:
+        result, _ = await run(make_agent(server), "Add sub to calc.py", project)
+    assert result.status is CodingStatus.COMPLETED, result.error
+    second = server.model_requests[1].body["messages"]
+    assert "kept repeating the same lines" in second[-1]["content"]
+    assert "output token limit" not in second[-1]["content"]
+    assert second[-2]["content"].count("check the sign") <= 2  # the repetition is left out
+
+
 def _outside_cases(tmp_path: Path, project: Path) -> dict[str, str]:
     outside = tmp_path / "outside"
     outside.mkdir()

@@ -195,8 +195,11 @@ _FILES_HOW = "each file you change as its path on a line of its own, then its wh
 NO_FILES = f"Your reply gave no changed file. Give {_FILES_HOW}."
 CUT_OFF_FILES = (f"Your reply was cut off at the output token limit before it was complete. Give {_FILES_HOW}, "
                  "once, and nothing else.")
-REPEATED = ("Your reply kept repeating the same lines, so it was cut off; the repetition is left out "
-            f"above. Do not continue it: give {_FILES_HOW}, once.")
+#: A reply stopped because it looped (repetition.py): not the output limit, so not CUT_OFF's advice.
+_REPEATED = ("Your reply kept repeating the same lines, so it was cut off; the repetition is left out "
+             "above. Do not continue it")
+REPEATED = f"{_REPEATED}: give {_FILES_HOW}, once."
+REPEATED_JSON = f"{_REPEATED}."
 
 
 def json_instructions(schema: dict[str, Any]) -> str:
@@ -463,13 +466,17 @@ class CompletionBackend(BaseBackend[OptionsT]):
         """A reply validated against `model`; a bad one goes back to the model with the errors.
         Yields messages, then the instance (nothing when every attempt failed or it refused)."""
         async def read(completion: Completion) -> BaseModel | _Unread:
-            problem = CUT_OFF if completion.finish_reason == "length" else None
-            if problem is None:
-                parsed = find_json(completion.text, model)
+            text = completion.text
+            if completion.finish_reason == "length":
+                tail = repeating_tail(text, escaped=True)
+                problem = CUT_OFF if tail is None else REPEATED_JSON
+                text = text if tail is None else text[:tail]
+            else:
+                parsed = find_json(text, model)
                 if parsed is not None:
                     return parsed
-                problem = _why_invalid(completion.text, model)
-            return _Unread(f"did not match {model.__name__}: {problem}", completion.text,
+                problem = _why_invalid(text, model)
+            return _Unread(f"did not match {model.__name__}: {problem}", text,
                            f"{problem}\nReply again with one JSON object that matches the schema.")
 
         output = OutputFormat(self._format_mode, name, _strict(model.model_json_schema()))
@@ -503,12 +510,14 @@ class CompletionBackend(BaseBackend[OptionsT]):
                 found = await self.in_thread(code_edits, text, read=read_once, candidates=shown)
                 if found.edits:
                     first = min(edit.start for edit in found.edits)
+                    # A path given twice (a draft, then the file again): its last block is the answer.
+                    last = list({edit.path: edit for edit in found.edits}.values())
                     summary = " ".join(text[:first].split())[:500] or "Changed " + ", ".join(
-                        edit.path for edit in found.edits) + "."
+                        edit.path for edit in last) + "."
                     return model.model_validate({"summary": summary, "files": [
                         {"path": edit.path, "content": edit.content,
                          "operation": "modify" if read_once(edit.path) is not None else "create"}
-                        for edit in found.edits]})
+                        for edit in last]})
                 problem = (f"No file was written: {'; '.join(found.problems)}. Give {_FILES_HOW}."
                            if found.problems else NO_FILES)
             return _Unread(f"gave no file to write: {problem}", text, problem)
@@ -635,7 +644,7 @@ class CompletionBackend(BaseBackend[OptionsT]):
         reasoning: list[str] = []
         last_update = 0
         self._in_flight = _estimate(prompt_chars, 0)
-        watch = RepetitionWatch()
+        watch = RepetitionWatch(escaped=output is not None)  # JSON: a file's lines are escapes
         stream = self._stream_completion(messages, output)
         try:
             async for item in stream:

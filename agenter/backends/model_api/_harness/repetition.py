@@ -43,14 +43,17 @@ _LETTER = re.compile(r"[^\W\d_]")
 
 
 def repeating_tail(text: str, *, repeats: int = REPEATS, min_lines: int = MIN_LINES,
-                   words: bool = False) -> int | None:
+                   words: bool = False, escaped: bool = False) -> int | None:
     """Where the repetition at the end of `text` begins after its first round: the offset of
     the line that starts the second of `repeats` or more rounds of one group of lines at the end
     of `text` (its last line left out: the cut may be in it), so `text[:offset]` keeps what came
     before and one round. None when there is no such tail, or it spans fewer than `min_lines`
     lines or no more than a quarter of the reply's lines. Blank lines, trailing spaces and the
     digits of numbers do not count. `words`: a group with no letter in it (rows of numbers:
-    data, not a loop) does not count either."""
+    data, not a loop) does not count either. `escaped`: `text` is JSON, whose strings hold a
+    file's lines as `\\n` escapes: those end lines too."""
+    if escaped:  # two characters for two, so offsets stay those of `text`
+        text = text.replace("\\n", "\0\n")
     lines: list[tuple[str, int]] = []  # (the line as compared, where it starts)
     offset = 0
     for raw in text.splitlines(keepends=True)[:-1]:
@@ -74,9 +77,11 @@ def repeating_tail(text: str, *, repeats: int = REPEATS, min_lines: int = MIN_LI
 
 class RepetitionWatch:
     """A streaming response's text, looked at every WATCH_EVERY characters: `feed` says when it
-    has begun repeating (WATCH_REPEATS rounds over WATCH_MIN_LINES lines at its end)."""
+    has begun repeating (WATCH_REPEATS rounds over WATCH_MIN_LINES lines at its end).
+    `escaped`: the response is JSON (see `repeating_tail`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, escaped: bool = False) -> None:
+        self._escaped = escaped
         self._parts: list[str] = []
         self._size = 0
         self._looked = 0
@@ -91,4 +96,5 @@ class RepetitionWatch:
         if self._size - self._looked < WATCH_EVERY:
             return False
         self._looked = self._size
-        return repeating_tail(self.text, repeats=WATCH_REPEATS, min_lines=WATCH_MIN_LINES, words=True) is not None
+        return repeating_tail(self.text, repeats=WATCH_REPEATS, min_lines=WATCH_MIN_LINES, words=True,
+                              escaped=self._escaped) is not None

@@ -47,3 +47,13 @@ def test_the_watch_lets_rows_of_numbers_stream() -> None:
     watch = RepetitionWatch()
     assert not any(watch.feed(f"{n}, {n * n}, {n * 3}\n") for n in range(2000))
     assert repeating_tail("".join(f"{n}, {n * n}\n" for n in range(100)) + "1") is not None  # at a cut-off it is
+
+
+def test_in_json_a_files_lines_are_its_escapes() -> None:
+    loop = "".join(f"    # step {n}: check the sign\\n    # then return it\\n" for n in range(40))
+    reply = '{"summary": "Fix.", "files": [{"path": "a.py", "content": "def f(x):\\n' + loop
+    assert repeating_tail(reply) is None  # one line, as plain text
+    cut = repeating_tail(reply, escaped=True)
+    assert cut is not None and reply[:cut].count("check the sign") <= 2  # about one round kept
+    watch = RepetitionWatch(escaped=True)
+    assert any(watch.feed(reply[i:i + 100]) for i in range(0, len(reply), 100))
