@@ -77,18 +77,19 @@ A correct reply:
 #: `patch_files`): the backend reads them into the proposal. Small local models write a fenced
 #: file well and a JSON-escaped one badly (measured on the 22-task benchmark, Qwen2.5-Coder-1.5B:
 #: 7 tasks solved against 3, with half the prompt and a third of the generated tokens per task
-#: solved).
+#: solved). The files come first and the sentence after them: asked for the sentence first, the
+#: model wrote only the sentence in 8 of 22 first replies; files first, 1 of 22 gave no file, and
+#: 5 first replies passed the tests against 3.
 FILES_GUIDANCE = """\
-agenter writes the files you give and tells you what to correct. First say in one sentence what \
-the change does. Then give each file you change as its path on a line of its own, then its whole \
-new text in a ``` block, every unchanged line included. Change only what the task needs, keep the \
-existing style, and never guess the content of a file you have not seen.
+agenter writes the files you give and tells you what to correct. Give each file you change as its \
+path on a line of its own, then its whole new text in a ``` block, every unchanged line included; \
+then say in one sentence what the change does. Change only what the task needs, keep the existing \
+style, and never guess the content of a file you have not seen.
 
 Example. Task: "Add a function multiply(a, b) to mathutil.py", where mathutil.py reads:
 def add(a, b):
     return a + b
 A correct reply:
-Add multiply(a, b) to mathutil.py.
 mathutil.py
 ```python
 def add(a, b):
@@ -97,7 +98,8 @@ def add(a, b):
 
 def multiply(a, b):
     return a * b
-```"""
+```
+Add multiply(a, b) to mathutil.py."""
 FILES_AGAIN = ("Reply with the changed files, each as its path on a line of its own, then its whole new text "
                "in a ``` block, against the files as they are now.")
 
@@ -296,13 +298,15 @@ class PatchMode:
 
 
 def _as_files(proposal: PatchProposal) -> str:
-    """A proposal as the model wrote it in the files format (its summary, each file's path and text)."""
-    parts = [proposal.summary.strip()]
+    """A proposal as the model wrote it in the files format (each file's path and text, then its
+    summary)."""
+    parts = []
     for change in proposal.files:
         body = change.content or ""
         if body and not body.endswith("\n"):
             body += "\n"
         parts.append(f"{change.path}\n```\n{body}```")
+    parts.append(proposal.summary.strip())
     return "\n".join(part for part in parts if part)
 
 

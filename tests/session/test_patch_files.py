@@ -28,9 +28,10 @@ def files_agent(server: ScriptedModelServer, wire: str = "chat", **options: Any)
     return make_agent(server, wire, proposal_format="files", **options)
 
 
-def answer(*blocks: tuple[str, str], before: str = "Fix sub.") -> Any:
-    """A reply in the files format: a sentence, then each file's path and its text in a block."""
-    return reply(text(before + "\n" + "".join(f"{path}\n```python\n{body}```\n" for path, body in blocks)))
+def answer(*blocks: tuple[str, str], after: str = "Fix sub.", before: str = "") -> Any:
+    """A reply in the files format: each file's path and its text in a block, then a sentence."""
+    files = "".join(f"{path}\n```python\n{body}```\n" for path, body in blocks)
+    return reply(text((before + "\n" if before else "") + files + after))
 
 
 def sent(server: ScriptedModelServer, index: int) -> str:
@@ -71,6 +72,13 @@ async def test_a_fenced_file_is_applied(project: Path, wire: str):
     assert "its whole new text in a ``` block" in first and "===== calc.py =====" in first
     assert "JSON" not in first and "response_format" not in first and '"text": {"format"' not in first
     assert len(server.model_requests) == 1
+
+
+async def test_the_sentence_may_come_before_the_files(project: Path):
+    with ScriptedModelServer([answer(("calc.py", FIXED), before="Make sub subtract.", after="")]) as server:
+        result, _ = await run(files_agent(server), "Fix sub", project)
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert result.summary.startswith("Make sub subtract.\n\nApplied.")
 
 
 async def test_a_block_of_functions_replaces_those_and_a_new_file_is_created(project: Path):

@@ -509,11 +509,13 @@ class CompletionBackend(BaseBackend[OptionsT]):
             else:
                 found = await self.in_thread(code_edits, text, read=read_once, candidates=shown)
                 if found.edits:
-                    first = min(edit.start for edit in found.edits)
+                    # The sentence after the files (or before them, as some models write it).
+                    after = text[max(edit.end for edit in found.edits):]
+                    before = text[:min(edit.start for edit in found.edits)]
                     # A path given twice (a draft, then the file again): its last block is the answer.
                     last = list({edit.path: edit for edit in found.edits}.values())
-                    summary = " ".join(text[:first].split())[:500] or "Changed " + ", ".join(
-                        edit.path for edit in last) + "."
+                    summary = " ".join((after if after.strip() else before).split())[:500] or (
+                        "Changed " + ", ".join(edit.path for edit in last) + ".")
                     return model.model_validate({"summary": summary, "files": [
                         {"path": edit.path, "content": edit.content,
                          "operation": "modify" if read_once(edit.path) is not None else "create"}

@@ -123,7 +123,8 @@ def code_edits(text: str, *, read: Callable[[str], str | None], candidates: Sequ
 
         if label is not None:
             start = label[1]
-            edit = _labelled(label[0], body, current(label[0]), found)
+            path = _as_named(label[0], current, candidates)
+            edit = _labelled(path, body, current(path), found)
         else:
             start = opening.start()
             edit = _unlabelled(body, current, candidates, found)
@@ -135,6 +136,15 @@ def code_edits(text: str, *, read: Callable[[str], str | None], candidates: Sequ
         path, content, how = edit
         taken[path] = content
         found.edits.append(CodeEdit(path, content, how, start, end))
+
+
+def _as_named(path: str, read: Callable[[str], str | None], candidates: Sequence[str]) -> str:
+    """`path`, or the one candidate file it names but for case: a path that starts a line gets
+    a capital as a sentence does (measured: "Roman.py" for roman.py, refused as a new file)."""
+    if read(path) is not None:
+        return path
+    same = [name for name in dict.fromkeys(candidates) if name.lower() == path.lower() and name != path]
+    return same[0] if len(same) == 1 and read(same[0]) is not None else path
 
 
 def _labelled(path: str, body: str, old: str | None, found: CodeEdits) -> tuple[str, str, str] | None:

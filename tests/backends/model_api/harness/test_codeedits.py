@@ -163,3 +163,14 @@ def test_a_sentence_that_ends_with_the_path_labels_the_block_and_new_functions_a
     for line in ("Use `units.py` like this:\n", "Here's the updated `median` function:\n", "units.py\n\n\n"):
         found = code_edits(f"{line}```python\n{new}```", read=read, candidates=["units.py"])
         assert not found.edits and found.problems, line
+
+
+def test_a_path_capitalised_as_a_sentence_is_the_file_it_names() -> None:
+    """Measured: "Roman.py" on the line before the block, for roman.py (refused as a new file)."""
+    read = files(**{"cal.py": CAL})
+    [edit] = code_edits(f"Cal.py\n```python\n{FIXED}```", read=read, candidates=["cal.py"]).edits
+    assert edit.path == "cal.py" and FIXED in edit.content and "DAYS = [31" in edit.content
+    # Not a file the task names or the model read, or two that differ only in case: a new file.
+    assert code_edits(f"Cal.py\n```python\n{FIXED}```", read=read, candidates=[]).edits[0].path == "Cal.py"
+    both = files(**{"cal.py": CAL, "CAL.py": CAL})
+    assert code_edits(f"Cal.py\n```python\n{FIXED}```", read=both, candidates=["cal.py", "CAL.py"]).edits[0].path == "Cal.py"
