@@ -15,8 +15,10 @@ Sessions in the same directory share one watched tree (one walk, one set of watc
 instance). Everything runs in threads; the event loop only awaits them.
 
 What no inotify-based tool sees, and so neither does this one: a file changed through a memory
-map and never closed, or through a hard link made outside the workspace after the detector
-started (the file had one link when it was last looked at).
+map and never closed, or through a hard link made after the detector started outside the
+workspace or in a folder it does not watch (IGNORED_DIRS: `node_modules/m.js` linked to `f1`,
+then written): the file had one link when it was last looked at, and the kernel reports a new
+link to a watch on the file's own inode, not to its folder's.
 """
 
 from __future__ import annotations

@@ -35,6 +35,13 @@ DIRS = ["a", "a/b", "c", "d", "v", "e"]
 FREE = ["l1", "a/l2", "c/l3"]  # names no file has at first
 
 
+def _unwatched(root: Path, rel: str) -> bool:
+    """Whether `rel` lies in a folder the detector does not watch (ignored, or a virtual environment)."""
+    parts = rel.split("/")[:-1]
+    return any(part in ("node_modules", ".git") for part in parts) or any(
+        (root.joinpath(*parts[:n]) / "pyvenv.cfg").exists() for n in range(1, len(parts) + 1))
+
+
 def _pinned(ns_offset: int) -> int:
     return time.time_ns() + ns_offset
 
@@ -115,6 +122,8 @@ def _apply(root: Path, op: tuple) -> None:
                     cfg.write_text("home = /usr\n")
         elif kind == "link":  # a hard link: a write through one name changes the other
             src, dst = root / args[0], root / args[1]
+            if _unwatched(root, args[1]):
+                return  # what the detector cannot see (changes.py's docstring): a new link in an unwatched folder
             if src.is_file() and not src.is_symlink() and dst.parent.is_dir() and not dst.exists() \
                     and not dst.is_symlink():
                 os.link(src, dst)
