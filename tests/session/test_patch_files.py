@@ -102,6 +102,22 @@ async def test_a_reply_with_no_file_goes_back_within_the_turn(project: Path):
     assert any("reply 1 gave no file to write" in e.get("content", "") for e in events_of(events, "status"))
 
 
+async def test_the_files_given_back_unchanged_are_named_so(project: Path):
+    with ScriptedModelServer([answer(("calc.py", CALC)), answer(("calc.py", FIXED))]) as server:
+        result, _ = await run(files_agent(server), "Fix sub", project)
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert "Your reply gave the files as they already are" in sent(server, 1)
+
+
+async def test_a_file_given_back_the_way_files_are_shown_is_read(project: Path):
+    shown = f"===== calc.py =====\n{FIXED}===== end of calc.py =====\nsub subtracts now."
+    with ScriptedModelServer([reply(text(shown))]) as server:
+        result, _ = await run(files_agent(server), "Fix sub", project)
+    assert result.status is CodingStatus.COMPLETED, result.error
+    assert (project / "calc.py").read_text() == FIXED
+    assert result.summary.startswith("sub subtracts now.")
+
+
 async def test_a_fragment_goes_back_with_why(project: Path):
     big = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(40))
     (project / "calc.py").write_text(big)
@@ -157,6 +173,9 @@ async def test_a_failed_validation_asks_for_the_files_again(project: Path):
     assert "sub is wrong" in retry and "The checks are right" in retry
     assert "each as its path on a line of its own, then its whole new text in a ``` block" in retry
     assert "JSON" not in retry
+    # The first request asks for the files, then a sentence; a retry for the sentence first.
+    assert "; then say in one sentence what the change does" in sent(server, 0)
+    assert "First say in one sentence what the change does. Then give each file" in retry
 
 
 async def test_a_path_outside_the_workspace_is_refused_and_named(project: Path):

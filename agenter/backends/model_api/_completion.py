@@ -193,6 +193,9 @@ CUT_OFF = ("Your reply was cut off at the output token limit before it was compl
 #: Patch mode's files format (`_ask_files`): why a reply gave no file to write.
 _FILES_HOW = "each file you change as its path on a line of its own, then its whole new text in a ``` block"
 NO_FILES = f"Your reply gave no changed file. Give {_FILES_HOW}."
+#: A reply whose blocks are the files as they are (measured: a retry's reply, the failed file again).
+UNCHANGED = (f"Your reply gave the files as they already are, so nothing would change. Change what the task "
+             f"needs, and give {_FILES_HOW}.")
 CUT_OFF_FILES = (f"Your reply was cut off at the output token limit before it was complete. Give {_FILES_HOW}, "
                  "once, and nothing else.")
 #: A reply stopped because it looped (repetition.py): not the output limit, so not CUT_OFF's advice.
@@ -507,11 +510,12 @@ class CompletionBackend(BaseBackend[OptionsT]):
                 problem = REPEATED if tail is not None else CUT_OFF_FILES
                 text = text if tail is None else text[:tail]
             else:
-                found = await self.in_thread(code_edits, text, read=read_once, candidates=shown)
+                readable = _as_fenced(text)
+                found = await self.in_thread(code_edits, readable, read=read_once, candidates=shown)
                 if found.edits:
                     # The sentence after the files (or before them, as some models write it).
-                    after = text[max(edit.end for edit in found.edits):]
-                    before = text[:min(edit.start for edit in found.edits)]
+                    after = readable[max(edit.end for edit in found.edits):]
+                    before = readable[:min(edit.start for edit in found.edits)]
                     # A path given twice (a draft, then the file again): its last block is the answer.
                     last = list({edit.path: edit for edit in found.edits}.values())
                     summary = " ".join((after if after.strip() else before).split())[:500] or (
@@ -521,7 +525,7 @@ class CompletionBackend(BaseBackend[OptionsT]):
                          "operation": "modify" if read_once(edit.path) is not None else "create"}
                         for edit in last]})
                 problem = (f"No file was written: {'; '.join(found.problems)}. Give {_FILES_HOW}."
-                           if found.problems else NO_FILES)
+                           if found.problems else UNCHANGED if found.quotes else NO_FILES)
             return _Unread(f"gave no file to write: {problem}", text, problem)
 
         async for item in self._ask_until_read(messages, None, read, self.options.max_attempts):
@@ -796,6 +800,17 @@ def _count_lines(path: Path) -> int | None:
     if b"\x00" in data[:8192]:
         return None
     return data.count(b"\n") + (0 if not data or data.endswith(b"\n") else 1)
+
+
+#: A file written back the way `_file_block` shows one (measured: asked again for the files,
+#: the model copied the prompt's "===== path =====" form instead of a ``` block).
+_SHOWN_FILE = re.compile(r"^===== (?P<path>[^\s=]+) =====\n(?P<body>.*?)^===== end of (?P=path) =====[ \t]*$",
+                         re.MULTILINE | re.DOTALL)
+
+
+def _as_fenced(text: str) -> str:
+    """`text` with each file given in the form the files are shown in as a path and a ``` block."""
+    return _SHOWN_FILE.sub(lambda m: f"{m['path']}\n```\n{m['body']}```", text)
 
 
 def _file_block(path: str, text: str, truncated: bool = False) -> str:
