@@ -412,6 +412,14 @@ async def test_a_run_killed_mid_turn_is_resumed_by_a_new_process(scripted_model_
         (path,) = logs.glob("*.jsonl")
         recorded = read_transcript(path)
         assert recorded.session_id, "the transcript holds the agent's session id by the second model call"
+        # Claude Code writes its conversation file a moment after it makes a request: a kill
+        # before that leaves nothing to resume (measured: "No conversation found with session ID"
+        # in about half the runs). The kill comes once run 1's Write is in the file.
+        saved = Path(cli_env["HOME"], ".claude", "projects")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(
+                "first.txt" in f.read_text(errors="replace") for f in saved.glob(f"*/{recorded.session_id}.jsonl")):
+            await asyncio.sleep(0.05)
         os.killpg(run_one.pid, signal.SIGKILL)  # the run dies mid-turn, no cleanup of any kind
         run_one.wait(10)
     finally:
