@@ -218,9 +218,13 @@ class UpdateMapper:
         if kind in _TOOL_UPDATES:
             out += self._tool(data)
             return out
-        out += self._start_held()
         if kind == "plan":
+            out += self._start_held()
             out.append(plan_message(data))
+        # A notice is not the agent's work: a call held for its input stays held. claude-agent-acp
+        # sends available_commands_update unawaited after session/new, once Claude Code answers,
+        # so it can fall between a Write's tool_call and the update with its input: the likely
+        # cause of a Write shown with no input in one clean-clone run of the ACP tests.
         elif kind == "usage_update":
             out.append(BackendMessage(MessageType.STATUS, usage_note(data), raw=data))
         elif kind == "current_mode_update":

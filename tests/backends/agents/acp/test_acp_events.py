@@ -368,3 +368,20 @@ def test_deltas_are_cut_at_whitespace_so_split_keys_are_redacted_whole() -> None
     assert key not in shown and "abcdefghijkl1" not in shown
     assert any(key in d for d in deltas) and any("Bearer abcdefghijkl1" in d for d in deltas)
     assert all(key not in repr(redact.data(m.raw)) for m in of(messages, MessageType.TEXT_DELTA))
+
+
+def test_a_notice_between_a_call_and_its_input_does_not_show_the_call_without_it() -> None:
+    write = {"toolCallId": "w1", "title": "Write", "kind": "edit", "status": "pending", "rawInput": {},
+             "_meta": {"claudeCode": {"toolName": "Write"}}, "sessionUpdate": "tool_call"}
+    given = {"toolCallId": "w1", "title": "Write hello.py", "rawInput": {"file_path": f"{REPO}/hello.py", "content": "x\n"},
+             "sessionUpdate": "tool_call_update"}
+    notices = [{"sessionUpdate": "available_commands_update", "availableCommands": []},
+               {"sessionUpdate": "usage_update", "used": 10, "size": 1000},
+               {"sessionUpdate": "current_mode_update", "currentModeId": "default"}]
+    messages = play(mapper(), [write, *notices, given])
+    [call] = of(messages, MessageType.TOOL_CALL)
+    assert call.tool_input == {"file_path": f"{REPO}/hello.py", "content": "x\n"}
+    # A plan is the agent's work: the held call is shown before it, as it stands.
+    [early] = of(play(mapper(), [write, {"sessionUpdate": "plan", "entries": []}, given]), MessageType.TOOL_CALL)
+    assert early.tool_input == {}
+
