@@ -9,7 +9,9 @@ judge) runs in a fresh temporary copy through each system:
 - `autonomous`: agenter's own tool loop on the model (`backend="openai", mode="autonomous"`, its
   `openai_tool_calls` from `--tool-calls`; with `--wire anthropic`, `anthropic-sdk`). A backend that
   refuses the combination is reported as "not available" in one line and skipped.
-- `patch`: agenter's patch mode (`backend="openai", mode="patch"`; `litellm` with `anthropic/<model>`).
+- `patch`: agenter's patch mode (`backend="openai", mode="patch"`; `litellm` with `anthropic/<model>`),
+  in the files format (`proposal_format="files"`, the counterpart of Aider's `whole` format that
+  Aider runs in here; `--option patch:proposal_format=json` measures the JSON format).
 - `aider-cli`: Aider through agenter (`backend="aider-cli"`), agenter answering its questions.
 - `aider`: the same Aider program run bare, `--yes-always`, by this script.
 
@@ -486,7 +488,7 @@ def agenter_config(system: str, task: Task | None, settings: Settings, base_url:
     elif system == "patch":
         config = {"backend": "litellm" if anthropic else "openai",
                   "model": f"anthropic/{settings.model}" if anthropic else settings.model, "mode": "patch",
-                  **server, **sampling}
+                  "proposal_format": "files", **server, **sampling}
     else:  # aider-cli: temperature and max_tokens through Aider's model settings, as for bare Aider
         reads = [arg for name in (task.tests if task else ()) for arg in ("--read", name)]
         config = {"backend": "aider-cli", "model": settings.aider_model(), "sandbox": False,
