@@ -30,6 +30,7 @@ from agenter._errors import PathSecurityError
 from agenter.backends.base import BackendMessage, Denial, MessageType
 from agenter.permissions import PermissionDecision, ToolCall
 from agenter.tools.patch import FileChange, PatchError, PatchProposal, apply_proposal, check_proposal
+from agenter.tools.shown import file_block
 
 __all__ = ["PatchMode", "PatchStep", "Proposal", "output_type_for"]
 
@@ -221,8 +222,7 @@ class PatchMode:
             if text is None or total + len(text) > SHOWN_TOTAL_CHARS:
                 continue
             total += len(text)
-            body = text if text.endswith("\n") or not text else text + "\n"
-            parts.append(f"===== {path} =====\n{body}===== end of {path} =====")
+            parts.append(file_block(path, text))
         return "\n".join(parts)
 
     # ------------------------------------------------------------------ applying

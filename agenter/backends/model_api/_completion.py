@@ -68,6 +68,7 @@ from agenter.backends.model_api._harness.repetition import RepetitionWatch, repe
 from agenter.host.retry import retry_delay
 from agenter.permissions import ToolCall
 from agenter.sandbox.paths import open_regular
+from agenter.tools.shown import as_fenced, file_block
 from agenter.usage import is_known_model
 
 __all__ = [
@@ -471,9 +472,8 @@ class CompletionBackend(BaseBackend[OptionsT]):
         async def read(completion: Completion) -> BaseModel | _Unread:
             text = completion.text
             if completion.finish_reason == "length":
-                tail = repeating_tail(text, escaped=True)
-                problem = CUT_OFF if tail is None else REPEATED_JSON
-                text = text if tail is None else text[:tail]
+                text, repeated = _without_repetition(text, escaped=True)
+                problem = REPEATED_JSON if repeated else CUT_OFF
             else:
                 parsed = find_json(text, model)
                 if parsed is not None:
@@ -506,11 +506,10 @@ class CompletionBackend(BaseBackend[OptionsT]):
         async def read(completion: Completion) -> BaseModel | _Unread:
             text = completion.text
             if completion.finish_reason == "length":
-                tail = repeating_tail(text)
-                problem = REPEATED if tail is not None else CUT_OFF_FILES
-                text = text if tail is None else text[:tail]
+                text, repeated = _without_repetition(text)
+                problem = REPEATED if repeated else CUT_OFF_FILES
             else:
-                readable = _as_fenced(text)
+                readable = as_fenced(text)
                 found = await self.in_thread(code_edits, readable, read=read_once, candidates=shown)
                 if found.edits:
                     # The sentence after the files (or before them, as some models write it).
@@ -802,21 +801,16 @@ def _count_lines(path: Path) -> int | None:
     return data.count(b"\n") + (0 if not data or data.endswith(b"\n") else 1)
 
 
-#: A file written back the way `_file_block` shows one (measured: asked again for the files,
-#: the model copied the prompt's "===== path =====" form instead of a ``` block).
-_SHOWN_FILE = re.compile(r"^===== (?P<path>[^\s=]+) =====\n(?P<body>.*?)^===== end of (?P=path) =====[ \t]*$",
-                         re.MULTILINE | re.DOTALL)
-
-
-def _as_fenced(text: str) -> str:
-    """`text` with each file given in the form the files are shown in as a path and a ``` block."""
-    return _SHOWN_FILE.sub(lambda m: f"{m['path']}\n```\n{m['body']}```", text)
+def _without_repetition(text: str, escaped: bool = False) -> tuple[str, bool]:
+    """A cut-off reply as the conversation keeps it: without the repetition it ends in, if it
+    does (one round kept), and whether it did."""
+    tail = repeating_tail(text, escaped=escaped)
+    return (text, False) if tail is None else (text[:tail], True)
 
 
 def _file_block(path: str, text: str, truncated: bool = False) -> str:
     note = " (truncated: only its beginning is shown; edit it with search_replace)" if truncated else ""
-    body = text if text.endswith("\n") or not text else text + "\n"
-    return f"===== {path}{note} =====\n{body}===== end of {path} ====="
+    return file_block(path, text, note)
 
 
 # ---------------------------------------------------------------------- small helpers

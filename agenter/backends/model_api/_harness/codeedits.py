@@ -123,8 +123,7 @@ def code_edits(text: str, *, read: Callable[[str], str | None], candidates: Sequ
 
         if label is not None:
             start = label[1]
-            path = _as_named(label[0], current, candidates)
-            edit = _labelled(path, body, current(path), found)
+            edit = _labelled(*_as_named(label[0], current, candidates), body, found)
         else:
             start = opening.start()
             edit = _unlabelled(body, current, candidates, found)
@@ -138,16 +137,19 @@ def code_edits(text: str, *, read: Callable[[str], str | None], candidates: Sequ
         found.edits.append(CodeEdit(path, content, how, start, end))
 
 
-def _as_named(path: str, read: Callable[[str], str | None], candidates: Sequence[str]) -> str:
-    """`path`, or the one candidate file it names but for case: a path that starts a line gets
-    a capital as a sentence does (measured: "Roman.py" for roman.py, refused as a new file)."""
-    if read(path) is not None:
-        return path
-    same = [name for name in dict.fromkeys(candidates) if name.lower() == path.lower() and name != path]
-    return same[0] if len(same) == 1 and read(same[0]) is not None else path
+def _as_named(path: str, read: Callable[[str], str | None], candidates: Sequence[str]) -> tuple[str, str | None]:
+    """`path` and its text, or the one candidate file it names but for case and that file's text:
+    a path that starts a line gets a capital as a sentence does (measured: "Roman.py" for
+    roman.py, refused as a new file). Each file is read once."""
+    old = read(path)
+    if old is None:
+        same = [name for name in dict.fromkeys(candidates) if name.lower() == path.lower() and name != path]
+        if len(same) == 1 and (text := read(same[0])) is not None:
+            return same[0], text
+    return path, old
 
 
-def _labelled(path: str, body: str, old: str | None, found: CodeEdits) -> tuple[str, str, str] | None:
+def _labelled(path: str, old: str | None, body: str, found: CodeEdits) -> tuple[str, str, str] | None:
     if path.startswith("/") or ".." in path.split("/"):
         found.problems.append(f"the block after the line {path} was not written: that path leads outside the "
                               "repository")
